@@ -1,0 +1,72 @@
+## The header other builds include: per workload the chosen kernel, its CUTLASS type,
+## its measured time, and lookups from a problem to its kernel.
+## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, type_definitions, entries.
+${banner}
+//
+// For each workload, the fastest kernel whose output matched a reference convolution on
+// the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}.
+//
+// Runtime lookup:      best_kernels::find(best_kernels::Conv2dFpropProblem{...})
+// Compile-time lookup: best_kernels::Conv2dFprop<N, H, W, C, K, R, S, PadH, PadW,
+//                          StrideH, StrideW, DilationH, DilationW>::Kernel
+#pragma once
+
+% for header in includes:
+#include "${header}"
+% endfor
+
+namespace best_kernels {
+
+% for definition in type_definitions:
+${definition}
+% endfor
+// A forward convolution, fp16 NHWC activations, KRSC filters, NPQK output.
+struct Conv2dFpropProblem {
+  int n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
+};
+
+constexpr bool operator==(const Conv2dFpropProblem& a, const Conv2dFpropProblem& b) {
+  return a.n == b.n && a.h == b.h && a.w == b.w && a.c == b.c && a.k == b.k && a.r == b.r && a.s == b.s &&
+         a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h && a.stride_w == b.stride_w &&
+         a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w;
+}
+
+struct Choice {
+  const char* workload;
+  Conv2dFpropProblem problem;
+  const char* kernel;   // the kernel's procedural name, also its type's name in this namespace
+  double runtime_ms;    // median measured time
+  double gflops;
+};
+
+inline constexpr Choice kConv2dFprop[] = {
+% for e in entries:
+    {"${e['problem'].name}",
+     {${", ".join(map(str, e['problem'].args()))}},
+     "${e['kernel']}", ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
+% endfor
+};
+
+// The choice for `problem`, or nullptr when no kernel was chosen for it.
+constexpr const Choice* find(const Conv2dFpropProblem& problem) {
+  for (const Choice& choice : kConv2dFprop) {
+    if (choice.problem == problem) return &choice;
+  }
+  return nullptr;
+}
+
+// Left undefined: no kernel was chosen for this problem.
+template <int N, int H, int W, int C, int K, int R, int S, int PadH, int PadW, int StrideH, int StrideW,
+          int DilationH, int DilationW>
+struct Conv2dFprop;
+
+% for e in entries:
+template <>
+struct Conv2dFprop<${", ".join(map(str, e['problem'].args()))}> {
+  using Kernel = ${e['kernel']};
+  static constexpr const char* name = "${e['kernel']}";
+  static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};
+};
+% endfor
+
+}  // namespace best_kernels

@@ -1,0 +1,16 @@
+## One profiler translation unit: a kernel's type and the factory the profiler calls.
+## Inputs: banner, kernel (descriptor), type_definition (its family template, rendered).
+${banner}
+% for header in kernel.includes:
+#include "${header}"
+% endfor
+#include "${kernel.adapter_header}"
+
+${type_definition}
+namespace kernelgen {
+
+std::unique_ptr<Operation> make_${kernel.name}() {
+  return std::make_unique<${kernel.adapter}<::${kernel.name}>>();
+}
+
+}  // namespace kernelgen

@@ -1,0 +1,55 @@
+// The generic CUTLASS adapter: a device-level operator plus an argument builder is a
+// kernelgen::Operation. The argument builders for each CUTLASS API live beside it
+// (conv2d_adapter_2x.h, conv2d_adapter_3x.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cutlass/cutlass.h"
+
+#include "operation.h"
+
+namespace kernelgen {
+
+inline std::string status_text(cutlass::Status status) {
+  return status == cutlass::Status::kSuccess ? std::string() : cutlassGetStatusString(status);
+}
+
+// DeviceOp: a CUTLASS device operator (static can_implement and get_workspace_size,
+// initialize(args, workspace, stream), run(stream)). ArgumentsFor: a type whose static
+// `make(problem, binding)` returns DeviceOp::Arguments.
+template <typename DeviceOp, typename ArgumentsFor>
+class CutlassOperation final : public Operation {
+ public:
+  std::string can_implement(const Conv2dProblem& problem) override {
+    return status_text(DeviceOp::can_implement(ArgumentsFor::make(problem, {})));
+  }
+
+  size_t workspace_bytes(const Conv2dProblem& problem) override {
+    return DeviceOp::get_workspace_size(ArgumentsFor::make(problem, {}));
+  }
+
+  std::string prepare(const Conv2dProblem& problem, const std::vector<Conv2dBinding>& bindings,
+                      cudaStream_t stream) override {
+    ops_.clear();
+    for (const Conv2dBinding& binding : bindings) {
+      auto op = std::make_unique<DeviceOp>();
+      std::string error =
+          status_text(op->initialize(ArgumentsFor::make(problem, binding), binding.workspace, stream));
+      if (!error.empty()) return error;
+      ops_.push_back(std::move(op));
+    }
+    return {};
+  }
+
+  bool run(size_t index, cudaStream_t stream) override {
+    return ops_[index]->run(stream) == cutlass::Status::kSuccess;
+  }
+
+ private:
+  std::vector<std::unique_ptr<DeviceOp>> ops_;
+};
+
+}  // namespace kernelgen

@@ -1,0 +1,421 @@
+// The kernelgen profiler: one process verifies and times every (workload, kernel) job it
+// is given, with CUDA initialised and operand buffers allocated once.
+//
+//   profiler --list                 the kernels linked in, one per line
+//   profiler --device               one `device` line, then exit
+//   profiler --jobs FILE [options]  run the jobs in FILE (see below)
+//
+// Job file, one record per line:
+//   workload NAME conv2d_fprop N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
+//   kernel NAME TOLERANCE          (belongs to the workload above it)
+//
+// Output on stdout, one tab-separated record per line, flushed as it is written:
+//   device NAME CC SMS L2_BYTES CUDA_RUNTIME CUDA_DRIVER CUTLASS
+//   workload NAME SETS REFERENCE_MS
+//   begin WORKLOAD KERNEL
+//   result WORKLOAD KERNEL STATUS RUNTIME_MS MIN_MS MAX_MS ITERATIONS REL_L2 REL_MAX MESSAGE
+// STATUS is ok, unsupported, incorrect, failed or crashed. After `crashed` (the CUDA context
+// is lost) the process exits with status 3; a driver restarts it on the remaining jobs.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cutlass/version.h"
+
+#include "operation.h"
+#include "reference.h"
+
+namespace kernelgen {
+namespace {
+
+constexpr int kCrashedExit = 3;
+
+struct KernelJob {
+  std::string name;
+  double tolerance;
+};
+
+struct WorkloadJob {
+  std::string name;
+  Conv2dProblem problem;
+  std::vector<KernelJob> kernels;
+};
+
+struct Options {
+  std::string jobs_path;
+  bool list = false;
+  bool device_only = false;
+  uint64_t seed = 2024;
+  int warmup = 5;
+  int repeats = 20;
+  double batch_ms = 1.0;       // time one timed batch of launches should take
+  double rotate_bytes = 0;     // operand bytes to cycle through per batch; 0: four times L2
+};
+
+[[noreturn]] void die(const std::string& message) {
+  std::printf("fatal\t%s\n", message.c_str());
+  std::fflush(stdout);
+  std::exit(2);
+}
+
+void check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+std::string clean(std::string text) {
+  for (char& ch : text) {
+    if (ch == '\t' || ch == '\n' || ch == '\r') ch = ' ';
+  }
+  return text.empty() ? "-" : text;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) die(std::string("missing value after ") + flag);
+      return argv[++i];
+    };
+    if (arg == "--list") o.list = true;
+    else if (arg == "--device") o.device_only = true;
+    else if (arg == "--jobs") o.jobs_path = value("--jobs");
+    else if (arg == "--seed") o.seed = std::stoull(value("--seed"));
+    else if (arg == "--warmup") o.warmup = std::stoi(value("--warmup"));
+    else if (arg == "--repeats") o.repeats = std::stoi(value("--repeats"));
+    else if (arg == "--batch-ms") o.batch_ms = std::stod(value("--batch-ms"));
+    else if (arg == "--rotate-bytes") o.rotate_bytes = std::stod(value("--rotate-bytes"));
+    else die("unknown argument " + arg);
+  }
+  if (!o.list && !o.device_only && o.jobs_path.empty()) die("give --list, --device or --jobs FILE");
+  if (o.repeats < 1 || o.warmup < 0 || o.batch_ms <= 0) die("--repeats, --warmup and --batch-ms must be positive");
+  return o;
+}
+
+std::vector<WorkloadJob> read_jobs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) die("cannot read job file " + path);
+  std::vector<WorkloadJob> jobs;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    std::istringstream fields(line);
+    std::string record;
+    if (!(fields >> record)) continue;
+    auto bad = [&](const char* why) { die(path + ":" + std::to_string(lineno) + ": " + why); };
+    if (record == "workload") {
+      WorkloadJob job;
+      std::string op;
+      Conv2dProblem& p = job.problem;
+      if (!(fields >> job.name >> op)) bad("expected: workload NAME OP ...");
+      if (op != "conv2d_fprop") bad("unknown operation");
+      if (!(fields >> p.n >> p.h >> p.w >> p.c >> p.k >> p.r >> p.s >> p.pad_h >> p.pad_w >> p.stride_h >>
+            p.stride_w >> p.dilation_h >> p.dilation_w))
+        bad("expected 13 integers after conv2d_fprop");
+      if (p.p() < 1 || p.q() < 1) bad("problem has no output");
+      jobs.push_back(job);
+    } else if (record == "kernel") {
+      if (jobs.empty()) bad("kernel before any workload");
+      KernelJob k;
+      if (!(fields >> k.name >> k.tolerance)) bad("expected: kernel NAME TOLERANCE");
+      jobs.back().kernels.push_back(k);
+    } else {
+      bad("unknown record");
+    }
+  }
+  return jobs;
+}
+
+struct Device {
+  cudaDeviceProp props;
+  int runtime_version = 0;
+  int driver_version = 0;
+};
+
+Device open_device() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    die(std::string("no CUDA device: ") + (error != cudaSuccess ? cudaGetErrorString(error) : "none found"));
+  }
+  Device d;
+  check(cudaSetDevice(0), "cudaSetDevice");
+  check(cudaGetDeviceProperties(&d.props, 0), "cudaGetDeviceProperties");
+  check(cudaRuntimeGetVersion(&d.runtime_version), "cudaRuntimeGetVersion");
+  check(cudaDriverGetVersion(&d.driver_version), "cudaDriverGetVersion");
+  return d;
+}
+
+void print_device(const Device& d) {
+  std::printf("device\t%s\t%d%d\t%d\t%d\t%d.%d\t%d.%d\t%d.%d.%d\n", clean(d.props.name).c_str(), d.props.major,
+              d.props.minor, d.props.multiProcessorCount, d.props.l2CacheSize, d.runtime_version / 1000,
+              (d.runtime_version % 1000) / 10, d.driver_version / 1000, (d.driver_version % 1000) / 10,
+              CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH);
+  std::fflush(stdout);
+}
+
+// Operands of one workload: `sets` copies of (x, w, y), each 256-byte aligned, cycled
+// through while timing so that a layer that fits in L2 is not timed from L2.
+struct Operands {
+  std::vector<Conv2dBinding> sets;
+};
+
+size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+size_t set_bytes(const Conv2dProblem& p) {
+  return round_up(p.activation_elements() * 2) + round_up(p.filter_elements() * 2) +
+         round_up(p.output_elements() * 2);
+}
+
+size_t sets_for(const Conv2dProblem& p, double rotate_bytes) {
+  size_t sets = size_t(std::ceil(rotate_bytes / double(set_bytes(p))));
+  return std::clamp<size_t>(sets, 1, 64);
+}
+
+class Profiler {
+ public:
+  Profiler(const Device& device, const Options& options, const std::vector<WorkloadJob>& jobs)
+      : options_(options) {
+    rotate_bytes_ = options.rotate_bytes > 0 ? options.rotate_bytes : 4.0 * device.props.l2CacheSize;
+    size_t pool = 0, outputs = 0;
+    for (const WorkloadJob& job : jobs) {
+      pool = std::max(pool, sets_for(job.problem, rotate_bytes_) * set_bytes(job.problem));
+      outputs = std::max(outputs, job.problem.output_elements());
+    }
+    check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    check(cudaMalloc(&pool_, std::max<size_t>(pool, 256)), "cudaMalloc operands");
+    check(cudaMalloc(&reference_, std::max<size_t>(outputs, 1) * sizeof(float)), "cudaMalloc reference");
+    check(cudaMalloc(&scratch_, sizeof(Comparison)), "cudaMalloc scratch");
+    for (const Registration& r : registry()) registry_[r.name] = r.make;
+  }
+
+  void run(const WorkloadJob& job) {
+    const Conv2dProblem& p = job.problem;
+    Operands operands = place_operands(p);
+    cudaEvent_t start, stop;
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+    check(cudaEventRecord(start, stream_), "cudaEventRecord");
+    reference_conv2d_fprop_f16(p, operands.sets[0].x, operands.sets[0].w, reference_, stream_);
+    check(cudaEventRecord(stop, stream_), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "reference convolution");
+    float reference_ms = 0;
+    check(cudaEventElapsedTime(&reference_ms, start, stop), "cudaEventElapsedTime");
+    check(cudaEventDestroy(start), "cudaEventDestroy");
+    check(cudaEventDestroy(stop), "cudaEventDestroy");
+    std::printf("workload\t%s\t%zu\t%.3f\n", job.name.c_str(), operands.sets.size(), reference_ms);
+    std::fflush(stdout);
+    for (const KernelJob& kernel : job.kernels) profile(job, kernel, operands);
+  }
+
+ private:
+  struct Result {
+    std::string status;
+    std::string message;
+    double median_ms = NAN, min_ms = NAN, max_ms = NAN;
+    long iterations = 0;
+    double rel_l2 = NAN, rel_max = NAN;
+  };
+
+  Operands place_operands(const Conv2dProblem& p) {
+    Operands operands;
+    size_t sets = sets_for(p, rotate_bytes_);
+    char* base = static_cast<char*>(pool_);
+    for (size_t i = 0; i < sets; ++i) {
+      Conv2dBinding b{};
+      b.x = base;
+      fill_random_f16(base, p.activation_elements(), options_.seed * 7919 + 2 * i, stream_);
+      base += round_up(p.activation_elements() * 2);
+      b.w = base;
+      fill_random_f16(base, p.filter_elements(), options_.seed * 7919 + 2 * i + 1, stream_);
+      base += round_up(p.filter_elements() * 2);
+      b.y = base;
+      base += round_up(p.output_elements() * 2);
+      operands.sets.push_back(b);
+    }
+    check(cudaStreamSynchronize(stream_), "filling operands");
+    return operands;
+  }
+
+  void* workspace(size_t bytes) {
+    if (bytes > workspace_bytes_) {
+      if (workspace_) check(cudaFree(workspace_), "cudaFree workspace");
+      check(cudaMalloc(&workspace_, bytes), "cudaMalloc workspace");
+      workspace_bytes_ = bytes;
+    }
+    return bytes ? workspace_ : nullptr;
+  }
+
+  // After a kernel ran: a CUDA error here has lost the context, so report and exit.
+  void synchronize_or_crash(const WorkloadJob& job, const KernelJob& kernel, const char* stage) {
+    cudaError_t error = cudaStreamSynchronize(stream_);
+    if (error == cudaSuccess) error = cudaGetLastError();
+    if (error == cudaSuccess) return;
+    Result r;
+    r.status = "crashed";
+    r.message = std::string(stage) + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+    emit(job, kernel, r);
+    std::exit(kCrashedExit);
+  }
+
+  void profile(const WorkloadJob& job, const KernelJob& kernel, Operands& operands) {
+    std::printf("begin\t%s\t%s\n", job.name.c_str(), kernel.name.c_str());
+    std::fflush(stdout);
+    emit(job, kernel, measure(job, kernel, operands));
+  }
+
+  Result measure(const WorkloadJob& job, const KernelJob& kernel, Operands& operands) {
+    const Conv2dProblem& p = job.problem;
+    Result r;
+    auto found = registry_.find(kernel.name);
+    if (found == registry_.end()) {
+      r.status = "failed";
+      r.message = "not linked into this profiler";
+      return r;
+    }
+    std::unique_ptr<Operation> op = found->second();
+    std::string why = op->can_implement(p);
+    if (!why.empty()) {
+      r.status = "unsupported";
+      r.message = "can_implement: " + why;
+      return r;
+    }
+    size_t ws = round_up(op->workspace_bytes(p));
+    char* ws_base = static_cast<char*>(workspace(ws * operands.sets.size()));
+    std::vector<Conv2dBinding> bindings = operands.sets;
+    for (size_t i = 0; i < bindings.size(); ++i) bindings[i].workspace = ws ? ws_base + i * ws : nullptr;
+    std::string error = op->prepare(p, bindings, stream_);
+    if (!error.empty()) {
+      r.status = "failed";
+      r.message = "initialize: " + error;
+      cudaGetLastError();
+      return r;
+    }
+
+    // One run on fresh random operands, compared with the reference on the same inputs.
+    fill_nan_f16(bindings[0].y, p.output_elements(), stream_);
+    bool launched = op->run(0, stream_);
+    cudaError_t launch_error = cudaGetLastError();
+    if (!launched || launch_error != cudaSuccess) {
+      synchronize_or_crash(job, kernel, "first run");
+      r.status = "failed";
+      r.message = std::string("launch: ") + (launch_error != cudaSuccess ? cudaGetErrorString(launch_error)
+                                                                         : "CUTLASS run() reported an error");
+      return r;
+    }
+    synchronize_or_crash(job, kernel, "first run");
+    Comparison c = compare_f16(bindings[0].y, reference_, p.output_elements(), scratch_, stream_);
+    r.rel_l2 = c.relative_l2();
+    r.rel_max = c.relative_max();
+    if (c.nonfinite > 0 || !(r.rel_l2 <= kernel.tolerance) || !(r.rel_max <= kernel.tolerance)) {
+      r.status = "incorrect";
+      std::ostringstream m;
+      m << "output differs from the reference: " << c.nonfinite << " non-finite elements, relative L2 error "
+        << r.rel_l2 << ", relative max error " << r.rel_max << " (tolerance " << kernel.tolerance << ")";
+      r.message = m.str();
+      return r;
+    }
+
+    r.status = time(job, kernel, *op, bindings.size(), r) ? "ok" : "failed";
+    if (r.status == "failed") r.message = "a timed launch failed";
+    return r;
+  }
+
+  // Warm-up, calibration, then `repeats` batches of launches timed with CUDA events.
+  bool time(const WorkloadJob& job, const KernelJob& kernel, Operation& op, size_t sets, Result& r) {
+    size_t next = 0;
+    bool launched = true;
+    auto launch = [&](int count) {
+      for (int i = 0; i < count && launched; ++i) launched = op.run(next++ % sets, stream_);
+    };
+    launch(options_.warmup);
+    synchronize_or_crash(job, kernel, "warm-up");
+
+    cudaEvent_t start, stop;
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+    check(cudaEventRecord(start, stream_), "cudaEventRecord");
+    launch(3);
+    check(cudaEventRecord(stop, stream_), "cudaEventRecord");
+    synchronize_or_crash(job, kernel, "calibration");
+    float calibration_ms = 0;
+    check(cudaEventElapsedTime(&calibration_ms, start, stop), "cudaEventElapsedTime");
+    int batch = int(std::clamp(std::round(options_.batch_ms / std::max(calibration_ms / 3.0, 1e-4)), 1.0, 10000.0));
+
+    std::vector<cudaEvent_t> events(2 * options_.repeats);
+    for (cudaEvent_t& e : events) check(cudaEventCreate(&e), "cudaEventCreate");
+    for (int i = 0; i < options_.repeats; ++i) {
+      check(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
+      launch(batch);
+      check(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+    }
+    synchronize_or_crash(job, kernel, "timed runs");
+    std::vector<double> per_launch;
+    for (int i = 0; i < options_.repeats; ++i) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "cudaEventElapsedTime");
+      per_launch.push_back(ms / batch);
+    }
+    for (cudaEvent_t& e : events) check(cudaEventDestroy(e), "cudaEventDestroy");
+    check(cudaEventDestroy(start), "cudaEventDestroy");
+    check(cudaEventDestroy(stop), "cudaEventDestroy");
+    std::sort(per_launch.begin(), per_launch.end());
+    size_t n = per_launch.size();
+    r.median_ms = n % 2 ? per_launch[n / 2] : 0.5 * (per_launch[n / 2 - 1] + per_launch[n / 2]);
+    r.min_ms = per_launch.front();
+    r.max_ms = per_launch.back();
+    r.iterations = long(batch) * options_.repeats;
+    return launched;
+  }
+
+  void emit(const WorkloadJob& job, const KernelJob& kernel, const Result& r) {
+    std::printf("result\t%s\t%s\t%s\t%.6g\t%.6g\t%.6g\t%ld\t%.3g\t%.3g\t%s\n", job.name.c_str(), kernel.name.c_str(),
+                r.status.c_str(), r.median_ms, r.min_ms, r.max_ms, r.iterations, r.rel_l2, r.rel_max,
+                clean(r.message).c_str());
+    std::fflush(stdout);
+  }
+
+  const Options& options_;
+  double rotate_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  void* pool_ = nullptr;
+  float* reference_ = nullptr;
+  Comparison* scratch_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<std::string, OperationFactory> registry_;
+};
+
+}  // namespace
+}  // namespace kernelgen
+
+int main(int argc, char** argv) {
+  using namespace kernelgen;
+  Options options = parse_options(argc, argv);
+  if (options.list) {
+    for (const Registration& r : registry()) std::printf("%s\n", r.name);
+    return 0;
+  }
+  Device device = open_device();
+  print_device(device);
+  if (options.device_only) return 0;
+  std::vector<WorkloadJob> jobs = read_jobs(options.jobs_path);
+  try {
+    Profiler profiler(device, options, jobs);
+    for (const WorkloadJob& job : jobs) profiler.run(job);
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+#include "reference.h"
+
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace kernelgen {
+namespace {
+
+void check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+__device__ inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_random_kernel(__half* data, size_t count, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t bits = splitmix64(seed * 0x100000001B3ull ^ i);
+    float u = float(bits >> 40) * (1.0f / float(1ull << 24));  // [0, 1)
+    data[i] = __float2half_rn(2.0f * u - 1.0f);
+  }
+}
+
+__global__ void fill_nan_kernel(__half* data, size_t count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    data[i] = __ushort_as_half(0x7E00);
+  }
+}
+
+__global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, const __half* x, const __half* w,
+                                              float* y) {
+  size_t total = size_t(p.n) * P * Q * p.k;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int k = int(i % p.k);
+    size_t rest = i / p.k;
+    int q = int(rest % Q);
+    rest /= Q;
+    int pp = int(rest % P);
+    int n = int(rest / P);
+    double acc = 0.0;
+    for (int r = 0; r < p.r; ++r) {
+      int h = pp * p.stride_h - p.pad_h + r * p.dilation_h;
+      if (h < 0 || h >= p.h) continue;
+      for (int s = 0; s < p.s; ++s) {
+        int ww = q * p.stride_w - p.pad_w + s * p.dilation_w;
+        if (ww < 0 || ww >= p.w) continue;
+        const __half* xp = x + ((size_t(n) * p.h + h) * p.w + ww) * p.c;
+        const __half* wp = w + ((size_t(k) * p.r + r) * p.s + s) * p.c;
+        for (int c = 0; c < p.c; ++c) {
+          acc += double(__half2float(xp[c]) * __half2float(wp[c]));  // fp16 products are exact in fp32
+        }
+      }
+    }
+    y[i] = float(acc);
+  }
+}
+
+__device__ inline void atomic_max_nonnegative(double* address, double value) {
+  // For non-negative doubles the IEEE bit patterns order like the values.
+  atomicMax(reinterpret_cast<unsigned long long*>(address), __double_as_longlong(value));
+}
+
+__global__ void compare_kernel(const __half* y, const float* ref, size_t count, Comparison* out) {
+  double sq_diff = 0.0, sq_ref = 0.0, max_diff = 0.0, max_ref = 0.0;
+  unsigned long long nonfinite = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    double v = __half2float(y[i]);
+    double r = ref[i];
+    if (!isfinite(v)) {
+      ++nonfinite;
+      continue;
+    }
+    double d = fabs(v - r);
+    sq_diff += d * d;
+    sq_ref += r * r;
+    max_diff = fmax(max_diff, d);
+    max_ref = fmax(max_ref, fabs(r));
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sq_diff += __shfl_down_sync(0xffffffffu, sq_diff, offset);
+    sq_ref += __shfl_down_sync(0xffffffffu, sq_ref, offset);
+    max_diff = fmax(max_diff, __shfl_down_sync(0xffffffffu, max_diff, offset));
+    max_ref = fmax(max_ref, __shfl_down_sync(0xffffffffu, max_ref, offset));
+    nonfinite += __shfl_down_sync(0xffffffffu, nonfinite, offset);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&out->sum_sq_diff, sq_diff);
+    atomicAdd(&out->sum_sq_ref, sq_ref);
+    atomic_max_nonnegative(&out->max_abs_diff, max_diff);
+    atomic_max_nonnegative(&out->max_abs_ref, max_ref);
+    atomicAdd(&out->nonfinite, nonfinite);
+  }
+}
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 132 * 16;
+
+int blocks_for(size_t count) {
+  size_t blocks = (count + kThreads - 1) / kThreads;
+  return int(blocks < kMaxBlocks ? (blocks ? blocks : 1) : kMaxBlocks);
+}
+
+}  // namespace
+
+double Comparison::relative_l2() const {
+  return sum_sq_ref > 0 ? std::sqrt(sum_sq_diff / sum_sq_ref) : (sum_sq_diff > 0 ? INFINITY : 0.0);
+}
+
+double Comparison::relative_max() const {
+  return max_abs_ref > 0 ? max_abs_diff / max_abs_ref : (max_abs_diff > 0 ? INFINITY : 0.0);
+}
+
+void fill_random_f16(void* data, size_t count, uint64_t seed, cudaStream_t stream) {
+  fill_random_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<__half*>(data), count, seed);
+  check(cudaGetLastError(), "fill_random_f16");
+}
+
+void fill_nan_f16(void* data, size_t count, cudaStream_t stream) {
+  fill_nan_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<__half*>(data), count);
+  check(cudaGetLastError(), "fill_nan_f16");
+}
+
+void reference_conv2d_fprop_f16(const Conv2dProblem& problem, const void* x, const void* w, float* y_ref,
+                                cudaStream_t stream) {
+  reference_conv2d_fprop_kernel<<<blocks_for(problem.output_elements()), kThreads, 0, stream>>>(
+      problem, problem.p(), problem.q(), static_cast<const __half*>(x), static_cast<const __half*>(w), y_ref);
+  check(cudaGetLastError(), "reference_conv2d_fprop_f16");
+}
+
+Comparison compare_f16(const void* y, const float* y_ref, size_t count, Comparison* scratch, cudaStream_t stream) {
+  check(cudaMemsetAsync(scratch, 0, sizeof(Comparison), stream), "compare_f16 memset");
+  compare_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const __half*>(y), y_ref, count, scratch);
+  check(cudaGetLastError(), "compare_f16");
+  Comparison result{};
+  check(cudaMemcpyAsync(&result, scratch, sizeof(Comparison), cudaMemcpyDeviceToHost, stream), "compare_f16 copy");
+  check(cudaStreamSynchronize(stream), "compare_f16");
+  return result;
+}
+
+}  // namespace kernelgen

@@ -1,0 +1,39 @@
+// Device-side helpers of the profiler: random operands, the reference convolution
+// and the comparison of a kernel's output against it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "operation.h"
+
+namespace kernelgen {
+
+// Fills `count` fp16 values with uniform random numbers in [-1, 1), a function of (seed, index).
+void fill_random_f16(void* data, size_t count, uint64_t seed, cudaStream_t stream);
+
+// Fills `count` fp16 values with NaN, so that an element a kernel never writes cannot pass.
+void fill_nan_f16(void* data, size_t count, cudaStream_t stream);
+
+// y_ref[n,p,q,k] = sum over r,s,c of x[n,h,w,c] * w[k,r,s,c], accumulated in double.
+void reference_conv2d_fprop_f16(const Conv2dProblem& problem, const void* x, const void* w, float* y_ref,
+                                cudaStream_t stream);
+
+struct Comparison {
+  double sum_sq_diff;   // sum of (y - ref)^2
+  double sum_sq_ref;    // sum of ref^2
+  double max_abs_diff;  // max |y - ref|
+  double max_abs_ref;   // max |ref|
+  unsigned long long nonfinite;  // elements of y that are NaN or infinite
+
+  double relative_l2() const;       // ||y - ref|| / ||ref||
+  double relative_max() const;      // max |y - ref| / max |ref|
+};
+
+// Compares fp16 output y against the reference; `scratch` is device memory for one Comparison.
+Comparison compare_f16(const void* y, const float* y_ref, size_t count, Comparison* scratch,
+                       cudaStream_t stream);
+
+}  // namespace kernelgen

@@ -1,0 +1,11 @@
+"""Kernel families: each module reads one kind of spec and yields kernel descriptors.
+
+A module has ``KIND`` (the spec's ``kind`` value) and ``expand(path, raw)``, which
+validates the parsed TOML and returns descriptors. A descriptor has ``name`` (the
+procedural name: file name, C++ symbol, CSV key), ``family``, ``op``, ``arch``,
+``template``, ``includes``, ``adapter``, ``supports(problem)`` and ``values()``.
+"""
+
+from . import conv2d_sm80, conv2d_sm90
+
+FAMILIES = {m.KIND: m for m in (conv2d_sm80, conv2d_sm90)}

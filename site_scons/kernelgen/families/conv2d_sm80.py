@@ -1,0 +1,136 @@
+"""CUTLASS 2.x ``ImplicitGemmConvolution`` conv2d fprop for SM80 tensor cores.
+
+A spec gives the element types, the iterator, the mma.sync instruction shape,
+the alignments and swizzles to try, and a list of tiles (threadblock, warps,
+stages). Each tile x alignment x swizzle is one kernel.
+"""
+
+from dataclasses import dataclass
+
+from .. import spec_schema as S
+from ..errors import SpecError
+from ..vocab import DATA_TYPES, DEFAULT_SWIZZLE, ITERATORS, SWIZZLES
+
+KIND = "conv2d_fprop_sm80"
+TEMPLATE = "conv2d_fprop_sm80.mako"
+INCLUDES = (
+    "cutlass/cutlass.h",
+    "cutlass/conv/kernel/default_conv2d_fprop.h",
+    "cutlass/conv/device/implicit_gemm_convolution.h",
+)
+SMEM_LIMIT_BYTES = 163 * 1024  # the most shared memory an SM80 threadblock can have
+
+FAMILY = S.Table((
+    S.Key("kind", S.literal(KIND)),
+    S.Key("description", S.text, ""),
+    S.Key("element", S.choice(DATA_TYPES)),
+    S.Key("accumulator", S.choice(DATA_TYPES)),
+    S.Key("output", S.choice(DATA_TYPES)),
+    S.Key("iterator", S.choice(ITERATORS)),
+    S.Key("instruction", S.int_tuple(3, 1, 64)),
+    S.Key("alignments", S.list_of(S.integer(1, 16))),
+    S.Key("swizzles", S.list_of(S.choice(SWIZZLES)), (DEFAULT_SWIZZLE,)),
+    S.Key("tiles", lambda v: v),  # read entry by entry below
+))
+TILE = S.Table((
+    S.Key("threadblock", S.int_tuple(3, 1, 512)),
+    S.Key("warps", S.int_tuple(3, 1, 8)),
+    S.Key("stages", S.integer(3, 10)),  # SM80 multistage mainloops
+))
+
+
+@dataclass(frozen=True)
+class Conv2dFpropSm80:
+    family: str
+    element: str
+    accumulator: str
+    output: str
+    iterator: str
+    instruction: tuple
+    threadblock: tuple
+    warps: tuple
+    stages: int
+    alignment: int
+    swizzle: str
+
+    op = "conv2d_fprop"
+    arch = 80
+    arch_specific = False  # needs sm_{arch}a, not a later architecture
+    template = TEMPLATE
+    includes = INCLUDES
+    adapter = "kernelgen::Conv2dOperation2x"  # the profiler's adapter template
+    adapter_header = "conv2d_adapter_2x.h"
+
+    @property
+    def name(self) -> str:
+        tb = self.threadblock
+        inst = "".join(map(str, self.instruction))
+        acc = DATA_TYPES[self.accumulator].short
+        swizzle = "" if self.swizzle == DEFAULT_SWIZZLE else f"_swz{self.swizzle[len('identity'):]}"
+        return (f"cutlass_tensorop_{self.output}_{acc}{inst}fprop_{self.iterator}_{self.element}"
+                f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}_nhwc{swizzle}_align{self.alignment}")
+
+    def supports(self, problem) -> bool:
+        return (problem.op == self.op and problem.dtype == self.element == self.output
+                and problem.c % self.alignment == 0 and problem.k % self.alignment == 0)
+
+    def values(self) -> dict:
+        warp = tuple(t // w for t, w in zip(self.threadblock, self.warps))
+        out = DATA_TYPES[self.output]
+        return {
+            "element": DATA_TYPES[self.element].cpp,
+            "accumulator": DATA_TYPES[self.accumulator].cpp,
+            "output": out.cpp,
+            "iterator": ITERATORS[self.iterator],
+            "swizzle": SWIZZLES[self.swizzle],
+            "threadblock": self.threadblock,
+            "warp": warp,
+            "instruction": self.instruction,
+            "stages": self.stages,
+            "alignment": self.alignment,
+            "epilogue_vector": min(self.alignment * out.bits, 128) // out.bits,
+        }
+
+
+def _check_tile(path, entry, fam, tile):
+    tb, warps, inst = tile["threadblock"], tile["warps"], fam["instruction"]
+    for dim, (t, w, i) in enumerate(zip(tb, warps, inst)):
+        axis = "MNK"[dim]
+        if t % w:
+            raise SpecError(path, f"{w} warps along {axis} do not divide the threadblock's {t}", entry, "warps")
+        if (t // w) % i:
+            raise SpecError(path, f"warp tile {t // w} along {axis} is not a multiple of the "
+                            f"instruction's {i}", entry, "warps")
+    threads = 32 * warps[0] * warps[1] * warps[2]
+    if threads > 1024:
+        raise SpecError(path, f"{threads} threads exceed 1024 per threadblock", entry, "warps")
+    size = DATA_TYPES[fam["element"]].bits // 8
+    smem = tile["stages"] * (tb[0] + tb[1]) * tb[2] * size
+    if smem > SMEM_LIMIT_BYTES:
+        raise SpecError(path, f"{tile['stages']} stages need {smem} bytes of shared memory, "
+                        f"more than SM80's {SMEM_LIMIT_BYTES}", entry, "stages")
+
+
+def expand(path, raw: dict) -> list:
+    family = path.stem
+    fam = FAMILY.read(path, raw)
+    bits = DATA_TYPES[fam["element"]].bits
+    for a in fam["alignments"]:
+        if a & (a - 1) or a * bits > 128:
+            raise SpecError(path, f"alignment {a} must be a power of two of at most 128 bits", None, "alignments")
+    tiles = fam["tiles"]
+    if not isinstance(tiles, list) or not tiles:
+        raise SpecError(path, "expected a non-empty list of tile tables", None, "tiles")
+    kernels = []
+    for i, raw_tile in enumerate(tiles):
+        entry = f"tiles[{i}]"
+        tile = TILE.read(path, raw_tile, entry)
+        _check_tile(path, entry, fam, tile)
+        for alignment in fam["alignments"]:
+            for swizzle in fam["swizzles"]:
+                kernels.append(Conv2dFpropSm80(
+                    family=family, element=fam["element"], accumulator=fam["accumulator"],
+                    output=fam["output"], iterator=fam["iterator"], instruction=fam["instruction"],
+                    threadblock=tile["threadblock"], warps=tile["warps"], stages=tile["stages"],
+                    alignment=alignment, swizzle=swizzle))
+    return kernels

@@ -1,0 +1,135 @@
+"""CUTLASS 3.x ``ConvUniversal`` conv2d fprop for SM90 (TMA im2col, wgmma).
+
+A spec gives the element types, the mainloop and epilogue schedules, a list of
+CTA tile shapes and a list of cluster shapes. Each tile x cluster is one kernel.
+"""
+
+from dataclasses import dataclass
+
+from .. import spec_schema as S
+from ..errors import SpecError
+from ..vocab import DATA_TYPES, SM90_CONV_SCHEDULES, SM90_EPILOGUE_SCHEDULES, SM90_MAX_CLUSTER_CTAS
+
+KIND = "conv2d_fprop_sm90"
+TEMPLATE = "conv2d_fprop_sm90.mako"
+INCLUDES = (  # in this order: convnd_problem_shape.hpp needs cute, the builders need both
+    "cutlass/cutlass.h",
+    "cute/tensor.hpp",
+    "cutlass/kernel_hardware_info.hpp",
+    "cutlass/conv/convolution.h",
+    "cutlass/conv/convnd_problem_shape.hpp",
+    "cutlass/conv/dispatch_policy.hpp",
+    "cutlass/conv/collective/collective_builder.hpp",
+    "cutlass/epilogue/collective/collective_builder.hpp",
+    "cutlass/conv/device/conv_universal_adapter.hpp",
+    "cutlass/conv/kernel/conv_universal.hpp",
+)
+SMEM_LIMIT_BYTES = 227 * 1024  # the most shared memory an SM90 CTA can have
+
+FAMILY = S.Table((
+    S.Key("kind", S.literal(KIND)),
+    S.Key("description", S.text, ""),
+    S.Key("element", S.choice(DATA_TYPES)),
+    S.Key("accumulator", S.choice(DATA_TYPES)),
+    S.Key("output", S.choice(DATA_TYPES)),
+    S.Key("schedule", S.choice(SM90_CONV_SCHEDULES)),
+    S.Key("epilogue", S.choice(SM90_EPILOGUE_SCHEDULES)),
+    S.Key("stages", S.integer(0, 8), 0),  # 0: as many as fit in shared memory
+    S.Key("tiles", S.list_of(S.int_tuple(3, 8, 256))),
+    S.Key("clusters", S.list_of(S.int_tuple(3, 1, 8))),
+))
+
+
+@dataclass(frozen=True)
+class Conv2dFpropSm90:
+    family: str
+    element: str
+    accumulator: str
+    output: str
+    schedule: str
+    epilogue: str
+    stages: int
+    tile: tuple
+    cluster: tuple
+
+    op = "conv2d_fprop"
+    arch = 90
+    arch_specific = True  # needs sm_{arch}a, not a later architecture
+    template = TEMPLATE
+    includes = INCLUDES
+    adapter = "kernelgen::Conv2dOperation3x"  # the profiler's adapter template
+    adapter_header = "conv2d_adapter_3x.h"
+
+    @property
+    def alignment(self) -> int:
+        """TMA moves 16-byte aligned rows: channels must be a multiple of this."""
+        return 128 // DATA_TYPES[self.element].bits
+
+    @property
+    def name(self) -> str:
+        e, o = self.element, self.output
+        tile = "x".join(map(str, self.tile))
+        cluster = "x".join(map(str, self.cluster))
+        return (f"cutlass3x_sm90_tensorop_fprop_{e}nhwc_{e}nhwc_{self.accumulator}_{o}_{o}nhwc"
+                f"_{tile}_{cluster}_{self.stages}_align{self.alignment}"
+                f"_{SM90_CONV_SCHEDULES[self.schedule][1]}_{SM90_EPILOGUE_SCHEDULES[self.epilogue][1]}")
+
+    def supports(self, problem) -> bool:
+        return (problem.op == self.op and problem.dtype == self.element == self.output
+                and problem.c % self.alignment == 0 and problem.k % self.alignment == 0)
+
+    def values(self) -> dict:
+        return {
+            "element": DATA_TYPES[self.element].cpp,
+            "accumulator": DATA_TYPES[self.accumulator].cpp,
+            "output": DATA_TYPES[self.output].cpp,
+            "schedule": SM90_CONV_SCHEDULES[self.schedule][0],
+            "epilogue": SM90_EPILOGUE_SCHEDULES[self.epilogue][0],
+            "stages": self.stages,
+            "tile": self.tile,
+            "cluster": self.cluster,
+        }
+
+
+def _check_tile(path, entry, fam, tile):
+    m, n, k = tile
+    if m % 64:
+        raise SpecError(path, f"tile M {m} is not a multiple of 64 (one warpgroup's wgmma)", entry)
+    if n % 8:
+        raise SpecError(path, f"tile N {n} is not a multiple of 8 (wgmma's N step)", entry)
+    if k % 16 or (k * DATA_TYPES[fam["element"]].bits // 8) % 32:
+        raise SpecError(path, f"tile K {k} is not a multiple of 16 elements and 32 bytes", entry)
+    if fam["stages"]:
+        smem = fam["stages"] * (m + n) * k * DATA_TYPES[fam["element"]].bits // 8
+        if smem > SMEM_LIMIT_BYTES:
+            raise SpecError(path, f"{fam['stages']} stages of a {m}x{n}x{k} tile need {smem} bytes "
+                            f"of shared memory, more than SM90's {SMEM_LIMIT_BYTES}", None, "stages")
+
+
+def _check_cluster(path, entry, cluster):
+    m, n, k = cluster
+    if k != 1:
+        raise SpecError(path, f"cluster K must be 1, got {k}", entry)
+    for v in (m, n):
+        if v not in (1, 2, 4, 8):
+            raise SpecError(path, f"cluster extent {v} is not a power of two", entry)
+    if m * n > SM90_MAX_CLUSTER_CTAS:
+        raise SpecError(path, f"cluster {m}x{n} holds {m * n} CTAs; SM90 allows at most "
+                        f"{SM90_MAX_CLUSTER_CTAS} portably", entry)
+
+
+def expand(path, raw: dict) -> list:
+    fam = FAMILY.read(path, raw)
+    if DATA_TYPES[fam["element"]].bits != 16:
+        raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
+    for i, tile in enumerate(fam["tiles"]):
+        _check_tile(path, f"tiles[{i}]", fam, tile)
+    for i, cluster in enumerate(fam["clusters"]):
+        _check_cluster(path, f"clusters[{i}]", cluster)
+    return [
+        Conv2dFpropSm90(
+            family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
+            output=fam["output"], schedule=fam["schedule"], epilogue=fam["epilogue"],
+            stages=fam["stages"], tile=tile, cluster=cluster)
+        for tile in fam["tiles"] for cluster in fam["clusters"]
+    ]

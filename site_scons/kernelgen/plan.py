@@ -1,0 +1,55 @@
+"""The build plan: which kernels this build holds, their sources and their hashes.
+
+Everything here is computed when SConstruct is read, from the specs, the templates
+and the options, so that the generated files are SCons Value sources: a file is
+rewritten, and its object recompiled, exactly when its text changes.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import render, signature
+from .specs import load_catalog, select
+from .vocab import VERIFY_TOLERANCE
+
+
+@dataclass
+class BuildPlan:
+    kernels: list  # selected descriptors, sorted by name
+    sources: dict  # name -> generated .cu text
+    hashes: dict  # name -> kernel hash
+    manifest_cu: str
+    manifest_json: str
+
+
+def make_plan(specs_dir, templates_dir, profiler_dir, patterns: str, arch, flags: list[str],
+              cutlass_include) -> BuildPlan:
+    catalog = load_catalog(specs_dir)
+    kernels = select(catalog, patterns, arch)
+    templates = render.lookup(templates_dir)
+    cutlass = signature.cutlass_version(cutlass_include)
+    sources, hashes = {}, {}
+    for k in kernels:
+        text = render.kernel_source(templates, k)
+        sources[k.name] = text
+        hashes[k.name] = signature.kernel_hash(text, signature.project_headers(text, profiler_dir), flags, cutlass)
+    manifest = {
+        "arch": str(arch),
+        "cutlass": cutlass,
+        "kernels": {k.name: {"family": k.family, "hash": hashes[k.name],
+                             "tolerance": VERIFY_TOLERANCE[k.accumulator]} for k in kernels},
+    }
+    return BuildPlan(kernels, sources, hashes,
+                     render.manifest_source(templates, [k.name for k in kernels]),
+                     json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def stale_objects(plan: BuildPlan, kernels_dir, objects_dir) -> list[str]:
+    """Kernels whose object will be (re)compiled, judged from the files on disk (for progress)."""
+    todo = []
+    for name, text in plan.sources.items():
+        src, obj = Path(kernels_dir) / f"{name}.cu", Path(objects_dir) / f"{name}.o"
+        if not obj.exists() or not src.exists() or src.read_text() != text or obj.stat().st_mtime < src.stat().st_mtime:
+            todo.append(name)
+    return todo

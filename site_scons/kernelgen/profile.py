@@ -1,0 +1,334 @@
+"""Drive the profiler executable over a workload set and keep the CSVs up to date.
+
+    python -m kernelgen.profile --manifest generated/kernels.json --profiler generated/profiler \\
+        --workloads resnet50 --sets-dir kernel_specs/workloads --results profile_results
+
+One profiler process runs every job (CUDA start-up and allocation paid once). A
+kernel that loses the CUDA context is recorded as ``crashed``, one that stops
+answering as ``timeout``; a fresh process carries on with the remaining jobs. A
+workload's CSV is replaced atomically as soon as its last kernel is done, so an
+interrupted run keeps every finished workload and a later run measures only what
+is missing or out of date.
+"""
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import results
+from .errors import KernelgenError
+from .workloads import load_workloads
+
+CRASHED_EXIT = 3
+
+
+class NoGpuError(KernelgenError):
+    pass
+
+
+@dataclass
+class Device:
+    gpu: str
+    driver: str
+    cuda: str
+    cutlass: str
+
+    def matches(self, row: dict) -> bool:
+        return all(str(row[k]) == getattr(self, k) for k in results.PROVENANCE)
+
+
+@dataclass
+class WorkloadState:
+    problem: object
+    csv_path: Path
+    kept: list  # rows carried over from an earlier run
+    pending: list  # kernel names still to measure
+    new: list = field(default_factory=list)
+
+
+def query_gpu() -> tuple[str, str]:
+    """(GPU name, driver version) of GPU 0 from nvidia-smi; NoGpuError when there is none."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        raise NoGpuError("no NVIDIA driver here (nvidia-smi not found)")
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise NoGpuError("nvidia-smi did not answer within 60 s") from None
+    lines = [l for l in out.stdout.splitlines() if l.strip()]
+    if out.returncode != 0 or not lines:
+        raise NoGpuError(f"nvidia-smi finds no GPU: {(out.stderr or out.stdout).strip() or 'no output'}")
+    name, _, driver = lines[0].rpartition(",")
+    return name.strip(), driver.strip()
+
+
+def parse_device_line(fields: list[str], driver: str) -> Device:
+    # device NAME CC SMS L2 CUDA_RUNTIME CUDA_DRIVER CUTLASS
+    return Device(gpu=fields[1], driver=driver, cuda=fields[5], cutlass=fields[7])
+
+
+class ProfilerProcess:
+    """One running profiler; yields its output records, or None when it stops answering."""
+
+    def __init__(self, command: list[str]):
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     bufsize=1, start_new_session=True)
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=self._collect_stderr, daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, sink):
+        for line in stream:
+            sink.put(line.rstrip("\n"))
+        sink.put(None)  # end of output
+
+    def _collect_stderr(self):
+        for line in self.proc.stderr:
+            self.stderr.append(line.rstrip("\n"))
+
+    def next_record(self, timeout: float):
+        """The next record as a list of fields; [] at end of output; None after `timeout` s of silence."""
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        return [] if line is None else line.split("\t")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def exit_description(self) -> str:
+        code = self.proc.wait()
+        if code < 0:
+            return f"profiler killed by signal {signal.Signals(-code).name}"
+        tail = "; ".join(self.stderr[-3:])
+        return f"profiler exited with status {code}" + (f": {tail}" if tail else "")
+
+
+class Runner:
+    def __init__(self, manifest: dict, profiler: Path, results_dir: Path, timeout: float, extra_args: list[str],
+                 log=print):
+        self.manifest = manifest
+        self.kernels = manifest["kernels"]
+        self.profiler = Path(profiler)
+        self.results_dir = Path(results_dir)
+        self.timeout = timeout
+        self.extra_args = extra_args
+        self.log = log
+        self.device: Device | None = None
+        self.done_pairs = 0
+        self.total_pairs = 0
+        self.started = time.monotonic()
+
+    # ---- planning -------------------------------------------------------------------------
+    def plan(self, problems: list) -> list[WorkloadState]:
+        states = []
+        for problem in problems:
+            path = self.results_dir / f"{problem.name}.csv"
+            kept, dropped = [], 0
+            if path.exists():
+                for row in results.rows_of(results.read_csv(path)):
+                    if not self.device.matches(row):
+                        dropped += 1
+                        continue
+                    info = self.kernels.get(row["kernel"])
+                    if info is not None and info["hash"] != row["kernel_hash"]:
+                        continue  # the kernel's code changed: its old numbers do not count
+                    kept.append(row)
+            if dropped:
+                self.log(f"  {path}: {dropped} row(s) measured on another GPU or software stack are replaced")
+            measured = {row["kernel"] for row in kept}
+            pending = [name for name in sorted(self.kernels) if name not in measured]
+            states.append(WorkloadState(problem, path, kept, pending))
+        return states
+
+    # ---- running ----------------------------------------------------------------------------
+    def write_jobs(self, states: list[WorkloadState], path: Path) -> None:
+        lines = []
+        for s in states:
+            if not s.pending:
+                continue
+            lines.append(" ".join(["workload", s.problem.name, s.problem.op, *map(str, s.problem.args())]))
+            lines.extend(f"kernel {name} {self.kernels[name]['tolerance']}" for name in s.pending)
+        path.write_text("\n".join(lines) + "\n")
+
+    def row(self, problem, kernel: str, status: str, **values) -> dict:
+        info = self.kernels[kernel]
+        row = {c: None for c in results.COLUMNS}
+        row.update(workload=problem.name, kernel=kernel, status=status, family=info["family"],
+                   kernel_hash=info["hash"], gpu=self.device.gpu, driver=self.device.driver,
+                   cuda=self.device.cuda, cutlass=self.device.cutlass,
+                   measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        row.update(values)
+        return row
+
+    def record(self, state: WorkloadState, row: dict) -> None:
+        state.pending.remove(row["kernel"])
+        state.new.append(row)
+        self.done_pairs += 1
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done_pairs * (self.total_pairs - self.done_pairs)
+        timing = f"{row['runtime_ms']:.4f} ms" if row["status"] == "ok" else row["status"]
+        self.log(f"  [{self.done_pairs}/{self.total_pairs}, ~{_duration(left)} left] {timing:>11}  {row['kernel']}")
+        if not state.pending:
+            self.flush(state)
+
+    def flush(self, state: WorkloadState) -> None:
+        if state.new:
+            results.write_csv(state.csv_path, state.kept + state.new)
+            state.kept, state.new = state.kept + state.new, []
+
+    def result_row(self, state: WorkloadState, fields: list[str]) -> dict:
+        # result WORKLOAD KERNEL STATUS RUNTIME MIN MAX ITERATIONS REL_L2 REL_MAX MESSAGE
+        status, kernel = fields[3], fields[2]
+        numbers = [float(x) for x in fields[4:10]]
+        runtime, low, high, iterations, rel_l2, rel_max = numbers
+        ok = status == "ok"
+        return self.row(
+            state.problem, kernel, status,
+            runtime_ms=runtime if ok else None, min_ms=low if ok else None, max_ms=high if ok else None,
+            iterations=iterations if ok else None,
+            gflops=state.problem.flops / (runtime * 1e6) if ok else None,
+            rel_l2_error=rel_l2, rel_max_error=rel_max,
+            message="" if fields[10] == "-" else fields[10])
+
+    def run(self, states: list[WorkloadState]) -> None:
+        by_name = {s.problem.name: s for s in states}
+        self.total_pairs = sum(len(s.pending) for s in states)
+        with tempfile.TemporaryDirectory() as tmp:
+            jobs = Path(tmp) / "jobs.txt"
+            while any(s.pending for s in states):
+                self.write_jobs(states, jobs)
+                proc = ProfilerProcess([str(self.profiler), "--jobs", str(jobs), *self.extra_args])
+                try:
+                    self.consume(proc, by_name)
+                finally:
+                    proc.kill()
+
+    def consume(self, proc: ProfilerProcess, by_name: dict) -> None:
+        current = None  # (state, kernel) begun but without a result yet
+        while True:
+            fields = proc.next_record(self.timeout)
+            if fields is None:  # silence: the kernel (or the reference) hangs
+                proc.kill()
+                if current is None:
+                    raise KernelgenError(f"the profiler stopped answering for {self.timeout:.0f} s "
+                                         "outside any kernel")
+                state, kernel = current
+                self.record(state, self.row(state.problem, kernel, "timeout",
+                                            message=f"no answer within {self.timeout:.0f} s"))
+                return
+            if not fields:  # the process ended
+                description = proc.exit_description()
+                if current is not None:
+                    state, kernel = current
+                    self.record(state, self.row(state.problem, kernel, "crashed", message=description))
+                    return
+                if proc.proc.returncode == CRASHED_EXIT or not any(s.pending for s in by_name.values()):
+                    return  # after a reported crash a fresh process takes the remaining jobs
+                raise KernelgenError(f"{description} before finishing its jobs")
+            tag = fields[0]
+            if tag == "begin":
+                current = (by_name[fields[1]], fields[2])
+            elif tag == "result":
+                state = by_name[fields[1]]
+                self.record(state, self.result_row(state, fields))
+                current = None
+            elif tag == "workload":
+                state = by_name[fields[1]]
+                self.log(f"{state.problem.name}: {len(state.pending)} kernel(s) to profile, "
+                         f"{fields[2]} operand set(s), reference {fields[3]} ms")
+            elif tag == "fatal":
+                raise KernelgenError(f"profiler: {fields[1] if len(fields) > 1 else 'fatal error'}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def device_of(profiler: Path, driver: str) -> Device:
+    out = subprocess.run([str(profiler), "--device"], capture_output=True, text=True, timeout=120)
+    for line in out.stdout.splitlines():
+        fields = line.split("\t")
+        if fields[0] == "device":
+            return parse_device_line(fields, driver)
+        if fields[0] == "fatal":
+            raise NoGpuError(fields[1])
+    raise KernelgenError(f"{profiler} --device printed no device line (status {out.returncode}): "
+                         f"{out.stderr.strip()}")
+
+
+def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print):
+    manifest = json.loads(Path(manifest_path).read_text())
+    set_name, workload_file, problems = load_workloads(workloads, sets_dir)
+    gpu, driver = query_gpu()
+    runner = Runner(manifest, profiler, Path(results_root) / set_name, timeout, list(extra_args), log)
+    runner.device = device_of(profiler, driver)
+    log(f"profiling {len(problems)} workload(s) of {workload_file} x {len(manifest['kernels'])} kernel(s) "
+        f"on {runner.device.gpu} (driver {driver}, CUDA {runner.device.cuda}, CUTLASS {runner.device.cutlass})")
+    states = runner.plan(problems)
+    up_to_date = sum(1 for s in states if not s.pending)
+    if up_to_date:
+        log(f"{up_to_date} workload(s) already measured for every kernel of this build")
+    try:
+        runner.run(states)
+    finally:
+        for state in states:
+            runner.flush(state)  # keep what an interrupted workload measured so far
+    log(f"profiled {runner.done_pairs} (workload, kernel) pair(s) in {_duration(time.monotonic() - runner.started)}; "
+        f"results in {runner.results_dir}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelgen.profile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--profiler", required=True)
+    parser.add_argument("--workloads", required=True, help="set name or workload file")
+    parser.add_argument("--sets-dir", required=True)
+    parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a kernel is a timeout")
+    parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
+    args = parser.parse_args(argv)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
+                args.profiler_args, log=lambda m: print(m, flush=True))
+    except NoGpuError as e:
+        print(f"scons profile: no CUDA GPU is usable here ({e}). Profiling needs one; "
+              "`scons best_kernels.h` builds the header from the results already measured.", file=sys.stderr)
+        return 2
+    except KernelgenError as e:
+        print(f"scons profile: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("scons profile: interrupted; finished workloads are saved, run the same command to resume",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

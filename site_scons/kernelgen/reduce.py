@@ -1,0 +1,99 @@
+"""Reduce a set's profile CSVs to ``best_kernels.h``.
+
+For each workload: validate its CSV, keep the rows of the kernels this build
+selects, require that each was measured on the code this build compiles, and
+pick the fastest ``ok`` row by a total order (runtime, then kernel name). A
+workload with no ``ok`` kernel is an error that names it. The header is written
+atomically: on any error the previous one stays as it was.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from . import render, results
+from .errors import ResultsError
+
+
+def load_set(results_dir, problems) -> pd.DataFrame:
+    """All CSVs of a set, validated, as one frame; one provenance (GPU and versions) for all."""
+    results_dir = Path(results_dir)
+    frames = []
+    for problem in problems:
+        path = results_dir / f"{problem.name}.csv"
+        if not path.exists():
+            raise ResultsError(path, f"no results for workload {problem.name}: run scons profile on a GPU")
+        frame = results.read_csv(path)
+        others = sorted(set(frame["workload"]) - {problem.name})
+        if others:
+            raise ResultsError(path, f"holds rows of another workload ({others[0]})")
+        provenance = frame[list(results.PROVENANCE)].drop_duplicates()
+        if len(provenance) > 1:
+            raise ResultsError(path, "mixes measurements from different GPUs or software versions: "
+                               + "; ".join(_describe(r) for r in provenance.itertuples(index=False)))
+        frame["source"] = str(path)
+        frames.append(frame)
+    merged = pd.concat(frames, ignore_index=True)
+    provenance = merged[list(results.PROVENANCE) + ["source"]].drop_duplicates(list(results.PROVENANCE))
+    if len(provenance) > 1:
+        first, second = provenance.iloc[0], provenance.iloc[1]
+        raise ResultsError(second["source"], f"measured with {_describe(second)}, but {first['source']} "
+                           f"with {_describe(first)}: one set must come from one GPU and software stack")
+    return merged
+
+
+def _describe(row) -> str:
+    return f"GPU {row.gpu}, driver {row.driver}, CUDA {row.cuda}, CUTLASS {row.cutlass}"
+
+
+def select_best(frame: pd.DataFrame, problems, hashes: dict) -> pd.DataFrame:
+    """One row per workload (in the set's order): the fastest ok kernel among ``hashes``' keys."""
+    chosen = []
+    for problem in problems:
+        rows = frame[(frame["workload"] == problem.name) & frame["kernel"].isin(hashes)]
+        source = frame.loc[frame["workload"] == problem.name, "source"].iloc[0]
+        missing = sorted(set(hashes) - set(rows["kernel"]))
+        if missing:
+            raise ResultsError(source, f"workload {problem.name} has no row for {len(missing)} kernel(s) of "
+                               f"this build (e.g. {missing[0]}): run scons profile")
+        stale = rows[rows["kernel"].map(hashes) != rows["kernel_hash"]]
+        if len(stale):
+            raise ResultsError(source, f"workload {problem.name}: {len(stale)} row(s) measured code that has "
+                               f"changed since (e.g. {stale['kernel'].iloc[0]}): run scons profile")
+        ok = rows[rows["status"] == "ok"]
+        if ok.empty:
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(rows["status"].value_counts().items()))
+            raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly ({counts})")
+        best = ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]
+        chosen.append(best)
+    return pd.DataFrame(chosen).reset_index(drop=True)
+
+
+def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, source: str) -> str:
+    winners = sorted(set(best["kernel"]))
+    includes = []
+    for name in winners:
+        for header in kernels_by_name[name].includes:
+            if header not in includes:
+                includes.append(header)
+    first = best.iloc[0]
+    entries = [
+        {"problem": p, "kernel": row.kernel, "runtime_ms": row.runtime_ms,
+         "gflops": p.flops / (row.runtime_ms * 1e6)}
+        for p, row in zip(problems, best.itertuples(index=False))
+    ]
+    return render.render(
+        templates, "best_kernels.h.mako", "best_kernels.h",
+        banner=render.BANNER.format(source=f"scons best_kernels.h from {source}"),
+        source=source, gpu=first["gpu"], driver=first["driver"], cuda=first["cuda"], cutlass=first["cutlass"],
+        includes=includes, entries=entries,
+        type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
+
+
+def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output) -> pd.DataFrame:
+    """Validate, choose, write ``output``; returns the chosen rows."""
+    frame = load_set(results_dir, problems)
+    best = select_best(frame, problems, hashes)
+    text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir))
+    render.write_generated(output, text)
+    return best

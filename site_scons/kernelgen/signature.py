@@ -1,0 +1,42 @@
+"""What a compiled kernel is a function of, and the hash that names it.
+
+A kernel's hash covers its generated source, the project headers that source
+includes, the compile flags that shape code (not the machine's include paths)
+and the CUTLASS version. A measurement carries the hash of the code it timed,
+so a kernel whose code changed is measured again, never judged by old numbers.
+"""
+
+import hashlib
+import re
+from pathlib import Path
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+_VERSION = re.compile(r"^#define CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)", re.MULTILINE)
+
+
+def project_headers(source: str, include_dir) -> dict[str, str]:
+    """Project headers (found in ``include_dir``) that ``source`` includes, transitively."""
+    include_dir = Path(include_dir)
+    found, todo = {}, _INCLUDE.findall(source)
+    while todo:
+        name = todo.pop()
+        path = include_dir / name
+        if name in found or not path.is_file():
+            continue
+        found[name] = path.read_text()
+        todo.extend(_INCLUDE.findall(found[name]))
+    return found
+
+
+def cutlass_version(cutlass_include) -> str:
+    text = (Path(cutlass_include) / "cutlass" / "version.h").read_text()
+    parts = dict(_VERSION.findall(text))
+    return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
+
+
+def kernel_hash(source: str, headers: dict[str, str], flags: list[str], cutlass: str) -> str:
+    digest = hashlib.sha256()
+    for part in [source, *(f"{k}\0{headers[k]}" for k in sorted(headers)), " ".join(flags), cutlass]:
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "little") + data)
+    return digest.hexdigest()[:16]

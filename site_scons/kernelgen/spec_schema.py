@@ -1,0 +1,102 @@
+"""A small schema for kernel family specs: typed keys, closed vocabularies.
+
+A ``Table`` checks one TOML table: unknown keys, missing keys, wrong types and
+values outside a vocabulary raise :class:`SpecError` naming the file, the entry
+and the key.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .errors import SpecError
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    check: Callable[[Any], Any]  # returns the normalised value or raises ValueError
+    default: Any = _MISSING
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    keys: tuple[Key, ...]
+
+    def read(self, path, raw: Mapping, entry=None) -> dict:
+        if not isinstance(raw, Mapping):
+            raise SpecError(path, f"expected a table, got {type(raw).__name__}", entry)
+        known = {k.name: k for k in self.keys}
+        for name in sorted(raw):
+            if name not in known:
+                raise SpecError(path, f"unknown key (allowed: {', '.join(sorted(known))})", entry, name)
+        out = {}
+        for k in self.keys:
+            if k.name not in raw:
+                if k.default is _MISSING:
+                    raise SpecError(path, "missing required key", entry, k.name)
+                out[k.name] = k.default
+                continue
+            try:
+                out[k.name] = k.check(raw[k.name])
+            except ValueError as e:
+                raise SpecError(path, str(e), entry, k.name) from None
+        return out
+
+
+def integer(lo: int = None, hi: int = None) -> Callable[[Any], int]:
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"expected an integer, got {v!r}")
+        if lo is not None and v < lo or hi is not None and v > hi:
+            raise ValueError(f"{v} is outside [{lo}, {hi}]")
+        return v
+    return check
+
+
+def int_tuple(length: int, lo: int = 1, hi: int = None) -> Callable[[Any], tuple]:
+    item = integer(lo, hi)
+
+    def check(v):
+        if not isinstance(v, list) or len(v) != length:
+            raise ValueError(f"expected a list of {length} integers, got {v!r}")
+        return tuple(item(x) for x in v)
+    return check
+
+
+def choice(vocabulary: Mapping) -> Callable[[Any], Any]:
+    def check(v):
+        if not isinstance(v, str):
+            raise ValueError(f"expected a string, got {v!r}")
+        if v not in vocabulary:
+            raise ValueError(f"{v!r} is not one of {', '.join(map(str, sorted(vocabulary)))}")
+        return v
+    return check
+
+
+def literal(value: str) -> Callable[[Any], str]:
+    def check(v):
+        if v != value:
+            raise ValueError(f"expected {value!r}, got {v!r}")
+        return v
+    return check
+
+
+def list_of(item: Callable[[Any], Any], min_len: int = 1, unique: bool = True) -> Callable[[Any], tuple]:
+    def check(v):
+        if not isinstance(v, list) or len(v) < min_len:
+            raise ValueError(f"expected a list of at least {min_len} item(s), got {v!r}")
+        out = tuple(item(x) for x in v)
+        if unique and len(set(out)) != len(out):
+            raise ValueError(f"duplicate items in {v!r}")
+        return out
+    return check
+
+
+def text(v):
+    """Free text (descriptions). Never rendered into C++."""
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string, got {v!r}")
+    return v

@@ -1,0 +1,42 @@
+"""Load the kernel family specs of a directory into one sorted kernel catalog."""
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+from .errors import SpecError
+from .families import FAMILIES
+
+
+def load_family(path: Path) -> list:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(path, f"not valid TOML: {e}") from None
+    kind = raw.get("kind")
+    if kind not in FAMILIES:
+        raise SpecError(path, f"unknown kind {kind!r} (known: {', '.join(sorted(FAMILIES))})", None, "kind")
+    return FAMILIES[kind].expand(path, raw)
+
+
+def load_catalog(specs_dir) -> list:
+    """Every kernel of every ``*.toml`` family under ``specs_dir``, sorted by name."""
+    files = sorted(Path(specs_dir).glob("*.toml"))
+    if not files:
+        raise SpecError(specs_dir, "no kernel family specs (*.toml) here")
+    by_name = {}
+    for path in files:
+        for kernel in load_family(path):
+            if kernel.name in by_name:
+                other = by_name[kernel.name].family
+                raise SpecError(path, f"kernel {kernel.name} is also defined by family {other}")
+            by_name[kernel.name] = kernel
+    return [by_name[n] for n in sorted(by_name)]
+
+
+def select(kernels: list, patterns: str, arch) -> list:
+    """Kernels whose name matches one of the comma-separated globs and that ``arch`` runs."""
+    globs = [p.strip() for p in patterns.split(",") if p.strip()] or ["*"]
+    return [k for k in kernels
+            if arch.runs(k) and any(fnmatch.fnmatchcase(k.name, g) for g in globs)]

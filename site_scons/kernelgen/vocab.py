@@ -1,0 +1,62 @@
+"""The closed vocabulary of kernel specs and their C++ spellings.
+
+Every value a spec may name is a key of one of these maps; every string that
+reaches a template comes from a map value or is an integer. A spec therefore
+cannot paste arbitrary text into the generated C++.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DataType:
+    key: str  # spelling in specs, workload files and kernel names ("f16")
+    cpp: str  # C++ type
+    bits: int
+    short: str  # CUTLASS's one-letter accumulator prefix in 2.x names
+
+
+DATA_TYPES = {
+    t.key: t
+    for t in (
+        DataType("f16", "cutlass::half_t", 16, "h"),
+        DataType("bf16", "cutlass::bfloat16_t", 16, "bf16"),
+        DataType("f32", "float", 32, "s"),
+    )
+}
+
+# CUTLASS 2.x implicit-GEMM iterator algorithms.
+ITERATORS = {
+    "analytic": "cutlass::conv::IteratorAlgorithm::kAnalytic",
+    "optimized": "cutlass::conv::IteratorAlgorithm::kOptimized",
+}
+
+# CUTLASS 2.x threadblock swizzles. CUTLASS's generator uses identity4 for conv2d.
+SWIZZLES = {
+    "identity1": "cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<1>",
+    "identity2": "cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<2>",
+    "identity4": "cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<4>",
+    "identity8": "cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>",
+}
+DEFAULT_SWIZZLE = "identity4"
+
+# CUTLASS 3.x SM90 conv mainloop schedules: spec key -> (C++ tag, name suffix).
+SM90_CONV_SCHEDULES = {
+    "warpspecialized": ("cutlass::conv::KernelImplicitTmaWarpSpecializedSm90", "warpspecialized"),
+}
+# CUTLASS 3.x epilogue schedules: spec key -> (C++ tag, name suffix).
+SM90_EPILOGUE_SCHEDULES = {
+    "tma": ("cutlass::epilogue::TmaWarpSpecialized", "epi_tma"),
+}
+
+# Architectures a kernel family may target, and the nvcc targets that run it.
+ARCHS = {80: "sm80", 90: "sm90"}
+
+# Cluster shapes SM90 accepts: at most 2 CTAs along M, N (a portable cluster
+# holds at most 8 CTAs) and 1 along K.
+SM90_MAX_CLUSTER_CTAS = 8
+
+# Verification tolerance by accumulator type: the largest relative L2 error, and the largest
+# element error relative to the largest reference element, that a kernel's fp16 output may
+# show. fp32 accumulation with fp16 output is off by at most half an fp16 ulp (2^-11).
+VERIFY_TOLERANCE = {"f32": 1e-3, "f16": 2e-2, "bf16": 2e-2}

@@ -1,0 +1,180 @@
+"""Workloads: the problems to find kernels for, read from workload files.
+
+A workload file holds one problem per line, ``#`` starts a comment::
+
+    conv2d_fprop n=256 h=56 w=56 c=64 k=256 r=1 s=1 pad=0 stride=1
+
+``pad``, ``stride`` and ``dilation`` set both spatial dimensions; ``pad_h``,
+``pad_w``, ... set one. ``dtype`` (default ``f16``) is the element type of
+input, filter and output. A named set ``NAME`` is the file
+``kernel_specs/workloads/NAME.txt``.
+"""
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from .errors import WorkloadError
+from .vocab import DATA_TYPES
+
+
+@dataclass(frozen=True)
+class Conv2dProblem:
+    """A 2-D forward convolution, NHWC activations, KRSC filters, NPQK output."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    k: int
+    r: int
+    s: int
+    pad_h: int = 0
+    pad_w: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    dtype: str = "f16"
+
+    op = "conv2d_fprop"
+
+    @property
+    def p(self) -> int:
+        return (self.h + 2 * self.pad_h - self.dilation_h * (self.r - 1) - 1) // self.stride_h + 1
+
+    @property
+    def q(self) -> int:
+        return (self.w + 2 * self.pad_w - self.dilation_w * (self.s - 1) - 1) // self.stride_w + 1
+
+    @property
+    def name(self) -> str:
+        """The procedural workload name: CSV file name, CSV key and header key."""
+        return (
+            f"conv2d_fprop_{self.dtype}_n{self.n}_h{self.h}_w{self.w}_c{self.c}_k{self.k}"
+            f"_r{self.r}_s{self.s}_pad{self.pad_h}x{self.pad_w}"
+            f"_str{self.stride_h}x{self.stride_w}_dil{self.dilation_h}x{self.dilation_w}"
+        )
+
+    @property
+    def gemm_mnk(self) -> tuple[int, int, int]:
+        """The implicit GEMM's extents: M = N*P*Q, N = K, K = C*R*S."""
+        return self.n * self.p * self.q, self.k, self.c * self.r * self.s
+
+    @property
+    def flops(self) -> int:
+        m, n, k = self.gemm_mnk
+        return 2 * m * n * k
+
+    def min_bytes(self) -> int:
+        """Bytes a convolution must move at least: the input pixels it touches, the
+        filter and the output, each once (a 1x1 stride-2 layer touches a quarter of
+        its input)."""
+        size = DATA_TYPES[self.dtype].bits // 8
+        rows = _touched(self.h, self.p, self.r, self.pad_h, self.stride_h, self.dilation_h)
+        cols = _touched(self.w, self.q, self.s, self.pad_w, self.stride_w, self.dilation_w)
+        activations = self.n * rows * cols * self.c
+        filters = self.k * self.r * self.s * self.c
+        outputs = self.n * self.p * self.q * self.k
+        return size * (activations + filters + outputs)
+
+    def args(self) -> list[int]:
+        """Integer fields in declaration order, as the profiler reads them."""
+        return [getattr(self, f.name) for f in fields(self) if f.name != "dtype"]
+
+
+def _touched(extent, out, taps, pad, stride, dilation) -> int:
+    """How many of ``extent`` input positions some output position reads."""
+    return len({o * stride - pad + t * dilation for o in range(out) for t in range(taps)}
+               & set(range(extent)))
+
+
+_CONV_KEYS = {"n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w",
+              "dilation_h", "dilation_w", "dtype"}
+_CONV_SHORTHANDS = {"pad": ("pad_h", "pad_w"), "stride": ("stride_h", "stride_w"),
+                    "dilation": ("dilation_h", "dilation_w")}
+_CONV_REQUIRED = ("n", "h", "w", "c", "k", "r", "s")
+
+
+def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
+    values = {}
+    for key, raw in pairs.items():
+        targets = _CONV_SHORTHANDS.get(key, (key,))
+        if targets[0] not in _CONV_KEYS:
+            allowed = sorted(_CONV_KEYS | set(_CONV_SHORTHANDS))
+            raise WorkloadError(path, f"unknown key '{key}' (allowed: {', '.join(allowed)})", lineno)
+        if key == "dtype":
+            if raw not in DATA_TYPES:
+                raise WorkloadError(path, f"dtype '{raw}' is not one of {', '.join(sorted(DATA_TYPES))}", lineno)
+            values["dtype"] = raw
+            continue
+        try:
+            number = int(raw, 10)
+        except ValueError:
+            raise WorkloadError(path, f"'{key}={raw}' is not an integer", lineno) from None
+        for t in targets:
+            if t in values:
+                raise WorkloadError(path, f"'{t}' is given twice", lineno)
+            values[t] = number
+    missing = [k for k in _CONV_REQUIRED if k not in values]
+    if missing:
+        raise WorkloadError(path, f"missing {', '.join(missing)}", lineno)
+    for key, v in values.items():
+        if key == "dtype":
+            continue
+        low = 0 if key.startswith("pad") else 1
+        if v < low:
+            raise WorkloadError(path, f"'{key}' must be at least {low}, got {v}", lineno)
+    problem = Conv2dProblem(**values)
+    if problem.p < 1 or problem.q < 1:
+        raise WorkloadError(
+            path, f"the filter, padding and stride leave no output ({problem.p}x{problem.q})", lineno)
+    return problem
+
+
+PARSERS = {"conv2d_fprop": _parse_conv2d}
+
+
+def parse_workloads(text: str, path="<workloads>") -> list:
+    problems, seen = [], {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        op, *items = line.split()
+        if op not in PARSERS:
+            raise WorkloadError(path, f"unknown operation '{op}' (known: {', '.join(sorted(PARSERS))})", lineno)
+        pairs = {}
+        for item in items:
+            key, eq, value = item.partition("=")
+            if not eq or not key or not value:
+                raise WorkloadError(path, f"expected key=value, got '{item}'", lineno)
+            if key in pairs:
+                raise WorkloadError(path, f"'{key}' is given twice", lineno)
+            pairs[key] = value
+        problem = PARSERS[op](path, lineno, pairs)
+        if problem.name in seen:
+            raise WorkloadError(path, f"duplicate of the workload on line {seen[problem.name]}", lineno)
+        seen[problem.name] = lineno
+        problems.append(problem)
+    if not problems:
+        raise WorkloadError(path, "no workloads")
+    return problems
+
+
+def resolve_workload_file(spec: str, sets_dir: Path) -> tuple[str, Path]:
+    """Map ``WORKLOADS=`` (a set name or a file path) to (set name, file)."""
+    candidate = Path(spec)
+    if candidate.suffix or "/" in spec:
+        if not candidate.is_file():
+            raise WorkloadError(spec, "no such workload file")
+        return candidate.stem, candidate
+    path = Path(sets_dir) / f"{spec}.txt"
+    if not path.is_file():
+        known = sorted(p.stem for p in Path(sets_dir).glob("*.txt"))
+        raise WorkloadError(spec, f"unknown workload set (known sets: {', '.join(known)}; or give a file path)")
+    return spec, path
+
+
+def load_workloads(spec: str, sets_dir: Path) -> tuple[str, Path, list]:
+    set_name, path = resolve_workload_file(spec, sets_dir)
+    return set_name, path, parse_workloads(path.read_text(), path)

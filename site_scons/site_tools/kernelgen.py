@@ -1,0 +1,80 @@
+"""SCons tool: kernelgen's builders. Glue only; the work is in the kernelgen package.
+
+  env.GeneratedFile(target, env.Value(text))   write a generated source
+  env.BestKernelsHeader(target, [env.Value(config_json), csv files...])
+  env.CompileProgress(kernel_names_to_compile) one-line progress for nvcc compiles
+"""
+
+import json
+import sys
+import time
+
+import SCons.Action
+import SCons.Builder
+
+
+def _write_value(target, source, env):
+    from kernelgen.render import write_generated
+
+    write_generated(target[0].get_abspath(), source[0].read())
+    return 0
+
+
+def _best_kernels_header(target, source, env):
+    from kernelgen.errors import KernelgenError
+    from kernelgen.reduce import build_header
+    from kernelgen.specs import load_catalog
+    from kernelgen.workloads import parse_workloads
+
+    config = json.loads(source[0].read())
+    try:
+        problems = parse_workloads(open(config["workload_file"]).read(), config["workload_file"])
+        kernels = {k.name: k for k in load_catalog(config["specs"])}
+        best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
+                            target[0].get_abspath())
+    except KernelgenError as e:
+        print(f"scons best_kernels.h: {e}", file=sys.stderr)
+        return 1
+    width = max(len(p.name) for p in problems)
+    for problem, row in zip(problems, best.itertuples(index=False)):
+        print(f"  {problem.name:<{width}}  {row.runtime_ms:8.4f} ms  {row.kernel}")
+    return 0
+
+
+class CompileProgress:
+    """Prints `[k/N] nvcc NAME (elapsed, ~left)` for kernel compiles, other commands as they are."""
+
+    def __init__(self, total: int):
+        self.total, self.started, self.t0 = total, 0, None
+
+    def __call__(self, line, target, source, env):
+        if not line.startswith("nvcc ") or "kernels/" not in line:
+            sys.stdout.write(line + "\n")
+            return
+        self.t0 = self.t0 or time.monotonic()
+        self.started += 1
+        elapsed = time.monotonic() - self.t0
+        shown = max(self.total, self.started)
+        left = elapsed / max(self.started - 1, 1) * (shown - self.started) if self.started > 1 else 0
+        name = str(source[0]).rsplit("/", 1)[-1]
+        sys.stdout.write(f"[{self.started}/{shown}] nvcc {name} ({elapsed:.0f} s, ~{left:.0f} s left)\n")
+        sys.stdout.flush()
+
+
+def generate(env):
+    env.SetDefault(GENERATECOMSTR="generate $TARGET", REDUCECOMSTR="reduce ${SOURCES[1:]} -> $TARGET")
+    env["BUILDERS"]["GeneratedFile"] = SCons.Builder.Builder(
+        action=SCons.Action.Action(_write_value, "$GENERATECOMSTR"))
+    env["BUILDERS"]["BestKernelsHeader"] = SCons.Builder.Builder(
+        action=SCons.Action.Action(_best_kernels_header, "$REDUCECOMSTR"))
+    env.AddMethod(lambda env, total: env.Replace(PRINT_CMD_LINE_FUNC=CompileProgress(total)), "CompileProgress")
+
+
+def exists(env):
+    try:
+        import kernelgen  # noqa: F401
+        import mako  # noqa: F401
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True

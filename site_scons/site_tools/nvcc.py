@@ -1,0 +1,38 @@
+"""SCons tool: compile .cu files with nvcc through the stock Object builder, link with nvcc.
+
+Construction variables:
+  NVCC            the compiler (default: nvcc on PATH)
+  NVCCFLAGS       flags for every .cu compile
+  NVCC_GENCODE    -gencode flags (set from ARCH by kernelgen.arch)
+  NVCC_SYSTEM_INCLUDES  directories passed with -isystem: external headers (CUTLASS) that
+                  are versioned as a whole and not scanned header by header
+  NVCCCOMSTR      one-line display of a compile
+"""
+
+import SCons.Action
+import SCons.Defaults
+import SCons.Scanner.C
+import SCons.Tool
+
+
+def generate(env):
+    env.SetDefault(
+        NVCC="nvcc",
+        NVCCFLAGS=[],
+        NVCC_GENCODE=[],
+        NVCC_SYSTEM_INCLUDES=[],
+        _NVCC_ISYSTEM="${_concat('-isystem ', NVCC_SYSTEM_INCLUDES, '', __env__)}",
+    )
+    env["NVCCCOM"] = ("$NVCC -c -o $TARGET $NVCCFLAGS $NVCC_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS "
+                      "$_NVCC_ISYSTEM $SOURCES")
+    static_obj, _ = SCons.Tool.createObjBuilders(env)
+    static_obj.add_action(".cu", SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"))
+    static_obj.add_emitter(".cu", SCons.Defaults.StaticObjectEmitter)
+    SCons.Tool.SourceFileScanner.add_scanner(".cu", SCons.Scanner.C.CScanner())
+    # Link with nvcc too: it knows where the CUDA runtime lives.
+    env["LINK"] = "$NVCC"
+    env["LINKFLAGS"] = ["$NVCC_GENCODE"]
+
+
+def exists(env):
+    return env.Detect(env.get("NVCC", "nvcc"))
