@@ -1,0 +1,161 @@
+"""The reducer: CSV validation, the total order of the choice, refusals that name the file,
+and a header that stays as it was when a reduction fails."""
+
+import pytest
+
+from conftest import ROOT
+from kernelgen import render, results
+from kernelgen.errors import ResultsError
+from kernelgen.reduce import build_header, load_set, select_best
+from kernelgen.specs import load_catalog
+from kernelgen.workloads import parse_workloads
+
+PROBLEMS = parse_workloads("conv2d_fprop n=8 h=14 w=14 c=64 k=64 r=3 s=3 pad=1 stride=1\n"
+                           "conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 pad=0 stride=2\n")
+CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
+SM80 = "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8"
+SM80_B = "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align8"
+SM90 = "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_epi_tma"
+HASHES = {SM80: "h80", SM80_B: "h80b", SM90: "h90"}
+
+
+def row(workload, kernel, status="ok", runtime=None, **extra):
+    r = {c: None for c in results.COLUMNS}
+    r.update(workload=workload, kernel=kernel, status=status, runtime_ms=runtime, kernel_hash=HASHES.get(kernel, "x"),
+             gpu="NVIDIA H200", driver="580.159.04", cuda="13.0", cutlass="4.2.0")
+    r.update(extra)
+    return r
+
+
+def write_set(tmp_path, times):
+    """times: one dict per problem, kernel -> runtime (float) or a status string."""
+    for problem, table in zip(PROBLEMS, times):
+        rows = [row(problem.name, k, runtime=v) if isinstance(v, float) else row(problem.name, k, status=v)
+                for k, v in table.items()]
+        results.write_csv(tmp_path / f"{problem.name}.csv", rows)
+    return tmp_path
+
+
+def choose(tmp_path):
+    return list(select_best(load_set(tmp_path, PROBLEMS), PROBLEMS, HASHES)["kernel"])
+
+
+def test_fastest_ok_kernel_wins(tmp_path):
+    write_set(tmp_path, [{SM80: 0.2, SM80_B: 0.1, SM90: "incorrect"}, {SM80: 0.05, SM80_B: 0.3, SM90: 0.06}])
+    assert choose(tmp_path) == [SM80_B, SM80]
+
+
+def test_ties_are_broken_by_kernel_name(tmp_path):
+    write_set(tmp_path, [{SM80_B: 0.1, SM80: 0.1, SM90: 0.1}, {SM90: 0.1, SM80_B: 0.1, SM80: 0.1}])
+    assert choose(tmp_path) == [min(SM80, SM80_B, SM90)] * 2
+
+
+@pytest.mark.parametrize("status", ["unsupported", "incorrect", "failed", "crashed", "timeout"])
+def test_only_ok_rows_compete(tmp_path, status):
+    write_set(tmp_path, [{SM80: 0.5, SM80_B: status, SM90: status}, {SM80: 0.5, SM80_B: 0.4, SM90: status}])
+    assert choose(tmp_path) == [SM80, SM80_B]
+
+
+def test_a_workload_without_an_ok_kernel_is_an_error_naming_it(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5, SM80_B: 0.4, SM90: 0.3},
+                         {SM80: "unsupported", SM80_B: "incorrect", SM90: "crashed"}])
+    with pytest.raises(ResultsError, match=PROBLEMS[1].name + r".*no kernel that ran correctly.*1 crashed"):
+        choose(tmp_path)
+
+
+def test_missing_csv_names_the_workload(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
+    with pytest.raises(ResultsError, match=f"{PROBLEMS[1].name}.csv: no results for workload"):
+        choose(tmp_path)
+
+
+def test_a_kernel_without_a_row_is_an_error(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5, SM90: 0.3}, {SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
+    with pytest.raises(ResultsError, match="no row for 1 kernel"):
+        choose(tmp_path)
+
+
+def test_rows_measured_on_changed_code_are_refused(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5, SM80_B: 0.4, SM90: 0.3}, {SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
+    with pytest.raises(ResultsError, match="changed since"):
+        select_best(load_set(tmp_path, PROBLEMS), PROBLEMS, {**HASHES, SM90: "new"})
+
+
+def test_a_set_mixing_gpus_is_refused_naming_the_file(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5, SM80_B: 0.4, SM90: 0.3}, {SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
+    path = tmp_path / f"{PROBLEMS[1].name}.csv"
+    path.write_text(path.read_text().replace("NVIDIA H200", "NVIDIA H100"))
+    with pytest.raises(ResultsError, match=f"{PROBLEMS[1].name}.csv: measured with GPU NVIDIA H100"):
+        choose(tmp_path)
+
+
+def test_a_csv_mixing_software_versions_is_refused(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5, SM80_B: 0.4, SM90: 0.3}, {SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
+    path = tmp_path / f"{PROBLEMS[0].name}.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace(",13.0,", ",12.8,")
+    path.write_text("".join(lines))
+    with pytest.raises(ResultsError, match="mixes measurements"):
+        choose(tmp_path)
+
+
+def valid_csv(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
+    return tmp_path / f"{PROBLEMS[0].name}.csv"
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    (lambda t: t[: len(t) // 2], "truncated|not a well-formed"),
+    (lambda t: "", "empty file"),
+    (lambda t: t.replace("status,", "state,", 1), "missing required column.*status"),
+    (lambda t: t.replace(",ok,", ",great,", 1), "line 2: status 'great'"),
+    (lambda t: t.replace(",0.5,", ",fast,", 1), "runtime_ms 'fast' is not a number"),
+    (lambda t: t.replace(",0.5,", ",,", 1), "ok row needs a positive"),
+    (lambda t: t.replace(",0.5,", ",inf,", 1), "infinite"),
+    (lambda t: t.replace(",0.5,", ",-1,", 1), "ok row needs a positive"),
+    (lambda t: t + t.splitlines(keepends=True)[1], "duplicate rows"),
+    (lambda t: t.replace(",unsupported,", ",unsupported,", 1).replace(",0.4,", ",0.4,", 1)
+     .replace("\n", ",extra\n", 1), "not a well-formed|unknown column"),
+])
+def test_corrupt_csvs_are_refused_naming_the_file(tmp_path, corrupt, message):
+    path = valid_csv(tmp_path)
+    path.write_text(corrupt(path.read_text()))
+    with pytest.raises(ResultsError, match=message) as info:
+        results.read_csv(path)
+    assert str(path) in str(info.value)
+
+
+def test_runtime_must_be_empty_unless_ok(tmp_path):
+    path = tmp_path / "x.csv"
+    results.write_csv(path, [row("w", SM80, status="incorrect", runtime_ms=0.1)])
+    with pytest.raises(ResultsError, match="runtime_ms must be empty unless status is ok"):
+        results.read_csv(path)
+
+
+def test_header_names_each_choice_and_is_unchanged_after_a_failed_reduction(tmp_path):
+    write_set(tmp_path, [{SM80: 0.2, SM80_B: 0.1, SM90: 0.3}, {SM80: 0.05, SM80_B: 0.3, SM90: 0.01}])
+    header = tmp_path / "out" / "best_kernels.h"
+    templates = ROOT / "kernel_specs" / "templates"
+    build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, header)
+    text = header.read_text()
+    assert text.count("#pragma once") == 1
+    assert f"using {SM80_B} = cutlass::conv::device::ImplicitGemmConvolution<{SM80_B}_base>;" in text
+    assert f"using {SM90} = cutlass::conv::device::ConvUniversalAdapter<{SM90}_base>;" in text
+    assert SM80 + " =" not in text, "only chosen kernels' types"
+    assert f'{{"{PROBLEMS[1].name}",\n     {{8, 14, 14, 64, 128, 1, 1, 0, 0, 2, 2, 1, 1}},\n     "{SM90}", 0.01,' in text
+    assert "GPU NVIDIA H200, driver 580.159.04, CUDA 13.0, CUTLASS 4.2.0" in text
+    # Deterministic: the same inputs give the same bytes.
+    build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, tmp_path / "again.h")
+    assert (tmp_path / "again.h").read_text() == text
+
+    (tmp_path / f"{PROBLEMS[1].name}.csv").write_text("workload,kernel\n")
+    with pytest.raises(ResultsError):
+        build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, header)
+    assert header.read_text() == text
+    assert sorted(p.name for p in header.parent.iterdir()) == ["best_kernels.h"]
+
+
+def test_header_template_errors_name_the_template(tmp_path):
+    (tmp_path / "best_kernels.h.mako").write_text("${undefined_name}\n")
+    with pytest.raises(Exception, match="best_kernels.h.mako failed for best_kernels.h"):
+        render.render(render.lookup(tmp_path), "best_kernels.h.mako", "best_kernels.h")
