@@ -1,0 +1,90 @@
+"""Rendering: golden sources, determinism, strict templates, and the kernel hash."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from kernelgen import render
+from kernelgen.arch import parse_arch
+from kernelgen.errors import TemplateError
+from kernelgen.options import default_cutlass_root
+from kernelgen.plan import make_plan
+from kernelgen.signature import cutlass_version, kernel_hash, project_headers
+from kernelgen.specs import load_catalog
+
+GOLDEN = Path(__file__).parent / "golden"
+TEMPLATES = ROOT / "kernel_specs" / "templates"
+CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
+GOLDEN_KERNELS = [
+    "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x256x64_2x1x1_0_align8_warpspecialized_epi_tma",
+]
+
+
+@pytest.mark.parametrize("name", GOLDEN_KERNELS)
+def test_kernel_source_matches_golden(name):
+    text = render.kernel_source(render.lookup(TEMPLATES), CATALOG[name])
+    assert text == (GOLDEN / f"{name}.cu").read_text()
+
+
+def test_manifest_matches_golden():
+    text = render.manifest_source(render.lookup(TEMPLATES), list(reversed(GOLDEN_KERNELS)))
+    assert text == (GOLDEN / "manifest.cu").read_text()
+
+
+def test_rendering_is_deterministic():
+    kernel = CATALOG[GOLDEN_KERNELS[1]]
+    assert render.kernel_source(render.lookup(TEMPLATES), kernel) == \
+        render.kernel_source(render.lookup(TEMPLATES), kernel)
+
+
+def test_an_undefined_template_name_fails_naming_template_and_kernel(tmp_path):
+    for template in TEMPLATES.glob("*.mako"):
+        (tmp_path / template.name).write_text(template.read_text())
+    broken = tmp_path / "conv2d_fprop_sm80.mako"
+    broken.write_text(broken.read_text().replace('${v["stages"]}', '${v["stages"]} ${stage_count}'))
+    kernel = CATALOG[GOLDEN_KERNELS[0]]
+    with pytest.raises(TemplateError, match=f"conv2d_fprop_sm80.mako failed for kernel {kernel.name}.*stage_count"):
+        render.kernel_source(render.lookup(tmp_path), kernel)
+
+
+def test_write_generated_replaces_atomically_with_unix_newlines(tmp_path):
+    target = tmp_path / "sub" / "file.cu"
+    render.write_generated(target, "a\nb\n")
+    render.write_generated(target, "c\n")
+    assert target.read_bytes() == b"c\n"
+    assert [p.name for p in target.parent.iterdir()] == ["file.cu"]
+    assert target.stat().st_mode & 0o644 == 0o644
+
+
+def test_kernel_hash_covers_source_headers_flags_and_cutlass():
+    base = kernel_hash("src", {"a.h": "x"}, ["-O3"], "4.2.0")
+    assert base == kernel_hash("src", {"a.h": "x"}, ["-O3"], "4.2.0")
+    assert len({base, kernel_hash("src2", {"a.h": "x"}, ["-O3"], "4.2.0"),
+                kernel_hash("src", {"a.h": "y"}, ["-O3"], "4.2.0"),
+                kernel_hash("src", {"a.h": "x"}, ["-O2"], "4.2.0"),
+                kernel_hash("src", {"a.h": "x"}, ["-O3"], "4.3.0")}) == 5
+
+
+def test_project_headers_follow_includes_transitively():
+    source = render.kernel_source(render.lookup(TEMPLATES), CATALOG[GOLDEN_KERNELS[0]])
+    headers = project_headers(source, ROOT / "profiler")
+    assert sorted(headers) == ["adapter_common.h", "conv2d_adapter_2x.h", "operation.h"]
+
+
+def test_plan_hashes_change_only_for_the_kernel_whose_source_changed(tmp_path):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "fam.toml").write_text((ROOT / "kernel_specs" / "families" / "conv2d_fprop_sm80.toml").read_text())
+    include = Path(default_cutlass_root()) / "include"
+    assert cutlass_version(include) == "4.2.0"
+    args = (TEMPLATES, ROOT / "profiler", "*", parse_arch("90a"), ["-O3"], include)
+    before = make_plan(specs, *args)
+    text = (specs / "fam.toml").read_text()
+    (specs / "fam.toml").write_text(text.replace("[ 64,  64, 64], warps = [2, 2, 1], stages = 5",
+                                                 "[ 64,  64, 64], warps = [2, 2, 1], stages = 6"))
+    after = make_plan(specs, *args)
+    changed = {n for n in before.hashes if before.hashes[n] != after.hashes.get(n)}
+    assert changed == {n for n in before.hashes if "_64x64_64x5_" in n}
+    assert len(after.kernels) == len(before.kernels) == 66

@@ -1,0 +1,144 @@
+"""Kernel family specs: the catalog they define, and bad specs refused before anything is
+generated, naming the file, the entry and the key."""
+
+import re
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from kernelgen.arch import parse_arch
+from kernelgen.errors import KernelgenError, SpecError
+from kernelgen.specs import load_catalog, load_family, select
+
+FAMILIES = ROOT / "kernel_specs" / "families"
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def test_catalog_holds_cutlass_generator_tiles():
+    kernels = load_catalog(FAMILIES)
+    sm80 = [k for k in kernels if k.family == "conv2d_fprop_sm80"]
+    sm90 = [k for k in kernels if k.family == "conv2d_fprop_sm90"]
+    assert len(sm80) == 22 * 3, "22 SM80 16816 tiles x alignments 8, 4, 2"
+    assert len(sm90) == 9 * 3, "9 SM90 tiles x clusters 1x1, 2x1, 1x2"
+    names = [k.name for k in kernels]
+    assert names == sorted(set(names)), "sorted, unique"
+    assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
+
+
+def test_names_follow_cutlass_procedural_style():
+    names = {k.name for k in load_catalog(FAMILIES)}
+    assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8" in names
+    assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align2" in names
+    assert ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_2x1x1_0_align8"
+            "_warpspecialized_epi_tma") in names
+
+
+def test_select_filters_by_glob_and_architecture():
+    kernels = load_catalog(FAMILIES)
+    assert len(select(kernels, "*", parse_arch("90a"))) == 93
+    assert len(select(kernels, "*", parse_arch("90"))) == 66, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 66
+    picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x*_64x64x64_1x1x1_*", parse_arch("90a"))
+    assert [k.name[:20] for k in picked] == ["cutlass3x_sm90_tenso", "cutlass_tensorop_f16"]
+
+
+@pytest.mark.parametrize("bad", ["sm90", "9", "90b", "", "90a;rm"])
+def test_bad_arch_is_refused(bad):
+    with pytest.raises(KernelgenError, match="ARCH="):
+        parse_arch(bad)
+
+
+SM80 = """\
+kind = "conv2d_fprop_sm80"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+iterator = "optimized"
+instruction = [16, 8, 16]
+alignments = [8]
+tiles = [
+  { threadblock = [128, 128, 32], warps = [2, 2, 1], stages = 3 },
+  { threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 6 },
+]
+"""
+SM90 = """\
+kind = "conv2d_fprop_sm90"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+schedule = "warpspecialized"
+epilogue = "tma"
+tiles = [[128, 128, 64]]
+clusters = [[1, 1, 1], [2, 1, 1]]
+"""
+
+
+def family(tmp_path, text, name="fam.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
+    assert len(load_family(family(tmp_path, SM80.replace("[8]", "[8, 4]")))) == 4
+    kernels = load_family(family(tmp_path, SM90))
+    assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
+
+
+@pytest.mark.parametrize("text, entry, key, message", [
+    (SM80.replace('iterator = "optimized"', 'iterator = "optimized"\ncolour = "red"'), None, "colour", "unknown key"),
+    (SM80.replace('iterator = "optimized"\n', ""), None, "iterator", "missing required key"),
+    (SM80.replace('"optimized"', '"fast"'), None, "iterator", "'fast' is not one of analytic, optimized"),
+    (SM80.replace("stages = 6", 'stages = "6"'), "tiles[1]", "stages", "expected an integer"),
+    (SM80.replace("stages = 6", "stages = 11"), "tiles[1]", "stages", "outside"),
+    (SM80.replace("stages = 6", "stages = 2"), "tiles[1]", "stages", "outside"),
+    (SM80.replace("[64, 64, 32], warps = [2, 2, 1], stages = 6", "[256, 128, 64], warps = [4, 2, 1], stages = 5"),
+     "tiles[1]", "stages", "shared memory"),
+    (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 64, 32], warps = [3, 2, 1]"),
+     "tiles[1]", "warps", "3 warps along M do not divide"),
+    (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 48, 32], warps = [1, 4, 1]"),
+     "tiles[1]", "warps", "warp tile 12 along N is not a multiple"),
+    (SM80.replace("[64, 64, 32]", "[64, 64]"), "tiles[1]", "threadblock", "list of 3 integers"),
+    (SM80.replace("[8]", "[8, 3]"), None, "alignments", "power of two"),
+    (SM80.replace("[8]", "[16]"), None, "alignments", "at most 128 bits"),
+    (SM80.replace('element = "f16"', 'element = "f16>; int x; using y = <f16"'), None, "element", "is not one of"),
+    (SM80.replace('"conv2d_fprop_sm80"', '"conv2d_fprop_sm70"'), None, "kind", "unknown kind"),
+    (SM90.replace("[2, 1, 1]]", "[2, 1, 2]]"), "clusters[1]", None, "cluster K must be 1"),
+    (SM90.replace("[2, 1, 1]]", "[3, 1, 1]]"), "clusters[1]", None, "not a power of two"),
+    (SM90.replace("[2, 1, 1]]", "[4, 4, 1]]"), "clusters[1]", None, "at most 8"),
+    (SM90.replace("[[128, 128, 64]]", "[[96, 128, 64]]"), "tiles[0]", None, "multiple of 64"),
+    (SM90.replace("[[128, 128, 64]]", "[[128, 100, 64]]"), "tiles[0]", None, "multiple of 8"),
+    (SM90.replace("[[128, 128, 64]]", "[[128, 128, 24]]"), "tiles[0]", None, "multiple of 16"),
+    (SM90.replace('schedule = "warpspecialized"', 'schedule = "cooperative"'), None, "schedule", "not one of"),
+    (SM90.replace("tiles = ", "stages = 7\ntiles = ").replace("[[128, 128, 64]]", "[[256, 256, 64]]"),
+     None, "stages", "shared memory"),
+    (SM90 + "extra = 1\n", None, "extra", "unknown key"),
+])
+def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
+    path = family(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_family(path)
+    error = info.value
+    assert str(path) in str(error)
+    assert error.entry == entry
+    assert error.key == key
+    assert re.search(message, str(error)), str(error)
+
+
+def test_malformed_toml_names_the_file(tmp_path):
+    path = family(tmp_path, 'kind = "conv2d_fprop_sm80"\ntiles = [\n')
+    with pytest.raises(SpecError, match=f"{path}: not valid TOML"):
+        load_family(path)
+
+
+def test_two_families_defining_one_kernel_are_refused(tmp_path):
+    family(tmp_path, SM80, "a.toml")
+    family(tmp_path, SM80, "b.toml")
+    with pytest.raises(SpecError, match="also defined by family a"):
+        load_catalog(tmp_path)
+
+
+def test_an_empty_spec_directory_is_an_error(tmp_path):
+    with pytest.raises(SpecError, match="no kernel family specs"):
+        load_catalog(tmp_path)
