@@ -1,0 +1,55 @@
+"""A markdown table of a set's choices, from its CSVs (what the README shows).
+
+    PYTHONPATH=site_scons python -m kernelgen.report resnet50
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import KernelgenError
+from .reduce import load_set, select_best
+from .workloads import load_workloads
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def layer(problem) -> str:
+    return (f"{problem.n},{problem.h},{problem.w},{problem.c},{problem.k},{problem.r},{problem.s},"
+            f"{problem.pad_h},{problem.stride_h}")
+
+
+def choices_table(frame, problems, best) -> str:
+    lines = ["| # | n,h,w,c,k,r,s,pad,stride | kernel | ms | TFLOP/s | ok / candidates |",
+             "|---|---|---|---|---|---|"]
+    for i, (problem, row) in enumerate(zip(problems, best.itertuples(index=False))):
+        rows = frame[frame["workload"] == problem.name]
+        ok = int((rows["status"] == "ok").sum())
+        tflops = problem.flops / (row.runtime_ms * 1e9)
+        lines.append(f"| {i} | {layer(problem)} | `{row.kernel}` | {row.runtime_ms:.4f} | {tflops:.0f} | "
+                     f"{ok} / {len(rows)} |")
+    total = best["runtime_ms"].sum()
+    lines.append(f"| sum | | | {total:.3f} | | |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelgen.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("workloads", help="set name or workload file")
+    parser.add_argument("--results", default=str(ROOT / "profile_results"))
+    args = parser.parse_args(argv)
+    try:
+        set_name, _, problems = load_workloads(args.workloads, ROOT / "kernel_specs" / "workloads")
+        frame = load_set(Path(args.results) / set_name, problems)
+        kernels = sorted(set(frame["kernel"]))
+        hashes = dict(frame.drop_duplicates("kernel")[["kernel", "kernel_hash"]].itertuples(index=False))
+        best = select_best(frame, problems, {k: hashes[k] for k in kernels})
+    except KernelgenError as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(choices_table(frame, problems, best))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
