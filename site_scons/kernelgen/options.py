@@ -153,8 +153,17 @@ def profile_command(config: Config) -> str:
 
 
 def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
-    return {"results": str(config.results_dir), "workload_file": str(config.workload_file),
+    return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
             "specs": str(config.specs_dir), "templates": str(config.templates_dir), "hashes": plan.hashes}
+
+
+def _shown(path: Path, root: Path) -> str:
+    """``path`` relative to the project when inside it (so that generated text does not
+    depend on where the project is checked out), else absolute."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def result_files(config: Config) -> list:

@@ -62,7 +62,7 @@ class CompileProgress:
 
 
 def generate(env):
-    env.SetDefault(GENERATECOMSTR="generate $TARGET", REDUCECOMSTR="reduce ${SOURCES[1:]} -> $TARGET")
+    env.SetDefault(GENERATECOMSTR="generate $TARGET", REDUCECOMSTR="reduce profile results -> $TARGET")
     env["BUILDERS"]["GeneratedFile"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_write_value, "$GENERATECOMSTR"))
     env["BUILDERS"]["BestKernelsHeader"] = SCons.Builder.Builder(
