@@ -42,10 +42,10 @@ def test_rendering_is_deterministic():
 def test_an_undefined_template_name_fails_naming_template_and_kernel(tmp_path):
     for template in TEMPLATES.glob("*.mako"):
         (tmp_path / template.name).write_text(template.read_text())
-    broken = tmp_path / "conv2d_fprop_sm80.mako"
+    broken = tmp_path / "conv2d_fprop_2x.mako"
     broken.write_text(broken.read_text().replace('${v["stages"]}', '${v["stages"]} ${stage_count}'))
     kernel = CATALOG[GOLDEN_KERNELS[0]]
-    with pytest.raises(TemplateError, match=f"conv2d_fprop_sm80.mako failed for kernel {kernel.name}.*stage_count"):
+    with pytest.raises(TemplateError, match=f"conv2d_fprop_2x.mako failed for kernel {kernel.name}.*stage_count"):
         render.kernel_source(render.lookup(tmp_path), kernel)
 
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, requires_nvcc
 
 TINY = """\
-kind = "conv2d_fprop_sm80"
+kind = "conv2d_fprop_2x"
 element = "f16"
 accumulator = "f32"
 output = "f16"
@@ -90,7 +90,7 @@ def test_generated_sources_are_byte_identical_across_runs(built):
 @requires_nvcc
 def test_template_and_generator_edits_rebuild_what_depends_on_them(built):
     project, _ = built
-    template = project / "kernel_specs" / "templates" / "conv2d_fprop_sm80.mako"
+    template = project / "kernel_specs" / "templates" / "conv2d_fprop_2x.mako"
     original = template.read_text()
     template.write_text(original.replace("// CUTLASS 2.x implicit-GEMM", "// CUTLASS 2.x (edited) implicit-GEMM"))
     dry = scons(project, "-n", "profiler")

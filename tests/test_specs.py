@@ -19,8 +19,11 @@ def test_catalog_holds_cutlass_generator_tiles():
     kernels = load_catalog(FAMILIES)
     sm80 = [k for k in kernels if k.family == "conv2d_fprop_sm80"]
     sm90 = [k for k in kernels if k.family == "conv2d_fprop_sm90"]
+    narrow = [k for k in kernels if k.family == "conv2d_fprop_sm75_few_channels"]
     assert len(sm80) == 22 * 3, "22 SM80 16816 tiles x alignments 8, 4, 2"
     assert len(sm90) == 9 * 3, "9 SM90 tiles x clusters 1x1, 2x1, 1x2"
+    assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
+    assert len(kernels) == len(sm80) + len(sm90) + len(narrow)
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -30,15 +33,17 @@ def test_names_follow_cutlass_procedural_style():
     names = {k.name for k in load_catalog(FAMILIES)}
     assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8" in names
     assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align2" in names
+    assert "cutlass_tensorop_f16_s1688fprop_few_channels_f16_128x64_32x2_nhwc_align1" in names
     assert ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_2x1x1_0_align8"
             "_warpspecialized_epi_tma") in names
 
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 93
-    assert len(select(kernels, "*", parse_arch("90"))) == 66, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 66
+    assert len(select(kernels, "*", parse_arch("90a"))) == 105
+    assert len(select(kernels, "*", parse_arch("90"))) == 78, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 78
+    assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x*_64x64x64_1x1x1_*", parse_arch("90a"))
     assert [k.name[:20] for k in picked] == ["cutlass3x_sm90_tenso", "cutlass_tensorop_f16"]
 
@@ -50,7 +55,7 @@ def test_bad_arch_is_refused(bad):
 
 
 SM80 = """\
-kind = "conv2d_fprop_sm80"
+kind = "conv2d_fprop_2x"
 element = "f16"
 accumulator = "f32"
 output = "f16"
@@ -89,10 +94,14 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
 @pytest.mark.parametrize("text, entry, key, message", [
     (SM80.replace('iterator = "optimized"', 'iterator = "optimized"\ncolour = "red"'), None, "colour", "unknown key"),
     (SM80.replace('iterator = "optimized"\n', ""), None, "iterator", "missing required key"),
-    (SM80.replace('"optimized"', '"fast"'), None, "iterator", "'fast' is not one of analytic, optimized"),
+    (SM80.replace('"optimized"', '"fast"'), None, "iterator", "'fast' is not one of analytic, few_channels, optimized"),
     (SM80.replace("stages = 6", 'stages = "6"'), "tiles[1]", "stages", "expected an integer"),
     (SM80.replace("stages = 6", "stages = 11"), "tiles[1]", "stages", "outside"),
-    (SM80.replace("stages = 6", "stages = 2"), "tiles[1]", "stages", "outside"),
+    (SM80.replace("stages = 6", "stages = 2"), "tiles[1]", "stages", "SM80 mainloops take 3 to 10 stages"),
+    (SM80.replace("stages = 6", "stages = 1"), "tiles[1]", "stages", "outside"),
+    (SM80.replace("[8]", "[1]"), None, "alignments", "2-byte accesses; SM80 multistage"),
+    (SM80.replace('iterator =', 'arch = 75\niterator ='), "tiles[0]", "stages", "SM75 mainloops take 2 to 2"),
+    (SM80.replace('iterator =', 'arch = 86\niterator ='), None, "arch", "86 is not one of 75, 80"),
     (SM80.replace("[64, 64, 32], warps = [2, 2, 1], stages = 6", "[256, 128, 64], warps = [4, 2, 1], stages = 5"),
      "tiles[1]", "stages", "shared memory"),
     (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 64, 32], warps = [3, 2, 1]"),
@@ -103,7 +112,7 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (SM80.replace("[8]", "[8, 3]"), None, "alignments", "power of two"),
     (SM80.replace("[8]", "[16]"), None, "alignments", "at most 128 bits"),
     (SM80.replace('element = "f16"', 'element = "f16>; int x; using y = <f16"'), None, "element", "is not one of"),
-    (SM80.replace('"conv2d_fprop_sm80"', '"conv2d_fprop_sm70"'), None, "kind", "unknown kind"),
+    (SM80.replace('"conv2d_fprop_2x"', '"conv2d_fprop_sm70"'), None, "kind", "unknown kind"),
     (SM90.replace("[2, 1, 1]]", "[2, 1, 2]]"), "clusters[1]", None, "cluster K must be 1"),
     (SM90.replace("[2, 1, 1]]", "[3, 1, 1]]"), "clusters[1]", None, "not a power of two"),
     (SM90.replace("[2, 1, 1]]", "[4, 4, 1]]"), "clusters[1]", None, "at most 8"),
@@ -127,8 +136,14 @@ def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
 
 
 def test_malformed_toml_names_the_file(tmp_path):
-    path = family(tmp_path, 'kind = "conv2d_fprop_sm80"\ntiles = [\n')
+    path = family(tmp_path, 'kind = "conv2d_fprop_2x"\ntiles = [\n')
     with pytest.raises(SpecError, match=f"{path}: not valid TOML"):
+        load_family(path)
+
+
+def test_a_family_file_name_that_is_no_identifier_is_refused(tmp_path):
+    path = family(tmp_path, SM80, "evil*; int x; *.toml")
+    with pytest.raises(SpecError, match="plain identifier"):
         load_family(path)
 
 

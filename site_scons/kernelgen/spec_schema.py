@@ -76,6 +76,15 @@ def choice(vocabulary: Mapping) -> Callable[[Any], Any]:
     return check
 
 
+def one_of(values) -> Callable[[Any], int]:
+    """An integer from a fixed set (architectures, say)."""
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, int) or v not in values:
+            raise ValueError(f"{v!r} is not one of {', '.join(map(str, sorted(values)))}")
+        return v
+    return check
+
+
 def literal(value: str) -> Callable[[Any], str]:
     def check(v):
         if v != value:

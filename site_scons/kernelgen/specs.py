@@ -1,6 +1,7 @@
 """Load the kernel family specs of a directory into one sorted kernel catalog."""
 
 import fnmatch
+import re
 import tomllib
 from pathlib import Path
 
@@ -8,8 +9,14 @@ from .errors import SpecError
 from .families import FAMILIES
 
 
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def load_family(path: Path) -> list:
     path = Path(path)
+    if not _IDENTIFIER.match(path.stem):
+        raise SpecError(path, "a family's file name must be a plain identifier (it names the family "
+                        "in generated code)")
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:

@@ -29,6 +29,8 @@ DATA_TYPES = {
 ITERATORS = {
     "analytic": "cutlass::conv::IteratorAlgorithm::kAnalytic",
     "optimized": "cutlass::conv::IteratorAlgorithm::kOptimized",
+    # channels (C) that are few and need not be multiples of 8, e.g. an RGB input layer
+    "few_channels": "cutlass::conv::IteratorAlgorithm::kFewChannels",
 }
 
 # CUTLASS 2.x threadblock swizzles. CUTLASS's generator uses identity4 for conv2d.

@@ -1,4 +1,4 @@
-## The C++ type of one CUTLASS 2.x SM80 conv2d fprop kernel.
+## The C++ type of one CUTLASS 2.x conv2d fprop kernel.
 ## Inputs: name (the procedural name), v (values from the descriptor, C++ spellings).
 // CUTLASS 2.x implicit-GEMM conv2d fprop: ${name}
 using ${name}_base = typename cutlass::conv::kernel::DefaultConv2dFprop<
@@ -7,7 +7,7 @@ using ${name}_base = typename cutlass::conv::kernel::DefaultConv2dFprop<
     ${v["output"]}, cutlass::layout::TensorNHWC,
     ${v["accumulator"]},
     cutlass::arch::OpClassTensorOp,
-    cutlass::arch::Sm80,
+    cutlass::arch::Sm${v["arch"]},
     cutlass::gemm::GemmShape<${", ".join(map(str, v["threadblock"]))}>,
     cutlass::gemm::GemmShape<${", ".join(map(str, v["warp"]))}>,
     cutlass::gemm::GemmShape<${", ".join(map(str, v["instruction"]))}>,

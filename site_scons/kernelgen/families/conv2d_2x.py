@@ -1,8 +1,10 @@
-"""CUTLASS 2.x ``ImplicitGemmConvolution`` conv2d fprop for SM80 tensor cores.
+"""CUTLASS 2.x ``ImplicitGemmConvolution`` conv2d fprop on tensor cores.
 
-A spec gives the element types, the iterator, the mma.sync instruction shape,
-the alignments and swizzles to try, and a list of tiles (threadblock, warps,
-stages). Each tile x alignment x swizzle is one kernel.
+A spec gives the architecture (80: multistage mainloops with cp.async; 75: the
+two-stage mainloop, which also takes 2-byte accesses), the element types, the
+iterator, the mma.sync instruction shape, the alignments and swizzles to try,
+and a list of tiles (threadblock, warps, stages). Each tile x alignment x
+swizzle is one kernel.
 """
 
 from dataclasses import dataclass
@@ -11,18 +13,21 @@ from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES, DEFAULT_SWIZZLE, ITERATORS, SWIZZLES
 
-KIND = "conv2d_fprop_sm80"
-TEMPLATE = "conv2d_fprop_sm80.mako"
+KIND = "conv2d_fprop_2x"
+TEMPLATE = "conv2d_fprop_2x.mako"
 INCLUDES = (
     "cutlass/cutlass.h",
     "cutlass/conv/kernel/default_conv2d_fprop.h",
     "cutlass/conv/device/implicit_gemm_convolution.h",
 )
 SMEM_LIMIT_BYTES = 163 * 1024  # the most shared memory an SM80 threadblock can have
+STAGES = {75: (2, 2), 80: (3, 10)}  # two-stage pipelined mainloop; cp.async multistage mainloops
+CP_ASYNC_BYTES = (4, 8, 16)  # the access sizes cp.async (SM80 multistage) can copy
 
 FAMILY = S.Table((
     S.Key("kind", S.literal(KIND)),
     S.Key("description", S.text, ""),
+    S.Key("arch", S.one_of(STAGES), 80),
     S.Key("element", S.choice(DATA_TYPES)),
     S.Key("accumulator", S.choice(DATA_TYPES)),
     S.Key("output", S.choice(DATA_TYPES)),
@@ -35,13 +40,14 @@ FAMILY = S.Table((
 TILE = S.Table((
     S.Key("threadblock", S.int_tuple(3, 1, 512)),
     S.Key("warps", S.int_tuple(3, 1, 8)),
-    S.Key("stages", S.integer(3, 10)),  # SM80 multistage mainloops
+    S.Key("stages", S.integer(2, 10)),
 ))
 
 
 @dataclass(frozen=True)
-class Conv2dFpropSm80:
+class Conv2dFprop2x:
     family: str
+    arch: int
     element: str
     accumulator: str
     output: str
@@ -54,7 +60,6 @@ class Conv2dFpropSm80:
     swizzle: str
 
     op = "conv2d_fprop"
-    arch = 80
     arch_specific = False  # needs sm_{arch}a, not a later architecture
     template = TEMPLATE
     includes = INCLUDES
@@ -78,6 +83,7 @@ class Conv2dFpropSm80:
         warp = tuple(t // w for t, w in zip(self.threadblock, self.warps))
         out = DATA_TYPES[self.output]
         return {
+            "arch": self.arch,
             "element": DATA_TYPES[self.element].cpp,
             "accumulator": DATA_TYPES[self.accumulator].cpp,
             "output": out.cpp,
@@ -94,6 +100,10 @@ class Conv2dFpropSm80:
 
 def _check_tile(path, entry, fam, tile):
     tb, warps, inst = tile["threadblock"], tile["warps"], fam["instruction"]
+    low, high = STAGES[fam["arch"]]
+    if not low <= tile["stages"] <= high:
+        raise SpecError(path, f"SM{fam['arch']} mainloops take {low} to {high} stages, not {tile['stages']}",
+                        entry, "stages")
     for dim, (t, w, i) in enumerate(zip(tb, warps, inst)):
         axis = "MNK"[dim]
         if t % w:
@@ -118,6 +128,10 @@ def expand(path, raw: dict) -> list:
     for a in fam["alignments"]:
         if a & (a - 1) or a * bits > 128:
             raise SpecError(path, f"alignment {a} must be a power of two of at most 128 bits", None, "alignments")
+        if fam["arch"] >= 80 and a * bits // 8 not in CP_ASYNC_BYTES:
+            raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
+                            f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use arch = 75)",
+                            None, "alignments")
     tiles = fam["tiles"]
     if not isinstance(tiles, list) or not tiles:
         raise SpecError(path, "expected a non-empty list of tile tables", None, "tiles")
@@ -128,8 +142,8 @@ def expand(path, raw: dict) -> list:
         _check_tile(path, entry, fam, tile)
         for alignment in fam["alignments"]:
             for swizzle in fam["swizzles"]:
-                kernels.append(Conv2dFpropSm80(
-                    family=family, element=fam["element"], accumulator=fam["accumulator"],
+                kernels.append(Conv2dFprop2x(
+                    family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
                     output=fam["output"], iterator=fam["iterator"], instruction=fam["instruction"],
                     threadblock=tile["threadblock"], warps=tile["warps"], stages=tile["stages"],
                     alignment=alignment, swizzle=swizzle))
