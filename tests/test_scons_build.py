@@ -1,6 +1,7 @@
 """End-to-end runs of scons on a copy of the project with a two-kernel family: what is
 compiled, what is not, and the errors a user sees."""
 
+import importlib.util
 import os
 import re
 import shutil
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, requires_nvcc
+from conftest import FAKES, ROOT, requires_nvcc
 
 TINY = """\
 kind = "conv2d_fprop_2x"
@@ -161,13 +162,19 @@ def test_unknown_workload_set_is_an_error(tmp_path):
     assert "resnet5: unknown workload set" in out.stderr
 
 
-def test_profile_without_a_gpu_says_so_before_compiling(tmp_path):
+@pytest.fixture
+def no_gpu_path(tmp_path):
+    """A PATH on which nvidia-smi finds no GPU."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_profile_without_a_gpu_says_so_before_compiling(tmp_path, no_gpu_path):
     project = copy_project(tmp_path)
-    no_gpu = tmp_path / "bin"
-    no_gpu.mkdir()
-    (no_gpu / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
-    (no_gpu / "nvidia-smi").chmod(0o755)
-    out = scons(project, "profile", check=False, path=f"{no_gpu}{os.pathsep}{os.environ['PATH']}")
+    out = scons(project, "profile", check=False, path=no_gpu_path)
     assert out.returncode != 0
     assert "scons profile needs a CUDA GPU" in out.stderr and "NVIDIA-SMI has failed" in out.stderr
     assert "nvcc" not in out.stdout and not (project / "generated").exists()
@@ -180,3 +187,16 @@ def test_best_kernels_h_without_results_names_the_missing_csv(tmp_path):
     assert "nowhere/resnet50/conv2d_fprop_f16_n256_h56_w56_c64_k256" in out.stderr
     assert "run scons profile on a GPU" in out.stderr
 
+
+
+def test_compare_without_a_gpu_says_so(tmp_path, no_gpu_path):
+    out = scons(copy_project(tmp_path), "compare", check=False, path=no_gpu_path)
+    assert out.returncode != 0
+    assert "scons compare needs a CUDA GPU" in out.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="PyTorch is installed here")
+def test_compare_without_pytorch_says_so(tmp_path):
+    out = scons(copy_project(tmp_path), "compare", check=False, path=f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    assert out.returncode != 0
+    assert "scons compare needs PyTorch" in out.stderr

@@ -50,6 +50,7 @@ def help_text(variables_: Variables, env) -> str:
     return ("Targets:\n"
             "  profile          build the profiler, then verify and time every kernel on every workload (GPU)\n"
             "  best_kernels.h   merge RESULTS/<set>/*.csv into BUILD/best_kernels.h (the default)\n"
+            "  compare          time the chosen kernels, cuDNN and the floor side by side (GPU, PyTorch)\n"
             "  profiler         build the profiler only\n"
             "  -c               remove what the build made (never the results)\n\n"
             "Variables (NAME=value):\n" + variables_.GenerateHelpText(env))
@@ -117,13 +118,13 @@ def resolve(env) -> Config:
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}")
 
 
-def require_gpu() -> None:
+def require_gpu(targets: list) -> None:
     from .profile import NoGpuError, query_gpu
 
     try:
         query_gpu()
     except NoGpuError as e:
-        raise KernelgenError(f"scons profile needs a CUDA GPU, and none is usable here ({e}). "
+        raise KernelgenError(f"scons {' and '.join(targets)} needs a CUDA GPU, and none is usable here ({e}). "
                              "`scons best_kernels.h` builds the header from the results already measured.") from None
 
 
@@ -142,14 +143,29 @@ def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
     return plan_module.stale_objects(plan, build / "kernels", build / "obj")
 
 
-def profile_command(config: Config) -> str:
-    args = [sys.executable, "-m", "kernelgen.profile", "--manifest", "${SOURCES[1]}", "--profiler",
-            "${SOURCES[0]}", "--workloads", str(config.workload_file), "--sets-dir",
-            str(config.root / "kernel_specs" / "workloads"), "--results", str(config.results_dir.parent),
-            "--timeout", str(config.profile_timeout)]
-    if config.profile_args:
-        args += ["--", *config.profile_args]
+def _tool_command(module: str, config: Config, extra: list) -> str:
+    """The command line of a kernelgen tool run on the built profiler (SOURCES[0]) and manifest."""
+    args = [sys.executable, "-m", module, "--manifest", "${SOURCES[1]}", "--profiler", "${SOURCES[0]}",
+            "--workloads", str(config.workload_file), "--sets-dir", str(config.root / "kernel_specs" / "workloads"),
+            "--results", str(config.results_dir.parent), *extra]
     return " ".join(shlex.quote(a) if not a.startswith("${") else a for a in args)
+
+
+def profile_command(config: Config) -> str:
+    extra = ["--timeout", str(config.profile_timeout)]
+    if config.profile_args:
+        extra += ["--", *config.profile_args]
+    return _tool_command("kernelgen.profile", config, extra)
+
+
+def compare_command(config: Config) -> str:
+    return _tool_command("kernelgen.compare", config, [])
+
+
+def require_torch() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise KernelgenError("scons compare needs PyTorch (pip install torch), which is not installed here; "
+                             "it is needed for this target only")
 
 
 def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
