@@ -19,11 +19,14 @@ inline std::string status_text(cutlass::Status status) {
 
 // DeviceOp: a CUTLASS device operator (static can_implement and get_workspace_size,
 // initialize(args, workspace, stream), run(stream)). ArgumentsFor: a type whose static
-// `make(problem, binding)` returns DeviceOp::Arguments.
+// `make(problem, binding)` returns DeviceOp::Arguments and whose static
+// `unsupported(problem)` says why the operator cannot express `problem` (empty if it can).
 template <typename DeviceOp, typename ArgumentsFor>
 class CutlassOperation final : public Operation {
  public:
   std::string can_implement(const Conv2dProblem& problem) override {
+    std::string reason = ArgumentsFor::unsupported(problem);
+    if (!reason.empty()) return reason;
     return status_text(DeviceOp::can_implement(ArgumentsFor::make(problem, {})));
   }
 

@@ -20,6 +20,8 @@ struct Conv2dFpropArguments2x {
   using LayoutC = typename DeviceOp::LayoutC;
   using ElementCompute = typename DeviceOp::EpilogueOutputOp::ElementCompute;
 
+  static std::string unsupported(const Conv2dProblem&) { return {}; }
+
   static typename DeviceOp::Arguments make(const Conv2dProblem& p, const Conv2dBinding& b) {
     cutlass::conv::Conv2dProblemSize size(
         p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.p(), p.q(), p.pad_h, p.pad_w, p.stride_h, p.stride_w,

@@ -19,6 +19,8 @@ struct Conv2dFpropArguments3x {
   using StrideC = typename Kernel::StrideC;
   using StrideD = typename Kernel::StrideD;
 
+  static std::string unsupported(const Conv2dProblem&) { return {}; }
+
   static typename DeviceOp::Arguments make(const Conv2dProblem& p, const Conv2dBinding& b) {
     ProblemShape shape(cutlass::conv::Mode::kCrossCorrelation, {p.n, p.h, p.w, p.c}, {p.k, p.r, p.s, p.c},
                        {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, {p.stride_h, p.stride_w},

@@ -1,6 +1,10 @@
 """On a GPU: kernels that fault, hang or compute the wrong thing are recorded as such, the
-run carries on, and the reducer never picks them; awkward channel counts are served."""
+run carries on, and the reducer never picks them; awkward channel counts are served.
 
+Set KERNELGEN_TEST_BUILD to a build directory that already holds the real kernels' objects
+(e.g. generated/) to reuse them instead of compiling."""
+
+import os
 import shutil
 import subprocess
 import sys
@@ -56,7 +60,8 @@ def test_faulty_kernels_are_recorded_and_never_chosen(tmp_path, workload_file):
 def test_awkward_channel_counts_get_a_verified_kernel(tmp_path):
     layers = tmp_path / "awkward.txt"
     layers.write_text(AWKWARD)
-    common = [f"WORKLOADS={layers}", f"RESULTS={tmp_path / 'results'}", f"BUILD={tmp_path / 'build'}"]
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    common = [f"WORKLOADS={layers}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"]
     scons("profile", f"KERNELS={NARROW},{WIDE},{SM90}", *common)
     rgb, odd, classifier = parse_workloads(AWKWARD)
     found, _ = statuses(tmp_path / "results" / "awkward" / f"{rgb.name}.csv")

@@ -31,6 +31,16 @@ int main() {
 """
 
 
+def compile_consumer(directory, source):
+    (directory / "consumer.cu").write_text(source)
+    cutlass = default_cutlass_root()
+    return subprocess.run(
+        ["nvcc", "-std=c++17", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a",
+         f"-I{directory}", "-isystem", f"{cutlass}/include", "-isystem", f"{cutlass}/tools/util/include",
+         "-c", "-o", str(directory / "consumer.o"), str(directory / "consumer.cu")],
+        capture_output=True, text=True, timeout=900)
+
+
 @requires_nvcc
 def test_committed_results_give_a_header_that_compiles(tmp_path):
     out = subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"BUILD={tmp_path}"],
@@ -39,11 +49,36 @@ def test_committed_results_give_a_header_that_compiles(tmp_path):
     header = tmp_path / "best_kernels.h"
     text = header.read_text()
     assert str(ROOT) not in text, "nothing in the header depends on where the project lives"
-    (tmp_path / "consumer.cu").write_text(CONSUMER)
-    cutlass = default_cutlass_root()
-    compiled = subprocess.run(
-        ["nvcc", "-std=c++17", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a",
-         f"-I{tmp_path}", "-isystem", f"{cutlass}/include", "-isystem", f"{cutlass}/tools/util/include",
-         "-c", "-o", str(tmp_path / "consumer.o"), str(tmp_path / "consumer.cu")],
-        capture_output=True, text=True, timeout=900)
+    compiled = compile_consumer(tmp_path, CONSUMER)
+    assert compiled.returncode == 0, compiled.stderr[-5000:]
+
+
+GEMM_CONSUMER = """\
+#include "best_kernels.h"
+
+using namespace best_kernels;
+
+static_assert(find(GemmProblem{256, 1000, 2048}) != nullptr, "the GEMM workload has a kernel");
+static_assert(find(GemmProblem{256, 1000, 2049}) == nullptr, "others have none");
+using Fc = Gemm<256, 1000, 2048>::Kernel;
+using Pointwise = Conv2dFprop<8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
+
+int main() {
+  Fc::Arguments fc{};
+  Pointwise::Arguments pointwise{};
+  (void)fc;
+  (void)pointwise;
+  return 0;
+}
+"""
+
+
+@requires_nvcc
+def test_a_header_with_gemm_kernels_compiles(tmp_path):
+    from test_reduce import CATALOG, MIXED, mixed_set
+    from kernelgen.reduce import build_header
+
+    hashes = mixed_set(tmp_path)
+    build_header(tmp_path, MIXED, hashes, CATALOG, ROOT / "kernel_specs" / "templates", tmp_path / "best_kernels.h")
+    compiled = compile_consumer(tmp_path, GEMM_CONSUMER)
     assert compiled.returncode == 0, compiled.stderr[-5000:]

@@ -155,6 +155,30 @@ def test_header_names_each_choice_and_is_unchanged_after_a_failed_reduction(tmp_
     assert sorted(p.name for p in header.parent.iterdir()) == ["best_kernels.h"]
 
 
+GEMM = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x256x64_1x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma"
+MIXED = parse_workloads("conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 pad=0 stride=1\n"
+                        "gemm m=256 n=1000 k=2048\n")
+
+
+def mixed_set(tmp_path):
+    hashes = {SM80: "h80", GEMM: "hg"}
+    for problem in MIXED:
+        rows = [row(problem.name, SM80, runtime=0.2, kernel_hash="h80"), row(problem.name, GEMM, runtime=0.1, kernel_hash="hg")]
+        results.write_csv(tmp_path / f"{problem.name}.csv", rows)
+    return hashes
+
+
+def test_header_serves_gemm_workloads_and_gemm_kernels_for_convolutions(tmp_path):
+    hashes = mixed_set(tmp_path)
+    header = tmp_path / "best_kernels.h"
+    build_header(tmp_path, MIXED, hashes, CATALOG, ROOT / "kernel_specs" / "templates", header)
+    text = header.read_text()
+    assert f"using {GEMM} = cutlass::gemm::device::GemmUniversalAdapter<{GEMM}_base>;" in text
+    assert "struct Conv2dFprop<8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1> {\n  using Kernel = " + GEMM in text
+    assert "struct Gemm<256, 1000, 2048> {\n  using Kernel = " + GEMM in text
+    assert text.count("inline constexpr Choice kConv2dFprop[]") == 1 and "inline constexpr GemmChoice kGemm[]" in text
+
+
 def test_header_template_errors_name_the_template(tmp_path):
     (tmp_path / "best_kernels.h.mako").write_text("${undefined_name}\n")
     with pytest.raises(Exception, match="best_kernels.h.mako failed for best_kernels.h"):

@@ -23,7 +23,9 @@ def test_catalog_holds_cutlass_generator_tiles():
     assert len(sm80) == 22 * 3, "22 SM80 16816 tiles x alignments 8, 4, 2"
     assert len(sm90) == 9 * 3, "9 SM90 tiles x clusters 1x1, 2x1, 1x2"
     assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
-    assert len(kernels) == len(sm80) + len(sm90) + len(narrow)
+    gemm = [k for k in kernels if k.family == "gemm_sm90"]
+    assert len(gemm) == 13 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
+    assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm)
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -34,13 +36,15 @@ def test_names_follow_cutlass_procedural_style():
     assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8" in names
     assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align2" in names
     assert "cutlass_tensorop_f16_s1688fprop_few_channels_f16_128x64_32x2_nhwc_align1" in names
+    assert ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x128x64_1x1x1_0_tnt_align8_stream_k"
+            "_warpspecialized_cooperative_epi_tma") in names
     assert ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_2x1x1_0_align8"
             "_warpspecialized_epi_tma") in names
 
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 105
+    assert len(select(kernels, "*", parse_arch("90a"))) == 118
     assert len(select(kernels, "*", parse_arch("90"))) == 78, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 78
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -85,7 +89,20 @@ def family(tmp_path, text, name="fam.toml"):
     return path
 
 
+GEMM = """\
+kind = "gemm_sm90"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+kernels = [
+  { tile = [128, 256, 64], schedule = "cooperative", clusters = [[1, 1, 1], [2, 1, 1]] },
+  { tile = [64, 128, 64], schedule = "pingpong", clusters = [[1, 1, 1]] },
+]
+"""
+
+
 def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
+    assert len(load_family(family(tmp_path, GEMM))) == 3
     assert len(load_family(family(tmp_path, SM80.replace("[8]", "[8, 4]")))) == 4
     kernels = load_family(family(tmp_path, SM90))
     assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
@@ -123,6 +140,14 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (SM90.replace("tiles = ", "stages = 7\ntiles = ").replace("[[128, 128, 64]]", "[[256, 256, 64]]"),
      None, "stages", "shared memory"),
     (SM90 + "extra = 1\n", None, "extra", "unknown key"),
+    (GEMM.replace('[64, 128, 64], schedule = "pingpong"', '[64, 128, 64], schedule = "cooperative"'),
+     "kernels[1]", "tile", "cooperative tile's M must be a multiple of 128"),
+    (GEMM.replace('schedule = "pingpong",', 'schedule = "pingpong", scheduler = "stream_k",'),
+     "kernels[1]", "scheduler", "needs the cooperative schedule"),
+    (GEMM.replace("[64, 128, 64], schedule", "[64, 264, 64], schedule"), "kernels[1]", "tile", "outside"),
+    (GEMM.replace('[[1, 1, 1]] }', '[[1, 1, 3]] }'), "kernels[1].clusters[0]", None, "cluster K must be 1"),
+    (GEMM.replace('schedule = "pingpong"', 'schedule = "pingpong", swizzle = 4'), "kernels[1]", "swizzle",
+     "unknown key"),
 ])
 def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     path = family(tmp_path, text)

@@ -36,6 +36,19 @@ def test_floor_counts_only_the_input_a_strided_1x1_layer_touches():
     assert strided.flops == 2 * 256 * 28 * 28 * 512 * 256
 
 
+def test_a_gemm_is_profiled_as_the_1x1_convolution_it_is():
+    gemm, = parse_workloads("gemm m=256 n=1000 k=2048\n")
+    assert gemm.name == "gemm_f16_m256_n1000_k2048" and gemm.op == "gemm"
+    conv = gemm.as_conv()
+    assert (conv.n, conv.h, conv.w, conv.c, conv.k, conv.r, conv.s, conv.p, conv.q) == (256, 1, 1, 2048, 1000, 1, 1, 1, 1)
+    assert gemm.flops == conv.flops == 2 * 256 * 1000 * 2048
+    assert gemm.min_bytes() == conv.min_bytes() == 2 * (256 * 2048 + 1000 * 2048 + 256 * 1000)
+    with pytest.raises(WorkloadError, match="g.txt:1: missing k"):
+        parse_workloads("gemm m=1 n=2\n", "g.txt")
+    with pytest.raises(WorkloadError, match="unknown key 'c'"):
+        parse_workloads("gemm m=1 n=2 k=3 c=4\n", "g.txt")
+
+
 def test_long_and_short_spellings_agree():
     a, = parse_workloads("conv2d_fprop n=2 h=9 w=7 c=8 k=16 r=3 s=3 pad=1 stride=2 dilation=1\n")
     b, = parse_workloads("conv2d_fprop n=2 h=9 w=7 c=8 k=16 r=3 s=3 pad_h=1 pad_w=1 stride_h=2 stride_w=2\n")

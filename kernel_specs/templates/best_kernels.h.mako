@@ -1,14 +1,22 @@
 ## The header other builds include: per workload the chosen kernel, its CUTLASS type,
 ## its measured time, and lookups from a problem to its kernel.
-## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, type_definitions, entries.
+## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, type_definitions,
+## conv_entries, gemm_entries.
 ${banner}
 //
 // For each workload, the fastest kernel whose output matched a reference convolution on
 // the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}.
 //
-// Runtime lookup:      best_kernels::find(best_kernels::Conv2dFpropProblem{...})
+// Runtime lookup:      best_kernels::find(best_kernels::Conv2dFpropProblem{...}),
+//                      best_kernels::find(best_kernels::GemmProblem{m, n, k})
 // Compile-time lookup: best_kernels::Conv2dFprop<N, H, W, C, K, R, S, PadH, PadW,
-//                          StrideH, StrideW, DilationH, DilationW>::Kernel
+//                          StrideH, StrideW, DilationH, DilationW>::Kernel,
+//                      best_kernels::Gemm<M, N, K>::Kernel
+//
+// A kernel named cutlass3x_sm90_tensorop_gemm_* chosen for a convolution (1x1, stride 1, no
+// padding) runs it as the GEMM M = N*H*W, N = K, K = C: A = the NHWC activations (M x K,
+// row-major), B = the KRSC filters (K contiguous), D = the NHWC output (M x N, row-major).
+// A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
 #pragma once
 
 % for header in includes:
@@ -39,8 +47,9 @@ struct Choice {
   double gflops;
 };
 
+% if conv_entries:
 inline constexpr Choice kConv2dFprop[] = {
-% for e in entries:
+% for e in conv_entries:
     {"${e['problem'].name}",
      {${", ".join(map(str, e['problem'].args()))}},
      "${e['kernel']}", ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
@@ -54,15 +63,62 @@ constexpr const Choice* find(const Conv2dFpropProblem& problem) {
   }
   return nullptr;
 }
+% endif
 
 // Left undefined: no kernel was chosen for this problem.
 template <int N, int H, int W, int C, int K, int R, int S, int PadH, int PadW, int StrideH, int StrideW,
           int DilationH, int DilationW>
 struct Conv2dFprop;
 
-% for e in entries:
+% for e in conv_entries:
 template <>
 struct Conv2dFprop<${", ".join(map(str, e['problem'].args()))}> {
+  using Kernel = ${e['kernel']};
+  static constexpr const char* name = "${e['kernel']}";
+  static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};
+};
+% endfor
+
+// A GEMM D (m x n) = A (m x k) B^T in fp16, B n x k.
+struct GemmProblem {
+  int m, n, k;
+};
+
+constexpr bool operator==(const GemmProblem& a, const GemmProblem& b) {
+  return a.m == b.m && a.n == b.n && a.k == b.k;
+}
+
+struct GemmChoice {
+  const char* workload;
+  GemmProblem problem;
+  const char* kernel;
+  double runtime_ms;
+  double gflops;
+};
+
+% if gemm_entries:
+inline constexpr GemmChoice kGemm[] = {
+% for e in gemm_entries:
+    {"${e['problem'].name}", {${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}}, "${e['kernel']}",
+     ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
+% endfor
+};
+
+constexpr const GemmChoice* find(const GemmProblem& problem) {
+  for (const GemmChoice& choice : kGemm) {
+    if (choice.problem == problem) return &choice;
+  }
+  return nullptr;
+}
+% endif
+
+// Left undefined: no kernel was chosen for this problem.
+template <int M, int N, int K>
+struct Gemm;
+
+% for e in gemm_entries:
+template <>
+struct Gemm<${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}> {
   using Kernel = ${e['kernel']};
   static constexpr const char* name = "${e['kernel']}";
   static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};

@@ -167,7 +167,9 @@ class Runner:
         for s in states:
             if not s.pending:
                 continue
-            lines.append(" ".join(["workload", s.problem.name, s.problem.op, *map(str, s.problem.args())]))
+            # Every workload runs as the convolution it is (a GEMM as a 1x1 convolution).
+            conv = s.problem.as_conv()
+            lines.append(" ".join(["workload", s.problem.name, conv.op, *map(str, conv.args())]))
             lines.extend(f"kernel {name} {self.kernels[name]['tolerance']}" for name in s.pending)
         path.write_text("\n".join(lines) + "\n")
 

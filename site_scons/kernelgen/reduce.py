@@ -86,7 +86,9 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
         templates, "best_kernels.h.mako", "best_kernels.h",
         banner=render.BANNER.format(source=f"scons best_kernels.h from {source}"),
         source=source, gpu=first["gpu"], driver=first["driver"], cuda=first["cuda"], cutlass=first["cutlass"],
-        includes=includes, entries=entries,
+        includes=includes,
+        conv_entries=[e for e in entries if e["problem"].op == "conv2d_fprop"],
+        gemm_entries=[e for e in entries if e["problem"].op == "gemm"],
         type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
 
 

@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def layer(problem) -> str:
+    if problem.op == "gemm":
+        return f"gemm m={problem.m} n={problem.n} k={problem.k}"
     return (f"{problem.n},{problem.h},{problem.w},{problem.c},{problem.k},{problem.r},{problem.s},"
             f"{problem.pad_h},{problem.stride_h}")
 

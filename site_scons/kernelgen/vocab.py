@@ -62,3 +62,17 @@ SM90_MAX_CLUSTER_CTAS = 8
 # element error relative to the largest reference element, that a kernel's fp16 output may
 # show. fp32 accumulation with fp16 output is off by at most half an fp16 ulp (2^-11).
 VERIFY_TOLERANCE = {"f32": 1e-3, "f16": 2e-2, "bf16": 2e-2}
+
+# CUTLASS 3.x SM90 GEMM schedules: spec key -> (kernel schedule, name suffix, epilogue schedule,
+# the tile M it needs a multiple of: cooperative splits M over two consumer warpgroups).
+SM90_GEMM_SCHEDULES = {
+    "cooperative": ("cutlass::gemm::KernelTmaWarpSpecializedCooperative", "warpspecialized_cooperative",
+                    "cutlass::epilogue::TmaWarpSpecializedCooperative", 128),
+    "pingpong": ("cutlass::gemm::KernelTmaWarpSpecializedPingpong", "warpspecialized_pingpong",
+                 "cutlass::epilogue::TmaWarpSpecialized", 64),
+}
+# CUTLASS 3.x tile schedulers: spec key -> (C++ tag, name suffix).
+SM90_TILE_SCHEDULERS = {
+    "default": ("void", ""),
+    "stream_k": ("cutlass::gemm::StreamKScheduler", "_stream_k"),
+}

@@ -3,10 +3,13 @@
 A workload file holds one problem per line, ``#`` starts a comment::
 
     conv2d_fprop n=256 h=56 w=56 c=64 k=256 r=1 s=1 pad=0 stride=1
+    gemm m=256 n=1000 k=2048
 
 ``pad``, ``stride`` and ``dilation`` set both spatial dimensions; ``pad_h``,
-``pad_w``, ... set one. ``dtype`` (default ``f16``) is the element type of
-input, filter and output. A named set ``NAME`` is the file
+``pad_w``, ... set one. A GEMM is D (m x n, row-major) = A (m x k, row-major) times
+B^T with B (n x k, row-major), which is the 1x1 convolution of m pixels with k
+channels by n filters; it is profiled as that convolution. ``dtype`` (default
+``f16``) is the element type of the operands and the output. A named set ``NAME`` is the file
 ``kernel_specs/workloads/NAME.txt``.
 """
 
@@ -81,6 +84,38 @@ class Conv2dProblem:
         """Integer fields in declaration order, as the profiler reads them."""
         return [getattr(self, f.name) for f in fields(self) if f.name != "dtype"]
 
+    def as_conv(self) -> "Conv2dProblem":
+        return self
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """D (m x n) = A (m x k) B^T, B n x k: the 1x1 convolution of m pixels, k channels, n filters."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "f16"
+
+    op = "gemm"
+
+    @property
+    def name(self) -> str:
+        return f"gemm_{self.dtype}_m{self.m}_n{self.n}_k{self.k}"
+
+    def as_conv(self) -> Conv2dProblem:
+        return Conv2dProblem(n=self.m, h=1, w=1, c=self.k, k=self.n, r=1, s=1, dtype=self.dtype)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    def min_bytes(self) -> int:
+        return DATA_TYPES[self.dtype].bits // 8 * (self.m * self.k + self.n * self.k + self.m * self.n)
+
+    def args(self) -> list[int]:
+        return self.as_conv().args()
+
 
 def _touched(extent, out, taps, pad, stride, dilation) -> int:
     """How many of ``extent`` input positions some output position reads."""
@@ -95,12 +130,12 @@ _CONV_SHORTHANDS = {"pad": ("pad_h", "pad_w"), "stride": ("stride_h", "stride_w"
 _CONV_REQUIRED = ("n", "h", "w", "c", "k", "r", "s")
 
 
-def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
+def _read_values(path, lineno, pairs: dict, keys: set, shorthands: dict) -> dict:
     values = {}
     for key, raw in pairs.items():
-        targets = _CONV_SHORTHANDS.get(key, (key,))
-        if targets[0] not in _CONV_KEYS:
-            allowed = sorted(_CONV_KEYS | set(_CONV_SHORTHANDS))
+        targets = shorthands.get(key, (key,))
+        if targets[0] not in keys:
+            allowed = sorted(keys | set(shorthands))
             raise WorkloadError(path, f"unknown key '{key}' (allowed: {', '.join(allowed)})", lineno)
         if key == "dtype":
             if raw not in DATA_TYPES:
@@ -115,7 +150,11 @@ def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
             if t in values:
                 raise WorkloadError(path, f"'{t}' is given twice", lineno)
             values[t] = number
-    missing = [k for k in _CONV_REQUIRED if k not in values]
+    return values
+
+
+def _check_sizes(path, lineno, values: dict, required) -> None:
+    missing = [k for k in required if k not in values]
     if missing:
         raise WorkloadError(path, f"missing {', '.join(missing)}", lineno)
     for key, v in values.items():
@@ -124,6 +163,11 @@ def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
         low = 0 if key.startswith("pad") else 1
         if v < low:
             raise WorkloadError(path, f"'{key}' must be at least {low}, got {v}", lineno)
+
+
+def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
+    values = _read_values(path, lineno, pairs, _CONV_KEYS, _CONV_SHORTHANDS)
+    _check_sizes(path, lineno, values, _CONV_REQUIRED)
     problem = Conv2dProblem(**values)
     if problem.p < 1 or problem.q < 1:
         raise WorkloadError(
@@ -131,7 +175,13 @@ def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
     return problem
 
 
-PARSERS = {"conv2d_fprop": _parse_conv2d}
+def _parse_gemm(path, lineno, pairs: dict) -> GemmProblem:
+    values = _read_values(path, lineno, pairs, {"m", "n", "k", "dtype"}, {})
+    _check_sizes(path, lineno, values, ("m", "n", "k"))
+    return GemmProblem(**values)
+
+
+PARSERS = {"conv2d_fprop": _parse_conv2d, "gemm": _parse_gemm}
 
 
 def parse_workloads(text: str, path="<workloads>") -> list:

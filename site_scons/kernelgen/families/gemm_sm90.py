@@ -1,0 +1,123 @@
+"""CUTLASS 3.x ``GemmUniversal`` on SM90 (TMA, wgmma, warp-specialized persistent kernels),
+offered for the workloads that are GEMMs: 1x1, stride-1, unpadded convolutions in NHWC
+(M = N*H*W, N = K, K = C: activations are A, row-major; filters are B, K-major; the output
+is D, row-major) and GEMM workloads.
+
+A spec lists entries, each a tile shape with a schedule (cooperative: two consumer
+warpgroups share one tile; pingpong: they alternate tiles), a tile scheduler and the
+cluster shapes to build it with. Each entry x cluster is one kernel.
+"""
+
+from dataclasses import dataclass
+
+from .. import spec_schema as S
+from ..errors import SpecError
+from ..vocab import DATA_TYPES, SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
+from .conv2d_sm90 import _check_cluster
+
+KIND = "gemm_sm90"
+TEMPLATE = "gemm_sm90.mako"
+INCLUDES = (
+    "cutlass/cutlass.h",
+    "cute/tensor.hpp",
+    "cutlass/kernel_hardware_info.hpp",
+    "cutlass/gemm/dispatch_policy.hpp",
+    "cutlass/gemm/collective/collective_builder.hpp",
+    "cutlass/epilogue/collective/collective_builder.hpp",
+    "cutlass/gemm/kernel/gemm_universal.hpp",
+    "cutlass/gemm/kernel/tile_scheduler.hpp",
+    "cutlass/gemm/device/gemm_universal_adapter.h",
+)
+
+FAMILY = S.Table((
+    S.Key("kind", S.literal(KIND)),
+    S.Key("description", S.text, ""),
+    S.Key("element", S.choice(DATA_TYPES)),
+    S.Key("accumulator", S.choice(DATA_TYPES)),
+    S.Key("output", S.choice(DATA_TYPES)),
+    S.Key("kernels", lambda v: v),  # read entry by entry below
+))
+ENTRY = S.Table((
+    S.Key("tile", S.int_tuple(3, 8, 256)),
+    S.Key("schedule", S.choice(SM90_GEMM_SCHEDULES)),
+    S.Key("scheduler", S.choice(SM90_TILE_SCHEDULERS), "default"),
+    S.Key("clusters", S.list_of(S.int_tuple(3, 1, 8))),
+))
+
+
+@dataclass(frozen=True)
+class GemmSm90:
+    family: str
+    element: str
+    accumulator: str
+    output: str
+    tile: tuple
+    cluster: tuple
+    schedule: str
+    scheduler: str
+
+    op = "gemm"
+    arch = 90
+    arch_specific = True
+    template = TEMPLATE
+    includes = INCLUDES
+    adapter = "kernelgen::GemmOperation3x"
+    adapter_header = "gemm_adapter_3x.h"
+
+    @property
+    def alignment(self) -> int:
+        return 128 // DATA_TYPES[self.element].bits
+
+    @property
+    def name(self) -> str:
+        e, o = self.element, self.output
+        return (f"cutlass3x_sm90_tensorop_gemm_{e}_{e}_{self.accumulator}_{o}_{o}"
+                f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0_tnt_align{self.alignment}"
+                f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma")
+
+    def values(self) -> dict:
+        kernel, _, epilogue, _ = SM90_GEMM_SCHEDULES[self.schedule]
+        return {
+            "element": DATA_TYPES[self.element].cpp,
+            "accumulator": DATA_TYPES[self.accumulator].cpp,
+            "output": DATA_TYPES[self.output].cpp,
+            "tile": self.tile,
+            "cluster": self.cluster,
+            "schedule": kernel,
+            "epilogue": epilogue,
+            "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
+        }
+
+
+def _check_entry(path, entry, fam, spec):
+    m, n, k = spec["tile"]
+    min_m = SM90_GEMM_SCHEDULES[spec["schedule"]][3]
+    if m % min_m:
+        raise SpecError(path, f"a {spec['schedule']} tile's M must be a multiple of {min_m}, not {m}", entry, "tile")
+    if n % 8 or n > 256:
+        raise SpecError(path, f"tile N {n} must be a multiple of 8 of at most 256 (wgmma)", entry, "tile")
+    if k % 16 or (k * DATA_TYPES[fam["element"]].bits // 8) % 32:
+        raise SpecError(path, f"tile K {k} is not a multiple of 16 elements and 32 bytes", entry, "tile")
+    if spec["scheduler"] == "stream_k" and spec["schedule"] != "cooperative":
+        raise SpecError(path, "stream-K tile scheduling needs the cooperative schedule", entry, "scheduler")
+    for i, cluster in enumerate(spec["clusters"]):
+        _check_cluster(path, f"{entry}.clusters[{i}]", cluster)
+
+
+def expand(path, raw: dict) -> list:
+    fam = FAMILY.read(path, raw)
+    if DATA_TYPES[fam["element"]].bits != 16:
+        raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
+    entries = fam["kernels"]
+    if not isinstance(entries, list) or not entries:
+        raise SpecError(path, "expected a non-empty list of kernel tables", None, "kernels")
+    kernels = []
+    for i, raw_entry in enumerate(entries):
+        entry = f"kernels[{i}]"
+        spec = ENTRY.read(path, raw_entry, entry)
+        _check_entry(path, entry, fam, spec)
+        kernels += [GemmSm90(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
+                             output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
+                             scheduler=spec["scheduler"])
+                    for cluster in spec["clusters"]]
+    return kernels
