@@ -21,7 +21,7 @@ def test_catalog_holds_cutlass_generator_tiles():
     sm90 = [k for k in kernels if k.family == "conv2d_fprop_sm90"]
     narrow = [k for k in kernels if k.family == "conv2d_fprop_sm75_few_channels"]
     assert len(sm80) == 22 * 3, "22 SM80 16816 tiles x alignments 8, 4, 2"
-    assert len(sm90) == 9 * 3, "9 SM90 tiles x clusters 1x1, 2x1, 1x2"
+    assert len(sm90) == 9 * 4, "9 SM90 tiles x clusters 1x1, 2x1, 1x2, 2x2"
     assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
     assert len(gemm) == 13 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
@@ -44,7 +44,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 118
+    assert len(select(kernels, "*", parse_arch("90a"))) == 127
     assert len(select(kernels, "*", parse_arch("90"))) == 78, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 78
     assert len(select(kernels, "*", parse_arch("75"))) == 12
