@@ -21,10 +21,10 @@ def test_catalog_holds_cutlass_generator_tiles():
     sm90 = [k for k in kernels if k.family == "conv2d_fprop_sm90"]
     narrow = [k for k in kernels if k.family == "conv2d_fprop_sm75_few_channels"]
     assert len(sm80) == 22 * 3, "22 SM80 16816 tiles x alignments 8, 4, 2"
-    assert len(sm90) == 9 * 4, "9 SM90 tiles x clusters 1x1, 2x1, 1x2, 2x2"
+    assert len(sm90) == 10 * 4, "10 SM90 tiles x clusters 1x1, 2x1, 1x2, 2x2"
     assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
-    assert len(gemm) == 13 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
+    assert len(gemm) == 17 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
     assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm)
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -36,7 +36,7 @@ def test_names_follow_cutlass_procedural_style():
     assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8" in names
     assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align2" in names
     assert "cutlass_tensorop_f16_s1688fprop_few_channels_f16_128x64_32x2_nhwc_align1" in names
-    assert ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x128x64_1x1x1_0_tnt_align8_stream_k"
+    assert ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x256x64_2x1x1_0_tnt_align8"
             "_warpspecialized_cooperative_epi_tma") in names
     assert ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_2x1x1_0_align8"
             "_warpspecialized_epi_tma") in names
@@ -44,12 +44,21 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 127
+    assert len(select(kernels, "*", parse_arch("90a"))) == 135
     assert len(select(kernels, "*", parse_arch("90"))) == 78, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 78
     assert len(select(kernels, "*", parse_arch("75"))) == 12
-    picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x*_64x64x64_1x1x1_*", parse_arch("90a"))
+    picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_64x64x64_1x1x1_*", parse_arch("90a"))
     assert [k.name[:20] for k in picked] == ["cutlass3x_sm90_tenso", "cutlass_tensorop_f16"]
+
+
+def test_kernels_can_be_listed_in_a_file(tmp_path):
+    listing = tmp_path / "chosen.txt"
+    listing.write_text("# chosen\ncutlass3x_sm90_tensorop_fprop*_64x64x64_1x1x1_*  # one SM90 kernel\n\n")
+    picked = select(load_catalog(FAMILIES), f"*_128x128_32x3_*align8,@{listing}", parse_arch("90a"))
+    assert len(picked) == 2
+    with pytest.raises(SpecError, match="cannot read the kernel list"):
+        select(load_catalog(FAMILIES), f"@{tmp_path / 'none.txt'}", parse_arch("90a"))
 
 
 @pytest.mark.parametrize("bad", ["sm90", "9", "90b", "", "90a;rm"])

@@ -31,7 +31,8 @@ def variables(arguments) -> Variables:
     v = Variables(None, arguments)
     v.AddVariables(
         ("WORKLOADS", "workload set name (kernel_specs/workloads/NAME.txt) or a workload file", "resnet50"),
-        ("KERNELS", "comma-separated globs over kernel names; only these are built and profiled", "*"),
+        ("KERNELS", "comma-separated globs over kernel names (@FILE: globs listed in FILE); "
+                    "only these are built and profiled", "*"),
         ("ARCH", "GPU target to compile for: 80, 90, 90a, ... (sm90 kernels need 90a)", "90a"),
         ("CUTLASS", "CUTLASS source root holding include/ and tools/util/include/ "
                     "(default: the nvidia-cutlass package)", default_cutlass_root()),
@@ -40,7 +41,7 @@ def variables(arguments) -> Variables:
         ("SPECS", "directory of kernel family specs (*.toml)", "kernel_specs/families"),
         ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
-        ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "120"),
+        ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),
         ("PROFILE_ARGS", "extra profiler arguments, e.g. '--repeats 30 --batch-ms 2'", ""),
     )
     return v

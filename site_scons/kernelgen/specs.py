@@ -42,8 +42,23 @@ def load_catalog(specs_dir) -> list:
     return [by_name[n] for n in sorted(by_name)]
 
 
+def globs_of(patterns: str) -> list[str]:
+    """Comma-separated globs; ``@FILE`` reads more from FILE, one per line, ``#`` comments."""
+    globs = []
+    for item in (p.strip() for p in patterns.split(",")):
+        if item.startswith("@"):
+            try:
+                lines = Path(item[1:]).read_text().splitlines()
+            except OSError as e:
+                raise SpecError(item[1:], f"cannot read the kernel list: {e.strerror}") from None
+            globs += [l.split("#", 1)[0].strip() for l in lines if l.split("#", 1)[0].strip()]
+        elif item:
+            globs.append(item)
+    return globs or ["*"]
+
+
 def select(kernels: list, patterns: str, arch) -> list:
-    """Kernels whose name matches one of the comma-separated globs and that ``arch`` runs."""
-    globs = [p.strip() for p in patterns.split(",") if p.strip()] or ["*"]
+    """Kernels whose name matches one of the globs (see ``globs_of``) and that ``arch`` runs."""
+    globs = globs_of(patterns)
     return [k for k in kernels
             if arch.runs(k) and any(fnmatch.fnmatchcase(k.name, g) for g in globs)]
