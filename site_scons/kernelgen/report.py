@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import KernelgenError
 from .reduce import load_set, select_best
+from .specs import load_catalog
 from .workloads import load_workloads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +44,8 @@ def main(argv=None) -> int:
     try:
         set_name, _, problems = load_workloads(args.workloads, ROOT / "kernel_specs" / "workloads")
         frame = load_set(Path(args.results) / set_name, problems)
+        catalog = {k.name for k in load_catalog(ROOT / "kernel_specs" / "families")}
+        frame = frame[frame["kernel"].isin(catalog)]  # rows of kernels the specs no longer define are history
         kernels = sorted(set(frame["kernel"]))
         hashes = dict(frame.drop_duplicates("kernel")[["kernel", "kernel_hash"]].itertuples(index=False))
         best = select_best(frame, problems, {k: hashes[k] for k in kernels})
