@@ -169,6 +169,14 @@ def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     assert re.search(message, str(error)), str(error)
 
 
+@pytest.mark.parametrize("text, key", [(SM80[:SM80.index("tiles = [")] + "tiles = []\n", "tiles"),
+                                       (GEMM[:GEMM.index("kernels = [")] + "kernels = 3\n", "kernels")])
+def test_entry_lists_must_hold_tables(tmp_path, text, key):
+    with pytest.raises(SpecError, match="expected a non-empty list of tables") as info:
+        load_family(family(tmp_path, text))
+    assert info.value.key == key
+
+
 def test_malformed_toml_names_the_file(tmp_path):
     path = family(tmp_path, 'kind = "conv2d_fprop_2x"\ntiles = [\n')
     with pytest.raises(SpecError, match=f"{path}: not valid TOML"):

@@ -109,3 +109,10 @@ def text(v):
     if not isinstance(v, str):
         raise ValueError(f"expected a string, got {v!r}")
     return v
+
+
+def read_entries(path, raw, key: str, table: Table) -> list[tuple[str, dict]]:
+    """A key holding a non-empty list of tables: [(entry name such as "tiles[2]", table)]."""
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(path, "expected a non-empty list of tables", None, key)
+    return [(f"{key}[{i}]", table.read(path, item, f"{key}[{i}]")) for i, item in enumerate(raw)]

@@ -132,13 +132,8 @@ def expand(path, raw: dict) -> list:
             raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
                             f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use arch = 75)",
                             None, "alignments")
-    tiles = fam["tiles"]
-    if not isinstance(tiles, list) or not tiles:
-        raise SpecError(path, "expected a non-empty list of tile tables", None, "tiles")
     kernels = []
-    for i, raw_tile in enumerate(tiles):
-        entry = f"tiles[{i}]"
-        tile = TILE.read(path, raw_tile, entry)
+    for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
         _check_tile(path, entry, fam, tile)
         for alignment in fam["alignments"]:
             for swizzle in fam["swizzles"]:

@@ -108,13 +108,8 @@ def expand(path, raw: dict) -> list:
     fam = FAMILY.read(path, raw)
     if DATA_TYPES[fam["element"]].bits != 16:
         raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
-    entries = fam["kernels"]
-    if not isinstance(entries, list) or not entries:
-        raise SpecError(path, "expected a non-empty list of kernel tables", None, "kernels")
     kernels = []
-    for i, raw_entry in enumerate(entries):
-        entry = f"kernels[{i}]"
-        spec = ENTRY.read(path, raw_entry, entry)
+    for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
         _check_entry(path, entry, fam, spec)
         kernels += [GemmSm90(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                              output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
