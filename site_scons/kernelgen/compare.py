@@ -20,9 +20,12 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
+
 from .errors import KernelgenError
 from .profile import NoGpuError, Runner, device_of, query_gpu
 from .reduce import load_set, select_best
+from .render import write_generated
 from .report import layer
 from .workloads import load_workloads
 
@@ -190,10 +193,7 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
                      "torch": versions["torch"], "cudnn": versions["cudnn"], "copy_tbps": ceilings[0] / 1e12,
                      "tensor_tflops": ceilings[1] / 1e12, "measured_at": stamp})
         log(f"  {problem.name}: kernel {ms:.4f} ms, cuDNN {cudnn_ms:.4f} ms, floor {floor_ms:.4f} ms")
-    columns = list(rows[0])
-    import pandas as pd
-    text = pd.DataFrame(rows, columns=columns).to_csv(index=False, float_format="%.6g", lineterminator="\n")
-    from .render import write_generated
+    text = pd.DataFrame(rows).to_csv(index=False, float_format="%.6g", lineterminator="\n")
     write_generated(out_dir / "compare.csv", text)
     title = f"{set_name}: chosen kernels vs cuDNN vs floor"
     write_generated(out_dir / "compare.md", report(rows, ceilings, device, versions, title))

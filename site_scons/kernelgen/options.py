@@ -13,6 +13,7 @@ from SCons.Script import Variables
 from . import plan as plan_module
 from .arch import Arch, parse_arch
 from .errors import KernelgenError
+from .profile import NoGpuError, query_gpu
 from .signature import cutlass_version
 from .workloads import load_workloads
 
@@ -120,8 +121,6 @@ def resolve(env) -> Config:
 
 
 def require_gpu(targets: list) -> None:
-    from .profile import NoGpuError, query_gpu
-
     try:
         query_gpu()
     except NoGpuError as e:
