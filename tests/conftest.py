@@ -15,6 +15,13 @@ conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 pad=0 stride=2
 """
 
 
+def sm80_family(*tiles: str) -> str:
+    """A CUTLASS 2.x SM80 family spec (TOML) with the given tile tables, alignment 8."""
+    return ('kind = "conv2d_fprop_2x"\nelement = "f16"\naccumulator = "f32"\noutput = "f16"\n'
+            'iterator = "optimized"\ninstruction = [16, 8, 16]\nalignments = [8]\ntiles = [\n'
+            + "".join(f"  {{ {t} }},\n" for t in tiles) + "]\n")
+
+
 def gpu_available() -> bool:
     smi = shutil.which("nvidia-smi")
     if not smi:

@@ -10,21 +10,10 @@ import sys
 
 import pytest
 
-from conftest import FAKES, ROOT, requires_nvcc
+from conftest import FAKES, ROOT, requires_nvcc, sm80_family
 
-TINY = """\
-kind = "conv2d_fprop_2x"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-iterator = "optimized"
-instruction = [16, 8, 16]
-alignments = [8]
-tiles = [
-  { threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 3 },
-  { threadblock = [64, 64, 64], warps = [2, 2, 1], stages = 3 },
-]
-"""
+TINY = sm80_family("threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 3",
+                   "threadblock = [64, 64, 64], warps = [2, 2, 1], stages = 3")
 
 
 def copy_project(dest):

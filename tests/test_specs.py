@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, sm80_family
 from kernelgen.arch import parse_arch
 from kernelgen.errors import KernelgenError, SpecError
 from kernelgen.specs import load_catalog, load_family, select
@@ -67,19 +67,8 @@ def test_bad_arch_is_refused(bad):
         parse_arch(bad)
 
 
-SM80 = """\
-kind = "conv2d_fprop_2x"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-iterator = "optimized"
-instruction = [16, 8, 16]
-alignments = [8]
-tiles = [
-  { threadblock = [128, 128, 32], warps = [2, 2, 1], stages = 3 },
-  { threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 6 },
-]
-"""
+SM80 = sm80_family("threadblock = [128, 128, 32], warps = [2, 2, 1], stages = 3",
+                   "threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 6")
 SM90 = """\
 kind = "conv2d_fprop_sm90"
 element = "f16"
