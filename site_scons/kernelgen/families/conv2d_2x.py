@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES, DEFAULT_SWIZZLE, ITERATORS, SWIZZLES
+from .common import family_keys
 
 KIND = "conv2d_fprop_2x"
 TEMPLATE = "conv2d_fprop_2x.mako"
@@ -25,12 +26,8 @@ STAGES = {75: (2, 2), 80: (3, 10)}  # two-stage pipelined mainloop; cp.async mul
 CP_ASYNC_BYTES = (4, 8, 16)  # the access sizes cp.async (SM80 multistage) can copy
 
 FAMILY = S.Table((
-    S.Key("kind", S.literal(KIND)),
-    S.Key("description", S.text, ""),
+    *family_keys(KIND),
     S.Key("arch", S.one_of(STAGES), 80),
-    S.Key("element", S.choice(DATA_TYPES)),
-    S.Key("accumulator", S.choice(DATA_TYPES)),
-    S.Key("output", S.choice(DATA_TYPES)),
     S.Key("iterator", S.choice(ITERATORS)),
     S.Key("instruction", S.int_tuple(3, 1, 64)),
     S.Key("alignments", S.list_of(S.integer(1, 16))),

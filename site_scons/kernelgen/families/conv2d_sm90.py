@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES, SM90_CONV_SCHEDULES, SM90_EPILOGUE_SCHEDULES, SM90_MAX_CLUSTER_CTAS
+from .common import family_keys
 
 KIND = "conv2d_fprop_sm90"
 TEMPLATE = "conv2d_fprop_sm90.mako"
@@ -27,11 +28,7 @@ INCLUDES = (  # in this order: convnd_problem_shape.hpp needs cute, the builders
 SMEM_LIMIT_BYTES = 227 * 1024  # the most shared memory an SM90 CTA can have
 
 FAMILY = S.Table((
-    S.Key("kind", S.literal(KIND)),
-    S.Key("description", S.text, ""),
-    S.Key("element", S.choice(DATA_TYPES)),
-    S.Key("accumulator", S.choice(DATA_TYPES)),
-    S.Key("output", S.choice(DATA_TYPES)),
+    *family_keys(KIND),
     S.Key("schedule", S.choice(SM90_CONV_SCHEDULES)),
     S.Key("epilogue", S.choice(SM90_EPILOGUE_SCHEDULES)),
     S.Key("stages", S.integer(0, 8), 0),  # 0: as many as fit in shared memory

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES, SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
+from .common import family_keys
 from .conv2d_sm90 import _check_cluster
 
 KIND = "gemm_sm90"
@@ -30,11 +31,7 @@ INCLUDES = (
 )
 
 FAMILY = S.Table((
-    S.Key("kind", S.literal(KIND)),
-    S.Key("description", S.text, ""),
-    S.Key("element", S.choice(DATA_TYPES)),
-    S.Key("accumulator", S.choice(DATA_TYPES)),
-    S.Key("output", S.choice(DATA_TYPES)),
+    *family_keys(KIND),
     S.Key("kernels", lambda v: v),  # read entry by entry below
 ))
 ENTRY = S.Table((
