@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..vocab import DATA_TYPES, SM90_CONV_SCHEDULES, SM90_EPILOGUE_SCHEDULES, SM90_MAX_CLUSTER_CTAS
-from .common import family_keys
+from ..vocab import DATA_TYPES, SM90_CONV_SCHEDULES, SM90_EPILOGUE_SCHEDULES
+from .common import check_sm90_cluster, check_sm90_tile_k, family_keys
 
 KIND = "conv2d_fprop_sm90"
 TEMPLATE = "conv2d_fprop_sm90.mako"
@@ -94,25 +94,12 @@ def _check_tile(path, entry, fam, tile):
         raise SpecError(path, f"tile M {m} is not a multiple of 64 (one warpgroup's wgmma)", entry)
     if n % 8:
         raise SpecError(path, f"tile N {n} is not a multiple of 8 (wgmma's N step)", entry)
-    if k % 16 or (k * DATA_TYPES[fam["element"]].bits // 8) % 32:
-        raise SpecError(path, f"tile K {k} is not a multiple of 16 elements and 32 bytes", entry)
+    check_sm90_tile_k(path, entry, fam["element"], k)
     if fam["stages"]:
         smem = fam["stages"] * (m + n) * k * DATA_TYPES[fam["element"]].bits // 8
         if smem > SMEM_LIMIT_BYTES:
             raise SpecError(path, f"{fam['stages']} stages of a {m}x{n}x{k} tile need {smem} bytes "
                             f"of shared memory, more than SM90's {SMEM_LIMIT_BYTES}", None, "stages")
-
-
-def _check_cluster(path, entry, cluster):
-    m, n, k = cluster
-    if k != 1:
-        raise SpecError(path, f"cluster K must be 1, got {k}", entry)
-    for v in (m, n):
-        if v not in (1, 2, 4, 8):
-            raise SpecError(path, f"cluster extent {v} is not a power of two", entry)
-    if m * n > SM90_MAX_CLUSTER_CTAS:
-        raise SpecError(path, f"cluster {m}x{n} holds {m * n} CTAs; SM90 allows at most "
-                        f"{SM90_MAX_CLUSTER_CTAS} portably", entry)
 
 
 def expand(path, raw: dict) -> list:
@@ -122,7 +109,7 @@ def expand(path, raw: dict) -> list:
     for i, tile in enumerate(fam["tiles"]):
         _check_tile(path, f"tiles[{i}]", fam, tile)
     for i, cluster in enumerate(fam["clusters"]):
-        _check_cluster(path, f"clusters[{i}]", cluster)
+        check_sm90_cluster(path, f"clusters[{i}]", cluster)
     return [
         Conv2dFpropSm90(
             family=path.stem, element=fam["element"], accumulator=fam["accumulator"],

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES, SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
-from .common import family_keys
-from .conv2d_sm90 import _check_cluster
+from .common import check_sm90_cluster, check_sm90_tile_k, family_keys
 
 KIND = "gemm_sm90"
 TEMPLATE = "gemm_sm90.mako"
@@ -93,12 +92,11 @@ def _check_entry(path, entry, fam, spec):
         raise SpecError(path, f"a {spec['schedule']} tile's M must be a multiple of {min_m}, not {m}", entry, "tile")
     if n % 8 or n > 256:
         raise SpecError(path, f"tile N {n} must be a multiple of 8 of at most 256 (wgmma)", entry, "tile")
-    if k % 16 or (k * DATA_TYPES[fam["element"]].bits // 8) % 32:
-        raise SpecError(path, f"tile K {k} is not a multiple of 16 elements and 32 bytes", entry, "tile")
+    check_sm90_tile_k(path, entry, fam["element"], k, "tile")
     if spec["scheduler"] == "stream_k" and spec["schedule"] != "cooperative":
         raise SpecError(path, "stream-K tile scheduling needs the cooperative schedule", entry, "scheduler")
     for i, cluster in enumerate(spec["clusters"]):
-        _check_cluster(path, f"{entry}.clusters[{i}]", cluster)
+        check_sm90_cluster(path, f"{entry}.clusters[{i}]", cluster)
 
 
 def expand(path, raw: dict) -> list:
