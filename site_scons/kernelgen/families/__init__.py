@@ -6,6 +6,6 @@ procedural name: file name, C++ symbol, CSV key), ``family``, ``op``, ``arch``,
 ``template``, ``includes``, ``adapter``, ``supports(problem)`` and ``values()``.
 """
 
-from . import conv2d_2x, conv2d_sm90, gemm_sm90, test_faults
+from . import conv2d_2x, conv2d_sm90, conv2d_sm90_persistent, gemm_sm90, test_faults
 
-FAMILIES = {m.KIND: m for m in (conv2d_2x, conv2d_sm90, gemm_sm90, test_faults)}
+FAMILIES = {m.KIND: m for m in (conv2d_2x, conv2d_sm90, conv2d_sm90_persistent, gemm_sm90, test_faults)}

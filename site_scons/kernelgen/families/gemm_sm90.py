@@ -85,7 +85,8 @@ class GemmSm90:
         }
 
 
-def _check_entry(path, entry, fam, spec):
+def check_entry(path, entry, fam, spec):
+    """An entry's tile fits its schedule and wgmma, its scheduler its schedule, its clusters SM90."""
     m, n, k = spec["tile"]
     min_m = SM90_GEMM_SCHEDULES[spec["schedule"]][3]
     if m % min_m:
@@ -105,7 +106,7 @@ def expand(path, raw: dict) -> list:
         raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
     kernels = []
     for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
-        _check_entry(path, entry, fam, spec)
+        check_entry(path, entry, fam, spec)
         kernels += [GemmSm90(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                              output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
                              scheduler=spec["scheduler"])
