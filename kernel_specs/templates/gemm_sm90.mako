@@ -6,7 +6,7 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
     cute::Shape<cute::_${v["cluster"][0]}, cute::_${v["cluster"][1]}, cute::_${v["cluster"][2]}>,
-    cutlass::epilogue::collective::EpilogueTileAuto,
+    ${v["epilogue_tile"]},
     ${v["accumulator"]}, ${v["accumulator"]},
     ${v["output"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["output"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,

@@ -15,7 +15,7 @@ from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES, SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
 from .common import family_keys
-from .gemm_sm90 import ENTRY, check_entry
+from .gemm_sm90 import ENTRY, check_entry, epilogue_tile_cpp, epilogue_tile_suffix
 
 KIND = "conv2d_fprop_sm90_persistent"
 TEMPLATE = "conv2d_fprop_sm90_persistent.mako"
@@ -48,6 +48,7 @@ class Conv2dFpropSm90Persistent:
     cluster: tuple
     schedule: str
     scheduler: str
+    epilogue_tile: tuple = None  # None: EpilogueTileAuto
 
     op = "conv2d_fprop"
     arch = 90
@@ -67,7 +68,8 @@ class Conv2dFpropSm90Persistent:
         e, o = self.element, self.output
         return (f"cutlass3x_sm90_tensorop_fprop_{e}nhwc_{e}nhwc_{self.accumulator}_{o}_{o}nhwc"
                 f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0_align{self.alignment}"
-                f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma")
+                f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
+                f"{epilogue_tile_suffix(self.epilogue_tile)}")
 
     def supports(self, problem) -> bool:
         return (problem.op == self.op and problem.dtype == self.element == self.output
@@ -84,6 +86,7 @@ class Conv2dFpropSm90Persistent:
             "schedule": kernel,
             "epilogue": epilogue,
             "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
+            "epilogue_tile": epilogue_tile_cpp(self.epilogue_tile),
         }
 
 
@@ -97,6 +100,6 @@ def expand(path, raw: dict) -> list:
         kernels += [Conv2dFpropSm90Persistent(
                         family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
-                        scheduler=spec["scheduler"])
-                    for cluster in spec["clusters"]]
+                        scheduler=spec["scheduler"], epilogue_tile=epi)
+                    for cluster in spec["clusters"] for epi in spec["epilogue_tiles"]]
     return kernels

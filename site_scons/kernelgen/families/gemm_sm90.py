@@ -38,6 +38,8 @@ ENTRY = S.Table((
     S.Key("schedule", S.choice(SM90_GEMM_SCHEDULES)),
     S.Key("scheduler", S.choice(SM90_TILE_SCHEDULERS), "default"),
     S.Key("clusters", S.list_of(S.int_tuple(3, 1, 8))),
+    # The output subtiles the epilogue stores one at a time; absent: CUTLASS picks (EpilogueTileAuto).
+    S.Key("epilogue_tiles", S.list_of(S.int_tuple(2, 8, 256)), (None,)),
 ))
 
 
@@ -51,6 +53,7 @@ class GemmSm90:
     cluster: tuple
     schedule: str
     scheduler: str
+    epilogue_tile: tuple = None  # None: EpilogueTileAuto
 
     op = "gemm"
     arch = 90
@@ -69,7 +72,8 @@ class GemmSm90:
         e, o = self.element, self.output
         return (f"cutlass3x_sm90_tensorop_gemm_{e}_{e}_{self.accumulator}_{o}_{o}"
                 f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0_tnt_align{self.alignment}"
-                f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma")
+                f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
+                f"{epilogue_tile_suffix(self.epilogue_tile)}")
 
     def values(self) -> dict:
         kernel, _, epilogue, _ = SM90_GEMM_SCHEDULES[self.schedule]
@@ -82,7 +86,18 @@ class GemmSm90:
             "schedule": kernel,
             "epilogue": epilogue,
             "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
+            "epilogue_tile": epilogue_tile_cpp(self.epilogue_tile),
         }
+
+
+def epilogue_tile_suffix(tile) -> str:
+    return "" if tile is None else "_" + "x".join(map(str, tile))
+
+
+def epilogue_tile_cpp(tile) -> str:
+    if tile is None:
+        return "cutlass::epilogue::collective::EpilogueTileAuto"
+    return f"cute::Shape<cute::_{tile[0]}, cute::_{tile[1]}>"
 
 
 def check_entry(path, entry, fam, spec):
@@ -98,6 +113,10 @@ def check_entry(path, entry, fam, spec):
         raise SpecError(path, "stream-K tile scheduling needs the cooperative schedule", entry, "scheduler")
     for i, cluster in enumerate(spec["clusters"]):
         check_sm90_cluster(path, f"{entry}.clusters[{i}]", cluster)
+    for i, epi in enumerate(spec["epilogue_tiles"]):
+        if epi is not None and (m % epi[0] or n % epi[1]):
+            raise SpecError(path, f"epilogue tile {epi[0]}x{epi[1]} does not divide the tile {m}x{n}",
+                            f"{entry}.epilogue_tiles[{i}]")
 
 
 def expand(path, raw: dict) -> list:
@@ -109,6 +128,6 @@ def expand(path, raw: dict) -> list:
         check_entry(path, entry, fam, spec)
         kernels += [GemmSm90(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                              output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
-                             scheduler=spec["scheduler"])
-                    for cluster in spec["clusters"]]
+                             scheduler=spec["scheduler"], epilogue_tile=epi)
+                    for cluster in spec["clusters"] for epi in spec["epilogue_tiles"]]
     return kernels
