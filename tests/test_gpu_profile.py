@@ -17,7 +17,8 @@ KERNELS = ",".join([
     "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8",
     "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align2",
     "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_epi_tma",
-    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_64x128x64_2x1x1_0_align8_warpspecialized_epi_tma",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x64x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_256x64x64_1x1x1_0_align8_warpspecialized_cooperative_epi_tma",
 ])
 
 

@@ -18,7 +18,7 @@ TEMPLATES = ROOT / "kernel_specs" / "templates"
 CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
 GOLDEN_KERNELS = [
     "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8",
-    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x256x64_2x1x1_0_align8_warpspecialized_epi_tma",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x128",
 ]
 
 
@@ -82,9 +82,9 @@ def test_plan_hashes_change_only_for_the_kernel_whose_source_changed(tmp_path):
     args = (TEMPLATES, ROOT / "profiler", "*", parse_arch("90a"), ["-O3"], include)
     before = make_plan(specs, *args)
     text = (specs / "fam.toml").read_text()
-    (specs / "fam.toml").write_text(text.replace("[ 64,  64, 64], warps = [2, 2, 1], stages = 5",
-                                                 "[ 64,  64, 64], warps = [2, 2, 1], stages = 6"))
+    (specs / "fam.toml").write_text(text.replace("[ 64,  64, 32], warps = [2, 2, 1], stages = 10",
+                                                 "[ 64,  64, 32], warps = [2, 2, 1], stages = 9"))
     after = make_plan(specs, *args)
     changed = {n for n in before.hashes if before.hashes[n] != after.hashes.get(n)}
-    assert changed == {n for n in before.hashes if "_64x64_64x5_" in n}
-    assert len(after.kernels) == len(before.kernels) == 66
+    assert changed == {n for n in before.hashes if "_64x64_32x10_" in n} and len(changed) == 3
+    assert len(after.kernels) == len(before.kernels) == 30

@@ -15,17 +15,20 @@ FAMILIES = ROOT / "kernel_specs" / "families"
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def test_catalog_holds_cutlass_generator_tiles():
+def test_catalog_holds_each_family():
     kernels = load_catalog(FAMILIES)
     sm80 = [k for k in kernels if k.family == "conv2d_fprop_sm80"]
     sm90 = [k for k in kernels if k.family == "conv2d_fprop_sm90"]
     narrow = [k for k in kernels if k.family == "conv2d_fprop_sm75_few_channels"]
-    assert len(sm80) == 22 * 3, "22 SM80 16816 tiles x alignments 8, 4, 2"
-    assert len(sm90) == 10 * 4, "10 SM90 tiles x clusters 1x1, 2x1, 1x2, 2x2"
+    assert len(sm80) == 10 * 3, "10 SM80 16816 tiles x alignments 8, 4, 2"
+    assert len(sm90) == 2 * 2, "2 SM90 tiles x clusters 1x1, 1x2"
     assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
-    assert len(gemm) == 17 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
-    assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm)
+    assert len(gemm) == 19 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
+    persistent = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent"]
+    assert len(persistent) == 32 and {k.schedule for k in persistent} == {"cooperative", "pingpong"}
+    assert {k.epilogue_tile for k in persistent} == {None, (64, 64), (64, 128), (128, 64), (128, 128)}
+    assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent)
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -38,23 +41,26 @@ def test_names_follow_cutlass_procedural_style():
     assert "cutlass_tensorop_f16_s1688fprop_few_channels_f16_128x64_32x2_nhwc_align1" in names
     assert ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x256x64_2x1x1_0_tnt_align8"
             "_warpspecialized_cooperative_epi_tma") in names
-    assert ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_2x1x1_0_align8"
+    assert ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x2x1_0_align8"
             "_warpspecialized_epi_tma") in names
+    assert ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8"
+            "_warpspecialized_pingpong_epi_tma_64x128") in names
 
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 135
-    assert len(select(kernels, "*", parse_arch("90"))) == 78, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 78
+    assert len(select(kernels, "*", parse_arch("90a"))) == 97
+    assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
-    picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_64x64x64_1x1x1_*", parse_arch("90a"))
+    picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
+                    parse_arch("90a"))
     assert [k.name[:20] for k in picked] == ["cutlass3x_sm90_tenso", "cutlass_tensorop_f16"]
 
 
 def test_kernels_can_be_listed_in_a_file(tmp_path):
     listing = tmp_path / "chosen.txt"
-    listing.write_text("# chosen\ncutlass3x_sm90_tensorop_fprop*_64x64x64_1x1x1_*  # one SM90 kernel\n\n")
+    listing.write_text("# chosen\ncutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma  # one SM90 kernel\n\n")
     picked = select(load_catalog(FAMILIES), f"*_128x128_32x3_*align8,@{listing}", parse_arch("90a"))
     assert len(picked) == 2
     with pytest.raises(SpecError, match="cannot read the kernel list"):
@@ -99,8 +105,16 @@ kernels = [
 """
 
 
+PERSISTENT = GEMM.replace('"gemm_sm90"', '"conv2d_fprop_sm90_persistent"').replace(
+    "[[1, 1, 1]] }", "[[1, 1, 1]], epilogue_tiles = [[64, 64], [64, 128]] }")
+
+
 def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     assert len(load_family(family(tmp_path, GEMM))) == 3
+    persistent = load_family(family(tmp_path, PERSISTENT))
+    assert [(k.cluster[0], k.epilogue_tile) for k in persistent] == [(1, None), (2, None), (1, (64, 64)), (1, (64, 128))]
+    assert persistent[3].name.endswith("_64x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x128")
+    assert persistent[3].op == "conv2d_fprop" and persistent[0].name.startswith("cutlass3x_sm90_tensorop_fprop_")
     assert len(load_family(family(tmp_path, SM80.replace("[8]", "[8, 4]")))) == 4
     kernels = load_family(family(tmp_path, SM90))
     assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
@@ -146,6 +160,11 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (GEMM.replace('[[1, 1, 1]] }', '[[1, 1, 3]] }'), "kernels[1].clusters[0]", None, "cluster K must be 1"),
     (GEMM.replace('schedule = "pingpong"', 'schedule = "pingpong", swizzle = 4'), "kernels[1]", "swizzle",
      "unknown key"),
+    (PERSISTENT.replace("[64, 128]]", "[48, 128]]"), "kernels[1].epilogue_tiles[1]", None,
+     "epilogue tile 48x128 does not divide the tile 64x128"),
+    (PERSISTENT.replace("[64, 128]]", "[64, 128, 1]]"), "kernels[1]", "epilogue_tiles", "list of 2 integers"),
+    (PERSISTENT.replace('[64, 128, 64], schedule = "pingpong"', '[64, 128, 64], schedule = "cooperative"'),
+     "kernels[1]", "tile", "cooperative tile's M must be a multiple of 128"),
 ])
 def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     path = family(tmp_path, text)

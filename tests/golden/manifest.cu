@@ -3,12 +3,12 @@
 
 namespace kernelgen {
 
-std::unique_ptr<Operation> make_cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x256x64_2x1x1_0_align8_warpspecialized_epi_tma();
+std::unique_ptr<Operation> make_cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x128();
 std::unique_ptr<Operation> make_cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8();
 
 const std::vector<Registration>& registry() {
   static const std::vector<Registration> kernels = {
-      {"cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x256x64_2x1x1_0_align8_warpspecialized_epi_tma", &make_cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x256x64_2x1x1_0_align8_warpspecialized_epi_tma},
+      {"cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x128", &make_cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x128},
       {"cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8", &make_cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8},
   };
   return kernels;
