@@ -1,5 +1,6 @@
 """The committed results give a header that compiles on its own in a consumer .cu."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,9 @@ def test_committed_results_give_a_header_that_compiles(tmp_path):
     header = tmp_path / "best_kernels.h"
     text = header.read_text()
     assert str(ROOT) not in text, "nothing in the header depends on where the project lives"
+    included = set(re.findall(r'#include "([^"]+)"', text))
+    assert included and not included & {p.name for p in (ROOT / "profiler").iterdir()}, \
+        "project headers the kernels need are embedded, not included"
     compiled = compile_consumer(tmp_path, CONSUMER)
     assert compiled.returncode == 0, compiled.stderr[-5000:]
 

@@ -1,7 +1,7 @@
 ## The header other builds include: per workload the chosen kernel, its CUTLASS type,
 ## its measured time, and lookups from a problem to its kernel.
-## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, type_definitions,
-## conv_entries, gemm_entries.
+## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, embedded (project headers
+## the kernels need: name -> text), type_definitions, conv_entries, gemm_entries.
 ${banner}
 //
 // For each workload, the fastest kernel whose output matched a reference convolution on
@@ -16,11 +16,22 @@ ${banner}
 // A kernel named cutlass3x_sm90_tensorop_gemm_* chosen for a convolution (1x1, stride 1, no
 // padding) runs it as the GEMM M = N*H*W, N = K, K = C: A = the NHWC activations (M x K,
 // row-major), B = the KRSC filters (K contiguous), D = the NHWC output (M x N, row-major).
+// A kernel named cutlass3x_sm90_tensorop_fprop_*_{pingpong,cooperative}_* is a
+// cutlass::gemm::device::GemmUniversalAdapter running CUTLASS's conv mainloop (see the embedded
+// conv_sm90_persistent.h); with `using Mainloop = Kernel::GemmKernel::CollectiveMainloop` and
+// `Mainloop::ConvShape shape` the convolution, its arguments are {kGemm, Mainloop::gemm_shape(shape),
+// {{x, w}, shape}, {{alpha, beta}, y, stride_y, y, stride_y}} with the output the row-major
+// (N*P*Q) x K matrix (stride_y: cutlass::make_cute_packed_stride(StrideD{}, {N*P*Q, K, 1})).
 // A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
 #pragma once
 
 % for header in includes:
 #include "${header}"
+% endfor
+% for header, text in embedded.items():
+
+// ---- ${header}, from kernelgen, embedded so that this header needs only CUTLASS ----
+${text}
 % endfor
 
 namespace best_kernels {

@@ -170,7 +170,8 @@ def require_torch() -> None:
 
 def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
-            "specs": str(config.specs_dir), "templates": str(config.templates_dir), "hashes": plan.hashes}
+            "specs": str(config.specs_dir), "templates": str(config.templates_dir),
+            "project_includes": str(config.profiler_dir), "hashes": plan.hashes}
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -191,4 +192,4 @@ def result_files(config: Config) -> list:
 def header_dependencies(config: Config) -> list:
     package = Path(__file__).parent
     return sorted(str(p) for p in [*config.templates_dir.glob("*.mako"), *config.specs_dir.glob("*.toml"),
-                                   *package.rglob("*.py")])
+                                   *package.rglob("*.py"), *config.profiler_dir.glob("*.h")])

@@ -7,12 +7,16 @@ workload with no ``ok`` kernel is an error that names it. The header is written
 atomically: on any error the previous one stays as it was.
 """
 
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from . import render, results
 from .errors import ResultsError
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"[^\n]*\n', re.MULTILINE)
+_PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once[^\n]*\n", re.MULTILINE)
 
 
 def load_set(results_dir, problems) -> pd.DataFrame:
@@ -69,13 +73,21 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict) -> pd.DataFrame:
     return pd.DataFrame(chosen).reset_index(drop=True)
 
 
-def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, source: str) -> str:
+def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, source: str,
+                project_includes=None) -> str:
+    """The header's text. A winner's include found in ``project_includes`` (a project header,
+    not CUTLASS's) is embedded, so that the header needs nothing but CUTLASS to compile."""
     winners = sorted(set(best["kernel"]))
-    includes = []
+    includes, embedded = [], {}
     for name in winners:
         for header in kernels_by_name[name].includes:
-            if header not in includes:
+            path = Path(project_includes) / header if project_includes else None
+            if path is not None and path.is_file():
+                embedded.setdefault(header, _PRAGMA_ONCE.sub("", path.read_text(), count=1))
+            elif header not in includes:
                 includes.append(header)
+    includes += [h for text in embedded.values() for h in _INCLUDE.findall(text) if h not in includes]
+    embedded = {h: _INCLUDE.sub("", text) for h, text in embedded.items()}
     first = best.iloc[0]
     entries = [
         {"problem": p, "kernel": row.kernel, "runtime_ms": row.runtime_ms,
@@ -86,16 +98,18 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
         templates, "best_kernels.h.mako", "best_kernels.h",
         banner=render.BANNER.format(source=f"scons best_kernels.h from {source}"),
         source=source, gpu=first["gpu"], driver=first["driver"], cuda=first["cuda"], cutlass=first["cutlass"],
-        includes=includes,
+        includes=includes, embedded=embedded,
         conv_entries=[e for e in entries if e["problem"].op == "conv2d_fprop"],
         gemm_entries=[e for e in entries if e["problem"].op == "gemm"],
         type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
 
 
-def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output) -> pd.DataFrame:
+def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
+                 project_includes=None) -> pd.DataFrame:
     """Validate, choose, write ``output``; returns the chosen rows."""
     frame = load_set(results_dir, problems)
     best = select_best(frame, problems, hashes)
-    text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir))
+    text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
+                       project_includes)
     render.write_generated(output, text)
     return best

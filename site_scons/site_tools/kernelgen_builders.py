@@ -31,7 +31,7 @@ def _best_kernels_header(target, source, env):
         problems = parse_workloads(open(config["workload_file"]).read(), config["workload_file"])
         kernels = {k.name: k for k in load_catalog(config["specs"])}
         best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
-                            target[0].get_abspath())
+                            target[0].get_abspath(), config["project_includes"])
     except KernelgenError as e:
         print(f"scons best_kernels.h: {e}", file=sys.stderr)
         return 1
