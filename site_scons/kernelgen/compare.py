@@ -3,13 +3,16 @@
     python -m kernelgen.compare --manifest generated/kernels.json --profiler generated/profiler \\
         --workloads resnet50 --sets-dir kernel_specs/workloads --results profile_results
 
-The chosen kernels (from the set's CSVs) are timed again by the profiler; cuDNN is timed
-through PyTorch (``torch.nn.functional.conv2d`` on channels_last fp16 tensors, benchmark
-mode) the way the profiler times kernels: operands rotated through four times the L2,
+The chosen kernels (from the set's CSVs) are timed again by the profiler; the library
+PyTorch would use is timed through it, cuDNN for a convolution (``torch.nn.functional.conv2d``
+on channels_last fp16 tensors, benchmark mode), cuBLAS for a GEMM workload
+(``torch.nn.functional.linear``, D = A B^T), the way the profiler times kernels: operands
+rotated through four times the L2,
 warm-up, calibration, 20 batches of about 1 ms, the median per call. The floor of a layer
 is max(FLOPs / tensor rate, bytes / copy bandwidth), both ceilings measured in the same run
 (a device-to-device copy, an 8192^3 fp16 matrix product). Writes ``compare.csv``,
-``compare.md`` and ``compare.png`` beside the set's CSVs.
+``compare.md`` and ``compare.png`` beside the set's CSVs; in ``compare.csv``, ``cudnn_ms``
+is the library's time and ``library`` names it (``cudnn`` or ``cublas``).
 """
 
 import argparse
@@ -29,6 +32,7 @@ from .render import write_generated
 from .report import layer
 from .workloads import load_workloads
 
+LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
 REPEATS = 20
 BATCH_MS = 1.0
 WARMUP = 5
@@ -75,12 +79,32 @@ def time_calls(torch, call, sets: int) -> tuple[float, float, float]:
     return median, per_call[0], per_call[-1]
 
 
+def _sets(operand_bytes: int, l2_bytes: int) -> int:
+    """Operand copies to rotate through: four times the L2, as the profiler does."""
+    return max(1, min(64, math.ceil(4 * l2_bytes / operand_bytes)))
+
+
+def time_library(torch, problem, l2_bytes: int) -> tuple[str, float]:
+    """(library, ms): what PyTorch runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM."""
+    if problem.op == "gemm":
+        return "cublas", time_cublas(torch, problem, l2_bytes)
+    return "cudnn", time_cudnn(torch, problem, l2_bytes)
+
+
+def time_cublas(torch, problem, l2_bytes: int) -> float:
+    m, n, k = problem.m, problem.n, problem.k
+    sets = _sets(2 * (m * k + n * k + m * n), l2_bytes)
+    a = [torch.empty(m, k, device="cuda", dtype=torch.half).uniform_(-1, 1) for _ in range(sets)]
+    b = [torch.empty(n, k, device="cuda", dtype=torch.half).uniform_(-1, 1) for _ in range(sets)]
+    with torch.no_grad():
+        return time_calls(torch, lambda i: torch.nn.functional.linear(a[i], b[i]), sets)[0]
+
+
 def time_cudnn(torch, problem, l2_bytes: int) -> float:
     torch.backends.cudnn.benchmark = True
     F = torch.nn.functional
-    size = 2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s * problem.c
-                + problem.n * problem.p * problem.q * problem.k)
-    sets = max(1, min(64, math.ceil(4 * l2_bytes / size)))
+    sets = _sets(2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s * problem.c
+                      + problem.n * problem.p * problem.q * problem.k), l2_bytes)
     fmt = torch.channels_last
     xs = [torch.empty(problem.n, problem.c, problem.h, problem.w, device="cuda", dtype=torch.half,
                       memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
@@ -124,13 +148,20 @@ def retime_chosen(manifest: dict, profiler, problems, chosen: list, log) -> dict
         return timed
 
 
+def libraries(rows: list[dict]) -> str:
+    """The libraries the rows were compared with, as the report names them: "cuDNN", "cuDNN / cuBLAS"."""
+    used = {r["library"] for r in rows}
+    return " / ".join(name for key, name in LIBRARY_NAMES.items() if key in used)
+
+
 def report(rows: list[dict], ceilings: tuple, device, versions: dict, title: str) -> str:
     copy, rate = ceilings
+    lib = libraries(rows)
     lines = [f"# {title}", "",
              f"Measured {rows[0]['measured_at']} on {device.gpu} (driver {device.driver}, CUDA {device.cuda}, "
              f"CUTLASS {device.cutlass}, PyTorch {versions['torch']}, cuDNN {versions['cudnn']}). Ceilings "
              f"measured in the same run: copy {copy / 1e12:.2f} TB/s, fp16 tensor {rate / 1e12:.0f} TFLOP/s.", "",
-             "| # | layer | chosen kernel | kernel ms | cuDNN ms | floor ms | kernel / cuDNN | cuDNN % of floor |",
+             f"| # | layer | chosen kernel | kernel ms | {lib} ms | floor ms | kernel / {lib} | {lib} % of floor |",
              "|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows):
         lines.append(f"| {i} | {r['layer']} | `{r['kernel']}` | {r['kernel_ms']:.4f} | {r['cudnn_ms']:.4f} | "
@@ -139,7 +170,7 @@ def report(rows: list[dict], ceilings: tuple, device, versions: dict, title: str
     geo = math.exp(sum(math.log(r["kernel_vs_cudnn"]) for r in rows) / len(rows))
     wins = sum(r["kernel_ms"] < r["cudnn_ms"] for r in rows)
     lines.append(f"| sum | | | {k:.3f} | {c:.3f} | {f:.3f} | {k / c:.2f} | {100 * f / c:.0f}% |")
-    lines += ["", f"Kernels beat cuDNN on {wins} of {len(rows)} layers; geometric mean kernel / cuDNN {geo:.2f}; "
+    lines += ["", f"Kernels beat {lib} on {wins} of {len(rows)} layers; geometric mean kernel / {lib} {geo:.2f}; "
               f"worst layer {max(r['kernel_vs_cudnn'] for r in rows):.2f}."]
     return "\n".join(lines) + "\n"
 
@@ -153,7 +184,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     width = 0.28
     fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
     ax.bar([i - width for i in x], [r["kernel_ms"] for r in rows], width, label="chosen CUTLASS kernel")
-    ax.bar(list(x), [r["cudnn_ms"] for r in rows], width, label="cuDNN")
+    ax.bar(list(x), [r["cudnn_ms"] for r in rows], width, label=libraries(rows))
     ax.bar([i + width for i in x], [r["floor_ms"] for r in rows], width, label="floor")
     ax.set_xticks(list(x))
     ax.set_xticklabels([str(i) for i in x])
@@ -184,18 +215,19 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for problem, kernel in zip(problems, chosen):
-        cudnn_ms = time_cudnn(torch, problem.as_conv(), l2)  # a GEMM as the 1x1 convolution it is
+        library, cudnn_ms = time_library(torch, problem, l2)
         floor_ms = 1e3 * max(problem.flops / ceilings[1], problem.min_bytes() / ceilings[0])
         ms = kernel_ms[problem.name]
         rows.append({"workload": problem.name, "layer": layer(problem), "kernel": kernel, "kernel_ms": ms,
-                     "cudnn_ms": cudnn_ms, "floor_ms": floor_ms, "kernel_vs_cudnn": ms / cudnn_ms,
+                     "cudnn_ms": cudnn_ms, "library": library, "floor_ms": floor_ms, "kernel_vs_cudnn": ms / cudnn_ms,
                      "gpu": device.gpu, "driver": device.driver, "cuda": device.cuda, "cutlass": device.cutlass,
                      "torch": versions["torch"], "cudnn": versions["cudnn"], "copy_tbps": ceilings[0] / 1e12,
                      "tensor_tflops": ceilings[1] / 1e12, "measured_at": stamp})
-        log(f"  {problem.name}: kernel {ms:.4f} ms, cuDNN {cudnn_ms:.4f} ms, floor {floor_ms:.4f} ms")
+        log(f"  {problem.name}: kernel {ms:.4f} ms, {LIBRARY_NAMES[library]} {cudnn_ms:.4f} ms, "
+            f"floor {floor_ms:.4f} ms")
     text = pd.DataFrame(rows).to_csv(index=False, float_format="%.6g", lineterminator="\n")
     write_generated(out_dir / "compare.csv", text)
-    title = f"{set_name}: chosen kernels vs cuDNN vs floor"
+    title = f"{set_name}: chosen kernels vs {libraries(rows)} vs floor"
     write_generated(out_dir / "compare.md", report(rows, ceilings, device, versions, title))
     plot(rows, out_dir / "compare.png", title)
     log((out_dir / "compare.md").read_text())
