@@ -3,7 +3,8 @@
 A module has ``KIND`` (the spec's ``kind`` value) and ``expand(path, raw)``, which
 validates the parsed TOML and returns descriptors. A descriptor has ``name`` (the
 procedural name: file name, C++ symbol, CSV key), ``family``, ``op``, ``arch``,
-``template``, ``includes``, ``adapter``, ``supports(problem)`` and ``values()``.
+``template``, ``includes``, ``adapter`` and ``values()``. Whether a kernel can run a
+workload is the profiler's question to CUTLASS (``can_implement``), recorded as ``unsupported``.
 """
 
 from . import conv2d_2x, conv2d_sm90, conv2d_sm90_persistent, gemm_sm90, test_faults

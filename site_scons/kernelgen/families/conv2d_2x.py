@@ -72,10 +72,6 @@ class Conv2dFprop2x:
         return (f"cutlass_tensorop_{self.output}_{acc}{inst}fprop_{self.iterator}_{self.element}"
                 f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}_nhwc{swizzle}_align{self.alignment}")
 
-    def supports(self, problem) -> bool:
-        return (problem.op == self.op and problem.dtype == self.element == self.output
-                and problem.c % self.alignment == 0 and problem.k % self.alignment == 0)
-
     def values(self) -> dict:
         warp = tuple(t // w for t, w in zip(self.threadblock, self.warps))
         out = DATA_TYPES[self.output]

@@ -71,10 +71,6 @@ class Conv2dFpropSm90:
                 f"_{tile}_{cluster}_{self.stages}_align{self.alignment}"
                 f"_{SM90_CONV_SCHEDULES[self.schedule][1]}_{SM90_EPILOGUE_SCHEDULES[self.epilogue][1]}")
 
-    def supports(self, problem) -> bool:
-        return (problem.op == self.op and problem.dtype == self.element == self.output
-                and problem.c % self.alignment == 0 and problem.k % self.alignment == 0)
-
     def values(self) -> dict:
         return {
             "element": DATA_TYPES[self.element].cpp,

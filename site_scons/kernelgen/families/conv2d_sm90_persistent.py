@@ -11,57 +11,27 @@ any filter size).
 
 from dataclasses import dataclass
 
-from .. import spec_schema as S
-from ..errors import SpecError
-from ..vocab import DATA_TYPES, SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
-from .common import family_keys
-from .gemm_sm90 import ENTRY, check_entry, epilogue_tile_cpp, epilogue_tile_suffix
+from . import conv2d_sm90, gemm_sm90
+from ..vocab import SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
+from .gemm_sm90 import GemmSm90, epilogue_tile_suffix, expand_entries
 
 KIND = "conv2d_fprop_sm90_persistent"
 TEMPLATE = "conv2d_fprop_sm90_persistent.mako"
-INCLUDES = (  # in this order: convnd_problem_shape.hpp needs cute, the builders need both
-    "cutlass/cutlass.h",
-    "cute/tensor.hpp",
-    "cutlass/kernel_hardware_info.hpp",
-    "cutlass/conv/convolution.h",
-    "cutlass/conv/convnd_problem_shape.hpp",
-    "cutlass/epilogue/collective/collective_builder.hpp",
-    "cutlass/gemm/kernel/gemm_universal.hpp",
-    "cutlass/gemm/kernel/tile_scheduler.hpp",
-    "cutlass/gemm/device/gemm_universal_adapter.h",
-    "conv_sm90_persistent.h",
-)
-
-FAMILY = S.Table((
-    *family_keys(KIND),
-    S.Key("kernels", lambda v: v),  # read entry by entry below
-))
+# the conv headers the one-consumer conv kernels need, then the GEMM kernel and epilogue ones
+INCLUDES = (*conv2d_sm90.INCLUDES[:5], *gemm_sm90.INCLUDES[5:], "conv_sm90_persistent.h")
+FAMILY = gemm_sm90.entries_table(KIND)
 
 
 @dataclass(frozen=True)
-class Conv2dFpropSm90Persistent:
-    family: str
-    element: str
-    accumulator: str
-    output: str
-    tile: tuple
-    cluster: tuple
-    schedule: str
-    scheduler: str
-    epilogue_tile: tuple = None  # None: EpilogueTileAuto
+class Conv2dFpropSm90Persistent(GemmSm90):
+    """A GEMM-family entry (tile, schedule, scheduler, cluster, epilogue tile) that runs the conv
+    mainloop: same fields and C++ values, another template, adapter, name and op."""
 
     op = "conv2d_fprop"
-    arch = 90
-    arch_specific = True  # needs sm_{arch}a, not a later architecture
     template = TEMPLATE
     includes = INCLUDES
     adapter = "kernelgen::Conv2dPersistentOperation3x"
     adapter_header = "conv2d_adapter_3x.h"
-
-    @property
-    def alignment(self) -> int:
-        """TMA moves 16-byte aligned rows: channels must be a multiple of this."""
-        return 128 // DATA_TYPES[self.element].bits
 
     @property
     def name(self) -> str:
@@ -71,35 +41,6 @@ class Conv2dFpropSm90Persistent:
                 f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}")
 
-    def supports(self, problem) -> bool:
-        return (problem.op == self.op and problem.dtype == self.element == self.output
-                and problem.c % self.alignment == 0 and problem.k % self.alignment == 0)
-
-    def values(self) -> dict:
-        kernel, _, epilogue, _ = SM90_GEMM_SCHEDULES[self.schedule]
-        return {
-            "element": DATA_TYPES[self.element].cpp,
-            "accumulator": DATA_TYPES[self.accumulator].cpp,
-            "output": DATA_TYPES[self.output].cpp,
-            "tile": self.tile,
-            "cluster": self.cluster,
-            "schedule": kernel,
-            "epilogue": epilogue,
-            "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
-            "epilogue_tile": epilogue_tile_cpp(self.epilogue_tile),
-        }
-
 
 def expand(path, raw: dict) -> list:
-    fam = FAMILY.read(path, raw)
-    if DATA_TYPES[fam["element"]].bits != 16:
-        raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
-    kernels = []
-    for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
-        check_entry(path, entry, fam, spec)
-        kernels += [Conv2dFpropSm90Persistent(
-                        family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
-                        output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
-                        scheduler=spec["scheduler"], epilogue_tile=epi)
-                    for cluster in spec["clusters"] for epi in spec["epilogue_tiles"]]
-    return kernels
+    return expand_entries(Conv2dFpropSm90Persistent, FAMILY, path, raw)

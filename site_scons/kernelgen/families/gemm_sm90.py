@@ -29,10 +29,16 @@ INCLUDES = (
     "cutlass/gemm/device/gemm_universal_adapter.h",
 )
 
-FAMILY = S.Table((
-    *family_keys(KIND),
-    S.Key("kernels", lambda v: v),  # read entry by entry below
-))
+
+def entries_table(kind: str) -> S.Table:
+    """A family of entries: the common keys, then ``kernels``, a list of ENTRY tables."""
+    return S.Table((
+        *family_keys(kind),
+        S.Key("kernels", lambda v: v),  # read entry by entry, by expand_entries
+    ))
+
+
+FAMILY = entries_table(KIND)
 ENTRY = S.Table((
     S.Key("tile", S.int_tuple(3, 8, 256)),
     S.Key("schedule", S.choice(SM90_GEMM_SCHEDULES)),
@@ -119,15 +125,20 @@ def check_entry(path, entry, fam, spec):
                             f"{entry}.epilogue_tiles[{i}]")
 
 
-def expand(path, raw: dict) -> list:
-    fam = FAMILY.read(path, raw)
+def expand_entries(cls, table: S.Table, path, raw: dict) -> list:
+    """The kernels of a spec read with ``table``: each entry x cluster x epilogue tile, as ``cls``."""
+    fam = table.read(path, raw)
     if DATA_TYPES[fam["element"]].bits != 16:
         raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
     kernels = []
     for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
         check_entry(path, entry, fam, spec)
-        kernels += [GemmSm90(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
-                             output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
-                             scheduler=spec["scheduler"], epilogue_tile=epi)
+        kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
+                        output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
+                        scheduler=spec["scheduler"], epilogue_tile=epi)
                     for cluster in spec["clusters"] for epi in spec["epilogue_tiles"]]
     return kernels
+
+
+def expand(path, raw: dict) -> list:
+    return expand_entries(GemmSm90, FAMILY, path, raw)

@@ -40,9 +40,6 @@ class FaultyKernel:
     def name(self) -> str:
         return f"kernelgen_test_direct_fprop_f16_{self.fault}"
 
-    def supports(self, problem) -> bool:
-        return problem.op == self.op and problem.dtype == "f16"
-
     def values(self) -> dict:
         return {"fault": FAULTS[self.fault]}
 
