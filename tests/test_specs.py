@@ -28,7 +28,9 @@ def test_catalog_holds_each_family():
     persistent = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent"]
     assert len(persistent) == 32 and {k.schedule for k in persistent} == {"cooperative", "pingpong"}
     assert {k.epilogue_tile for k in persistent} == {None, (64, 64), (64, 128), (128, 64), (128, 128)}
-    assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent)
+    transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
+    assert len(transposed) == 5 and all(k.name.endswith("_transposed") and k.tile[0] == 64 for k in transposed)
+    assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -49,7 +51,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 97
+    assert len(select(kernels, "*", parse_arch("90a"))) == 102
     assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -109,12 +111,19 @@ PERSISTENT = GEMM.replace('"gemm_sm90"', '"conv2d_fprop_sm90_persistent"').repla
     "[[1, 1, 1]] }", "[[1, 1, 1]], epilogue_tiles = [[64, 64], [64, 128]] }")
 
 
+TRANSPOSED = PERSISTENT.replace('"conv2d_fprop_sm90_persistent"', '"conv2d_fprop_sm90_transposed"').replace(
+    '{ tile = [128, 256, 64], schedule = "cooperative", clusters = [[1, 1, 1], [2, 1, 1]] },\n', "")
+
+
 def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     assert len(load_family(family(tmp_path, GEMM))) == 3
     persistent = load_family(family(tmp_path, PERSISTENT))
     assert [(k.cluster[0], k.epilogue_tile) for k in persistent] == [(1, None), (2, None), (1, (64, 64)), (1, (64, 128))]
     assert persistent[3].name.endswith("_64x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x128")
     assert persistent[3].op == "conv2d_fprop" and persistent[0].name.startswith("cutlass3x_sm90_tensorop_fprop_")
+    transposed = load_family(family(tmp_path, TRANSPOSED))
+    assert [k.name for k in transposed] == [k.name + "_transposed" for k in persistent[2:]]
+    assert transposed[0].template == "conv2d_fprop_sm90_transposed.mako"
     assert len(load_family(family(tmp_path, SM80.replace("[8]", "[8, 4]")))) == 4
     kernels = load_family(family(tmp_path, SM90))
     assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
@@ -165,6 +174,10 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (PERSISTENT.replace("[64, 128]]", "[64, 128, 1]]"), "kernels[1]", "epilogue_tiles", "list of 2 integers"),
     (PERSISTENT.replace('[64, 128, 64], schedule = "pingpong"', '[64, 128, 64], schedule = "cooperative"'),
      "kernels[1]", "tile", "cooperative tile's M must be a multiple of 128"),
+    (TRANSPOSED.replace("[[1, 1, 1]], epi", "[[1, 1, 1], [2, 1, 1]], epi"), "kernels[0]", "clusters",
+     "clusters of one CTA"),
+    (TRANSPOSED.replace('schedule = "pingpong"', 'schedule = "cooperative"').replace("[64, 128, 64]", "[128, 128, 64]"),
+     "kernels[0]", "schedule", "transposed kernels are ping-pong"),
 ])
 def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     path = family(tmp_path, text)

@@ -18,10 +18,12 @@ ${banner}
 // row-major), B = the KRSC filters (K contiguous), D = the NHWC output (M x N, row-major).
 // A kernel named cutlass3x_sm90_tensorop_fprop_*_{pingpong,cooperative}_* is a
 // cutlass::gemm::device::GemmUniversalAdapter running CUTLASS's conv mainloop (see the embedded
-// conv_sm90_persistent.h); with `using Mainloop = Kernel::GemmKernel::CollectiveMainloop` and
-// `Mainloop::ConvShape shape` the convolution, its arguments are {kGemm, Mainloop::gemm_shape(shape),
-// {{x, w}, shape}, {{alpha, beta}, y, stride_y, y, stride_y}} with the output the row-major
-// (N*P*Q) x K matrix (stride_y: cutlass::make_cute_packed_stride(StrideD{}, {N*P*Q, K, 1})).
+// conv_sm90_persistent.h); with `using Mainloop = Kernel::GemmKernel::CollectiveMainloop`,
+// `Mainloop::ConvShape shape` the convolution and (M, N) the first two extents of
+// `Mainloop::gemm_shape(shape)`, its arguments are {kGemm, Mainloop::gemm_shape(shape), {{x, w}, shape},
+// {{alpha, beta}, y, stride_y, y, stride_y}}, stride_y = cutlass::make_cute_packed_stride(StrideD{},
+// {M, N, 1}). The output is D = Y, (N*P*Q) x K row-major, or for a *_transposed kernel
+// (conv_sm90_transposed.h) D = Y^T, K x (N*P*Q) column-major: the same NHWC bytes.
 // A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
 #pragma once
 

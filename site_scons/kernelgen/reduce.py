@@ -79,15 +79,21 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
     not CUTLASS's) is embedded, so that the header needs nothing but CUTLASS to compile."""
     winners = sorted(set(best["kernel"]))
     includes, embedded = [], {}
+
+    def include(header):
+        path = Path(project_includes) / header if project_includes else None
+        if path is None or not path.is_file():
+            if header not in includes:
+                includes.append(header)
+        elif header not in embedded:
+            text = _PRAGMA_ONCE.sub("", path.read_text(), count=1)
+            for dependency in _INCLUDE.findall(text):
+                include(dependency)  # embedded before what needs it
+            embedded[header] = _INCLUDE.sub("", text)
+
     for name in winners:
         for header in kernels_by_name[name].includes:
-            path = Path(project_includes) / header if project_includes else None
-            if path is not None and path.is_file():
-                embedded.setdefault(header, _PRAGMA_ONCE.sub("", path.read_text(), count=1))
-            elif header not in includes:
-                includes.append(header)
-    includes += [h for text in embedded.values() for h in _INCLUDE.findall(text) if h not in includes]
-    embedded = {h: _INCLUDE.sub("", text) for h, text in embedded.items()}
+            include(header)
     first = best.iloc[0]
     entries = [
         {"problem": p, "kernel": row.kernel, "runtime_ms": row.runtime_ms,

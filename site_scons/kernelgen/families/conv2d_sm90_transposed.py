@@ -30,10 +30,15 @@ class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
         return super().name + "_transposed"
 
 
+def _check(path, entry, spec):
+    if spec["schedule"] != "pingpong":
+        raise SpecError(path, "transposed kernels are ping-pong", entry, "schedule")
+    if spec["scheduler"] != "default":
+        raise SpecError(path, "transposed kernels use the default tile scheduler", entry, "scheduler")
+    if any(c != (1, 1, 1) for c in spec["clusters"]):
+        raise SpecError(path, "transposed kernels run in clusters of one CTA (multicast follows the "
+                        "mainloop's own roles)", entry, "clusters")
+
+
 def expand(path, raw: dict) -> list:
-    kernels = expand_entries(Conv2dFpropSm90Transposed, FAMILY, path, raw)
-    for i, k in enumerate(kernels):
-        if k.schedule != "pingpong" or k.scheduler != "default" or k.cluster != (1, 1, 1):
-            raise SpecError(path, "transposed kernels are ping-pong, with the default tile scheduler and "
-                            f"clusters of one CTA; {k.name} is not", f"kernels[{i}]")
-    return kernels
+    return expand_entries(Conv2dFpropSm90Transposed, FAMILY, path, raw, _check)

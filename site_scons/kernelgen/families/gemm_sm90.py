@@ -125,14 +125,17 @@ def check_entry(path, entry, fam, spec):
                             f"{entry}.epilogue_tiles[{i}]")
 
 
-def expand_entries(cls, table: S.Table, path, raw: dict) -> list:
-    """The kernels of a spec read with ``table``: each entry x cluster x epilogue tile, as ``cls``."""
+def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
+    """The kernels of a spec read with ``table``: each entry x cluster x epilogue tile, as ``cls``;
+    ``check(path, entry, spec)`` may refuse an entry the family cannot build."""
     fam = table.read(path, raw)
     if DATA_TYPES[fam["element"]].bits != 16:
         raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
     kernels = []
     for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
         check_entry(path, entry, fam, spec)
+        if check is not None:
+            check(path, entry, spec)
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
                         scheduler=spec["scheduler"], epilogue_tile=epi)
