@@ -172,12 +172,18 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (PERSISTENT.replace("[64, 128]]", "[48, 128]]"), "kernels[1].epilogue_tiles[1]", None,
      "epilogue tile 48x128 does not divide the tile 64x128"),
     (PERSISTENT.replace("[64, 128]]", "[64, 128, 1]]"), "kernels[1]", "epilogue_tiles", "list of 2 integers"),
+    (PERSISTENT.replace("[64, 128]]", "[128, 128]]").replace("[64, 128, 64], schedule", "[128, 128, 64], schedule"),
+     "kernels[1].epilogue_tiles[1]", None, "a pingpong epilogue tile is 64 x a multiple of 16, not 128x128"),
+    (PERSISTENT.replace("[64, 128]]", "[64, 8]]"), "kernels[1].epilogue_tiles[1]", None,
+     "a pingpong epilogue tile is 64 x a multiple of 16, not 64x8"),
+    (PERSISTENT.replace("[1, 1, 1], [2, 1, 1]] }", "[1, 1, 1]], epilogue_tiles = [[64, 128]] }", 1),
+     "kernels[0].epilogue_tiles[0]", None, "a cooperative epilogue tile is 128 x a multiple of 16, not 64x128"),
     (PERSISTENT.replace('[64, 128, 64], schedule = "pingpong"', '[64, 128, 64], schedule = "cooperative"'),
      "kernels[1]", "tile", "cooperative tile's M must be a multiple of 128"),
     (TRANSPOSED.replace("[[1, 1, 1]], epi", "[[1, 1, 1], [2, 1, 1]], epi"), "kernels[0]", "clusters",
      "clusters of one CTA"),
-    (TRANSPOSED.replace('schedule = "pingpong"', 'schedule = "cooperative"').replace("[64, 128, 64]", "[128, 128, 64]"),
-     "kernels[0]", "schedule", "transposed kernels are ping-pong"),
+    (TRANSPOSED.replace('schedule = "pingpong"', 'schedule = "cooperative"').replace("[64, 128, 64]", "[128, 128, 64]")
+     .replace(", epilogue_tiles = [[64, 64], [64, 128]]", ""), "kernels[0]", "schedule", "transposed kernels are ping-pong"),
 ])
 def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     path = family(tmp_path, text)

@@ -120,9 +120,14 @@ def check_entry(path, entry, fam, spec):
     for i, cluster in enumerate(spec["clusters"]):
         check_sm90_cluster(path, f"{entry}.clusters[{i}]", cluster)
     for i, epi in enumerate(spec["epilogue_tiles"]):
-        if epi is not None and (m % epi[0] or n % epi[1]):
+        if epi is None:
+            continue
+        if m % epi[0] or n % epi[1]:
             raise SpecError(path, f"epilogue tile {epi[0]}x{epi[1]} does not divide the tile {m}x{n}",
                             f"{entry}.epilogue_tiles[{i}]")
+        if epi[0] != min_m or epi[1] % 16:  # what CUTLASS's SM90 epilogue builder accepts
+            raise SpecError(path, f"a {spec['schedule']} epilogue tile is {min_m} x a multiple of 16, "
+                            f"not {epi[0]}x{epi[1]}", f"{entry}.epilogue_tiles[{i}]")
 
 
 def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
