@@ -29,7 +29,7 @@ def test_catalog_holds_each_family():
     assert len(persistent) == 32 and {k.schedule for k in persistent} == {"cooperative", "pingpong"}
     assert {k.epilogue_tile for k in persistent} == {None, (64, 64), (64, 128), (128, 64), (128, 128)}
     transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
-    assert len(transposed) == 5 and all(k.name.endswith("_transposed") and k.tile[0] == 64 for k in transposed)
+    assert len(transposed) == 7 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128) for k in transposed)
     assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -51,7 +51,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 102
+    assert len(select(kernels, "*", parse_arch("90a"))) == 104
     assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
