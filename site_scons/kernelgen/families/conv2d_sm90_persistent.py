@@ -12,8 +12,7 @@ any filter size).
 from dataclasses import dataclass
 
 from . import conv2d_sm90, gemm_sm90
-from ..vocab import SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
-from .gemm_sm90 import GemmSm90, epilogue_tile_suffix, expand_entries
+from .gemm_sm90 import GemmSm90, expand_entries
 
 KIND = "conv2d_fprop_sm90_persistent"
 TEMPLATE = "conv2d_fprop_sm90_persistent.mako"
@@ -33,13 +32,9 @@ class Conv2dFpropSm90Persistent(GemmSm90):
     adapter = "kernelgen::Conv2dPersistentOperation3x"
     adapter_header = "conv2d_adapter_3x.h"
 
-    @property
-    def name(self) -> str:
+    def operation(self) -> tuple[str, str]:
         e, o = self.element, self.output
-        return (f"cutlass3x_sm90_tensorop_fprop_{e}nhwc_{e}nhwc_{self.accumulator}_{o}_{o}nhwc"
-                f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0_align{self.alignment}"
-                f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
-                f"{epilogue_tile_suffix(self.epilogue_tile)}")
+        return f"fprop_{e}nhwc_{e}nhwc_{self.accumulator}_{o}_{o}nhwc", ""
 
 
 def expand(path, raw: dict) -> list:

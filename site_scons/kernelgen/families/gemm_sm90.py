@@ -73,11 +73,16 @@ class GemmSm90:
     def alignment(self) -> int:
         return 128 // DATA_TYPES[self.element].bits
 
+    def operation(self) -> tuple[str, str]:
+        """The name's operation and operand part; its layouts part (after the cluster)."""
+        e, o = self.element, self.output
+        return f"gemm_{e}_{e}_{self.accumulator}_{o}_{o}", "_tnt"
+
     @property
     def name(self) -> str:
-        e, o = self.element, self.output
-        return (f"cutlass3x_sm90_tensorop_gemm_{e}_{e}_{self.accumulator}_{o}_{o}"
-                f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0_tnt_align{self.alignment}"
+        operation, layouts = self.operation()
+        return (f"cutlass3x_sm90_tensorop_{operation}"
+                f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0{layouts}_align{self.alignment}"
                 f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}")
 
