@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cutlass/cutlass.h"
@@ -16,6 +17,22 @@ namespace kernelgen {
 inline std::string status_text(cutlass::Status status) {
   return status == cutlass::Status::kSuccess ? std::string() : cutlassGetStatusString(status);
 }
+
+// A binding's tensors as a CUTLASS 3.x device operator's arguments take them: x and w for the
+// mainloop, y for the epilogue.
+template <typename DeviceOp>
+struct Operands3x {
+  static auto x(const Conv2dBinding& b) { return static_cast<const typename DeviceOp::ElementA*>(b.x); }
+  static auto w(const Conv2dBinding& b) { return static_cast<const typename DeviceOp::ElementB*>(b.w); }
+
+  // alpha = 1, beta = 0: the output is written, never read.
+  template <typename StrideC, typename StrideD>
+  static auto epilogue(const Conv2dBinding& b, StrideC stride_c, StrideD stride_d) {
+    using Arguments = decltype(std::declval<typename DeviceOp::Arguments>().epilogue);
+    return Arguments{{1.0f, 0.0f}, static_cast<const typename DeviceOp::ElementC*>(b.y), stride_c,
+                     static_cast<typename DeviceOp::ElementD*>(b.y), stride_d};
+  }
+};
 
 // DeviceOp: a CUTLASS device operator (static can_implement and get_workspace_size,
 // initialize(args, workspace, stream), run(stream)). ArgumentsFor: a type whose static

@@ -22,10 +22,7 @@ template <typename DeviceOp>
 struct Conv2dFpropArguments3x {
   using Kernel = typename DeviceOp::ConvKernel;
   using ProblemShape = typename Kernel::ProblemShape;
-  using ElementA = typename DeviceOp::ElementA;
-  using ElementB = typename DeviceOp::ElementB;
-  using ElementC = typename DeviceOp::ElementC;
-  using ElementD = typename DeviceOp::ElementD;
+  using Operands = Operands3x<DeviceOp>;
   using StrideC = typename Kernel::StrideC;
   using StrideD = typename Kernel::StrideD;
 
@@ -41,11 +38,8 @@ struct Conv2dFpropArguments3x {
     cute::for_each(cute::make_seq<cute::rank<0>(StrideD{})>{}, [&](auto i) {
       cute::get<0, i>(stride_d) = shape.stride_C[ProblemShape::RankT - 2 - i];
     });
-    // alpha = 1, beta = 0: the output is written, never read.
-    return typename DeviceOp::Arguments{
-        shape,
-        {static_cast<const ElementA*>(b.x), static_cast<const ElementB*>(b.w)},
-        {{1.0f, 0.0f}, static_cast<const ElementC*>(b.y), stride_c, static_cast<ElementD*>(b.y), stride_d}};
+    return typename DeviceOp::Arguments{shape, {Operands::x(b), Operands::w(b)},
+                                        Operands::epilogue(b, stride_c, stride_d)};
   }
 };
 
@@ -59,10 +53,7 @@ template <typename DeviceOp>
 struct Conv2dFpropPersistentArguments3x {
   using Kernel = typename DeviceOp::GemmKernel;
   using Mainloop = typename Kernel::CollectiveMainloop;
-  using ElementA = typename DeviceOp::ElementA;
-  using ElementB = typename DeviceOp::ElementB;
-  using ElementC = typename DeviceOp::ElementC;
-  using ElementD = typename DeviceOp::ElementD;
+  using Operands = Operands3x<DeviceOp>;
 
   static std::string unsupported(const Conv2dProblem&) { return {}; }
 
@@ -73,11 +64,9 @@ struct Conv2dFpropPersistentArguments3x {
     return typename DeviceOp::Arguments{
         cutlass::gemm::GemmUniversalMode::kGemm,
         gemm,
-        {{static_cast<const ElementA*>(b.x), static_cast<const ElementB*>(b.w)}, shape},
-        // alpha = 1, beta = 0: the output is written, never read.
-        {{1.0f, 0.0f},
-         static_cast<const ElementC*>(b.y), cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, mn1),
-         static_cast<ElementD*>(b.y), cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, mn1)}};
+        {{Operands::x(b), Operands::w(b)}, shape},
+        Operands::epilogue(b, cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, mn1),
+                           cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, mn1))};
   }
 };
 

@@ -21,6 +21,8 @@
 
 namespace kernelgen {
 
+inline constexpr auto kFpropMajor = cute::GMMA::Major::K;  // fprop: activations and filters both K-major
+
 // The conv fprop mainloop behind the interface GemmUniversal's persistent kernels call.
 template <class Conv>
 struct Fprop4GemmKernel : Conv {
@@ -76,36 +78,41 @@ struct Fprop4GemmKernel : Conv {
   }
 };
 
-// What cutlass::conv::collective::CollectiveBuilder builds for an SM90 NHWC fprop, with the
-// GEMM kernel schedule `Schedule` (KernelTmaWarpSpecializedCooperative: two warpgroups split
-// the tile's M; KernelTmaWarpSpecializedPingpong: each warpgroup has a tile of its own) and
-// `CarveoutBytes` of shared memory left to the epilogue. TileShape is (M, N, (K)): the conv
-// mainloop tiles the hierarchical (C, S, R) mode.
-template <class Schedule, class Element, class ElementAccumulator, class TileShape, class ClusterShape,
-          int CarveoutBytes>
-struct Sm90PersistentFprop {
-  static constexpr auto kFprop = cutlass::conv::Operator::kFprop;
-  static constexpr auto kMajor = cute::GMMA::Major::K;  // fprop: activations and filters both K-major
+// The wgmma tiling of a persistent schedule over a TileShape (M, N, (K)): cooperative
+// (KernelTmaWarpSpecializedCooperative) splits the tile's M between two warpgroups; ping-pong
+// (KernelTmaWarpSpecializedPingpong) gives each warpgroup a whole tile of its own.
+template <class Schedule, class Element, class ElementAccumulator, class TileShape>
+struct PersistentMma {
   static constexpr bool kCooperative =
       cute::is_base_of_v<cutlass::gemm::KernelTmaWarpSpecializedCooperative, Schedule>;
   static_assert(kCooperative || cute::is_base_of_v<cutlass::gemm::KernelTmaWarpSpecializedPingpong, Schedule>,
                 "a persistent schedule: cooperative or ping-pong");
-
   using AtomLayoutMNK =
       cute::conditional_t<kCooperative, cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>,
                           cute::Layout<cute::Shape<cute::_1, cute::_1, cute::_1>>>;
   using TiledMma = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, ElementAccumulator, TileShape, kMajor, kMajor>(),
+      cute::GMMA::ss_op_selector<Element, Element, ElementAccumulator, TileShape, kFpropMajor, kFpropMajor>(),
       AtomLayoutMNK{}));
+};
+
+// What cutlass::conv::collective::CollectiveBuilder builds for an SM90 NHWC fprop, with the
+// GEMM kernel schedule `Schedule` (see PersistentMma) and `CarveoutBytes` of shared memory left
+// to the epilogue. TileShape is (M, N, (K)): the conv mainloop tiles the hierarchical (C, S, R)
+// mode. TiledMma: the wgmma tiling the mainloop's mma() runs.
+template <class Schedule, class Element, class ElementAccumulator, class TileShape, class ClusterShape,
+          int CarveoutBytes,
+          class TiledMma = typename PersistentMma<Schedule, Element, ElementAccumulator, TileShape>::TiledMma>
+struct Sm90PersistentFprop {
+  static constexpr auto kFprop = cutlass::conv::Operator::kFprop;
 
   using GmemTiledCopyA =
       decltype(cutlass::conv::collective::detail::sm90_cluster_shape_to_im2col_tma_atom(cute::shape<1>(ClusterShape{})));
   using GmemTiledCopyB =
       decltype(cutlass::gemm::collective::detail::sm90_cluster_shape_to_tma_atom(cute::shape<0>(ClusterShape{})));
   using SmemLayoutAtomA = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
-      kMajor, Element, decltype(cute::get<0>(TileShape{})), decltype(cute::get<2>(TileShape{}))>());
+      kFpropMajor, Element, decltype(cute::get<0>(TileShape{})), decltype(cute::get<2>(TileShape{}))>());
   using SmemLayoutAtomB = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
-      kMajor, Element, decltype(cute::get<1>(TileShape{})), decltype(cute::get<2>(TileShape{}))>());
+      kFpropMajor, Element, decltype(cute::get<1>(TileShape{})), decltype(cute::get<2>(TileShape{}))>());
 
   static constexpr int Stages = cutlass::conv::collective::detail::compute_stage_count_or_override<
       cutlass::gemm::collective::detail::sm90_smem_capacity_bytes, Element, Element, TileShape>(

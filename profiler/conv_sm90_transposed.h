@@ -15,14 +15,22 @@
 
 namespace kernelgen {
 
-// Conv: CUTLASS's conv mainloop built for tiles of (pixels, channels, (K)) = (TileN, TileM, (TileK)).
-// TileShape, TiledMma: the kernel's, (channels, pixels, (K)).
-template <class Conv, class TileShape_, class TiledMma_>
+// Conv: CUTLASS's conv mainloop built for tiles of (pixels, channels, (K)) = (TileN, TileM, (TileK)),
+// in clusters of (ClusterN, ClusterM). TileShape, TiledMma, ClusterShape: the kernel's, (channels,
+// pixels, (K)). Clusters span one dimension, where the CTA ranks of both orders coincide, so the
+// mainloop's multicast masks (built in its own order) name the right CTAs.
+template <class Conv, class TileShape_, class TiledMma_, class ClusterShape_>
 struct FpropTransposed4GemmKernel : Fprop4GemmKernel<Conv> {
+  static_assert(cute::size<0>(ClusterShape_{}) == 1 || cute::size<1>(ClusterShape_{}) == 1,
+                "a transposed kernel's cluster spans one dimension");
   using Base = Fprop4GemmKernel<Conv>;
   using ConvShape = typename Conv::ProblemShape;
   using TileShape = TileShape_;
   using TiledMma = TiledMma_;
+  // What the kernel reads of the policy: the mainloop's schedule and stages, its own cluster.
+  struct DispatchPolicy : Conv::DispatchPolicy {
+    using ClusterShape = ClusterShape_;
+  };
   using GemmShape = typename Base::GemmShape;  // (K, N*P*Q, (C, S, R), 1) here
   using typename Base::Arguments;
   using typename Base::MainloopPipeline;
@@ -33,10 +41,6 @@ struct FpropTransposed4GemmKernel : Fprop4GemmKernel<Conv> {
   static GemmShape gemm_shape(ConvShape const& shape) {
     auto [m, n, k, l] = Base::gemm_shape(shape);
     return {n, m, k, l};
-  }
-
-  static Params to_underlying_arguments(GemmShape const&, Arguments const& args, void* workspace) {
-    return Conv::to_underlying_arguments(args.shape, args.conv, workspace);
   }
 
   static bool can_implement(GemmShape const& gemm, Arguments const& args) {
@@ -88,6 +92,20 @@ struct FpropTransposed4GemmKernel : Fprop4GemmKernel<Conv> {
     CUTE_STATIC_ASSERT_V(size<3>(tCsA) == size<3>(tCsB));
     static_assert(0 <= Conv::K_PIPE_MMAS && Conv::K_PIPE_MMAS < Conv::K_PIPE_MAX);
 
+    // Waits for the next k-tile's stage and issues its wgmmas, as one batch.
+    auto issue_k_tile = [&](PipelineState& stage) {
+      pipeline.consumer_wait(stage);
+      int read_stage = stage.index();
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), accum);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      ++stage;
+    };
+
     PipelineState smem_pipe_release = smem_pipe_consumer_state;
     int prologue_mma_count = min(Conv::K_PIPE_MMAS, k_tile_count);
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -95,55 +113,38 @@ struct FpropTransposed4GemmKernel : Fprop4GemmKernel<Conv> {
     warpgroup_fence_operand(accum);
     CUTLASS_PRAGMA_UNROLL
     for (int k_tile_prologue = prologue_mma_count; k_tile_prologue > 0; --k_tile_prologue) {
-      pipeline.consumer_wait(smem_pipe_consumer_state);
-      int read_stage = smem_pipe_consumer_state.index();
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), accum);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      ++smem_pipe_consumer_state;
+      issue_k_tile(smem_pipe_consumer_state);
     }
     warpgroup_fence_operand(accum);
     k_tile_count -= prologue_mma_count;
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
-      pipeline.consumer_wait(smem_pipe_consumer_state);
-      int read_stage = smem_pipe_consumer_state.index();
       warpgroup_fence_operand(accum);
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), accum);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
+      issue_k_tile(smem_pipe_consumer_state);
       warpgroup_wait<Conv::K_PIPE_MMAS>();  // the stage K_PIPE_MMAS back is consumed
       warpgroup_fence_operand(accum);
       pipeline.consumer_release(smem_pipe_release);
-      ++smem_pipe_consumer_state;
       ++smem_pipe_release;
     }
     warpgroup_fence_operand(accum);
   }
 };
 
-// A ping-pong transposed fprop: tiles of TileM channels x TileN pixels x TileK.
-template <class Element, class ElementAccumulator, int TileM, int TileN, int TileK, int CarveoutBytes>
+// A transposed fprop: tiles of TileM channels x TileN pixels x TileK, in clusters of
+// ClusterM x ClusterN CTAs (one of them 1), under a persistent Schedule (PersistentMma).
+template <class Schedule, class Element, class ElementAccumulator, int TileM, int TileN, int TileK, int ClusterM,
+          int ClusterN, int CarveoutBytes>
 struct Sm90TransposedFprop {
-  using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;  // multicast assumes the mainloop's roles
-  using MainloopTile = cute::Shape<cute::Int<TileN>, cute::Int<TileM>, cute::Shape<cute::Int<TileK>>>;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Shape<cute::Int<TileK>>>;
-  using TiledMma = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, ElementAccumulator, TileShape, cute::GMMA::Major::K,
-                                 cute::GMMA::Major::K>()));
-  using Conv = typename Sm90PersistentFprop<Schedule, Element, ElementAccumulator, MainloopTile, Cluster,
-                                            CarveoutBytes>::Conv;
-  using CollectiveOp = FpropTransposed4GemmKernel<Conv, TileShape, TiledMma>;
+  using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
+  using TiledMma = typename PersistentMma<Schedule, Element, ElementAccumulator, TileShape>::TiledMma;
+  // The mainloop's view: (pixels, channels) tiles and clusters; its mma() is not run.
+  using MainloopTile = cute::Shape<cute::Int<TileN>, cute::Int<TileM>, cute::Shape<cute::Int<TileK>>>;
+  using MainloopCluster = cute::Shape<cute::Int<ClusterN>, cute::Int<ClusterM>, cute::_1>;
+  using Conv = typename Sm90PersistentFprop<Schedule, Element, ElementAccumulator, MainloopTile, MainloopCluster,
+                                            CarveoutBytes, TiledMma>::Conv;
+  using CollectiveOp = FpropTransposed4GemmKernel<Conv, TileShape, TiledMma, ClusterShape>;
 };
 
 }  // namespace kernelgen

@@ -16,10 +16,7 @@ namespace kernelgen {
 template <typename DeviceOp>
 struct GemmArguments3x {
   using Kernel = typename DeviceOp::GemmKernel;
-  using ElementA = typename DeviceOp::ElementA;
-  using ElementB = typename DeviceOp::ElementB;
-  using ElementC = typename DeviceOp::ElementC;
-  using ElementD = typename DeviceOp::ElementD;
+  using Operands = Operands3x<DeviceOp>;
 
   static std::string unsupported(const Conv2dProblem& p) {
     bool gemm = p.r == 1 && p.s == 1 && p.pad_h == 0 && p.pad_w == 0 && p.dilation_h == 1 && p.dilation_w == 1 &&
@@ -33,13 +30,10 @@ struct GemmArguments3x {
     auto stride_b = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(n, k, 1));
     auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(m, n, 1));
     auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(m, n, 1));
-    typename DeviceOp::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {m, n, k, 1},
-        {static_cast<const ElementA*>(b.x), stride_a, static_cast<const ElementB*>(b.w), stride_b},
-        // alpha = 1, beta = 0: the output is written, never read.
-        {{1.0f, 0.0f}, static_cast<const ElementC*>(b.y), stride_c, static_cast<ElementD*>(b.y), stride_d}};
-    return args;
+    return typename DeviceOp::Arguments{cutlass::gemm::GemmUniversalMode::kGemm,
+                                        {m, n, k, 1},
+                                        {Operands::x(b), stride_a, Operands::w(b), stride_b},
+                                        Operands::epilogue(b, stride_c, stride_d)};
   }
 };
 

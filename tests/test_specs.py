@@ -26,10 +26,10 @@ def test_catalog_holds_each_family():
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
     assert len(gemm) == 19 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
     persistent = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent"]
-    assert len(persistent) == 32 and {k.schedule for k in persistent} == {"cooperative", "pingpong"}
+    assert len(persistent) == 33 and {k.schedule for k in persistent} == {"cooperative", "pingpong"}
     assert {k.epilogue_tile for k in persistent} == {None, (64, 64), (64, 128), (128, 64), (128, 128)}
     transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
-    assert len(transposed) == 7 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128) for k in transposed)
+    assert len(transposed) == 20 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
     assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -51,7 +51,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 104
+    assert len(select(kernels, "*", parse_arch("90a"))) == 118
     assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -124,6 +124,10 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     transposed = load_family(family(tmp_path, TRANSPOSED))
     assert [k.name for k in transposed] == [k.name + "_transposed" for k in persistent[2:]]
     assert transposed[0].template == "conv2d_fprop_sm90_transposed.mako"
+    wide = load_family(family(tmp_path, PERSISTENT.replace('"conv2d_fprop_sm90_persistent"',
+                                                           '"conv2d_fprop_sm90_transposed"')))
+    assert [(k.schedule, k.cluster) for k in wide[:2]] == [("cooperative", (1, 1, 1)), ("cooperative", (2, 1, 1))]
+    assert wide[1].name.endswith("_128x256x64_2x1x1_0_align8_warpspecialized_cooperative_epi_tma_transposed")
     assert len(load_family(family(tmp_path, SM80.replace("[8]", "[8, 4]")))) == 4
     kernels = load_family(family(tmp_path, SM90))
     assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
@@ -180,10 +184,11 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
      "kernels[0].epilogue_tiles[0]", None, "a cooperative epilogue tile is 128 x a multiple of 16, not 64x128"),
     (PERSISTENT.replace('[64, 128, 64], schedule = "pingpong"', '[64, 128, 64], schedule = "cooperative"'),
      "kernels[1]", "tile", "cooperative tile's M must be a multiple of 128"),
-    (TRANSPOSED.replace("[[1, 1, 1]], epi", "[[1, 1, 1], [2, 1, 1]], epi"), "kernels[0]", "clusters",
-     "clusters of one CTA"),
-    (TRANSPOSED.replace('schedule = "pingpong"', 'schedule = "cooperative"').replace("[64, 128, 64]", "[128, 128, 64]")
-     .replace(", epilogue_tiles = [[64, 64], [64, 128]]", ""), "kernels[0]", "schedule", "transposed kernels are ping-pong"),
+    (TRANSPOSED.replace("[[1, 1, 1]], epi", "[[1, 1, 1], [2, 2, 1]], epi"), "kernels[0].clusters[1]", None,
+     "cluster spans one dimension, not 2x2x1"),
+    (TRANSPOSED.replace('schedule = "pingpong"', 'schedule = "cooperative", scheduler = "stream_k"')
+     .replace("[64, 128, 64]", "[128, 128, 64]").replace(", epilogue_tiles = [[64, 64], [64, 128]]", ""),
+     "kernels[0]", "scheduler", "transposed kernels use the default tile scheduler"),
 ])
 def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     path = family(tmp_path, text)

@@ -1,12 +1,12 @@
 ## The C++ type of one transposed persistent CUTLASS 3.x SM90 conv2d fprop kernel: the output
 ## computed as Y^T = W * im2col(X)^T, filters as wgmma's A, pixels as its B (conv_sm90_transposed.h);
-## the NHWC output is D column-major, (K x N*P*Q). Ping-pong, fp32 accumulation.
+## the NHWC output is D column-major, (K x N*P*Q). Cooperative or ping-pong, fp32 accumulation.
 ## Inputs: name (the procedural name), v (values from the descriptor, C++ spellings).
 // CUTLASS 3.x transposed persistent conv2d fprop: ${name}
 using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
-    cute::Shape<cute::_1, cute::_1, cute::_1>,
+    cute::Shape<cute::_${v["cluster"][0]}, cute::_${v["cluster"][1]}, cute::_${v["cluster"][2]}>,
     ${v["epilogue_tile"]},
     ${v["accumulator"]}, ${v["accumulator"]},
     ${v["output"]}, cutlass::layout::ColumnMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
@@ -14,7 +14,8 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     ${v["epilogue"]}
   >::CollectiveOp;
 using ${name}_mainloop = typename kernelgen::Sm90TransposedFprop<
-    ${v["element"]}, ${v["accumulator"]}, ${v["tile"][0]}, ${v["tile"][1]}, ${v["tile"][2]},
+    ${v["schedule"]}, ${v["element"]}, ${v["accumulator"]}, ${v["tile"][0]}, ${v["tile"][1]}, ${v["tile"][2]},
+    ${v["cluster"][0]}, ${v["cluster"][1]},
     static_cast<int>(sizeof(typename ${name}_epilogue::SharedStorage))
   >::CollectiveOp;
 using ${name}_base = cutlass::gemm::kernel::GemmUniversal<

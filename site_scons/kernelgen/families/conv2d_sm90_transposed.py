@@ -2,7 +2,8 @@
 the product computed as Y^T (K x N*P*Q) = W * im2col(X)^T, filters as wgmma's A operand and
 activation pixels as its B operand (profiler/conv_sm90_transposed.h). A 64-channel layer then
 runs wgmma 64x256 instead of 64x64, which reads shared memory at a quarter of the rate per
-multiply-add. Ping-pong schedule, clusters of one CTA.
+multiply-add. Cooperative or ping-pong schedule; clusters along one dimension (multicasting the
+pixels to CTAs of other channels, or the filters to CTAs of other pixels).
 
 A spec lists entries as the ``gemm_sm90`` family does; a tile is (channels, pixels, K).
 """
@@ -31,13 +32,13 @@ class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
 
 
 def _check(path, entry, spec):
-    if spec["schedule"] != "pingpong":
-        raise SpecError(path, "transposed kernels are ping-pong", entry, "schedule")
     if spec["scheduler"] != "default":
         raise SpecError(path, "transposed kernels use the default tile scheduler", entry, "scheduler")
-    if any(c != (1, 1, 1) for c in spec["clusters"]):
-        raise SpecError(path, "transposed kernels run in clusters of one CTA (multicast follows the "
-                        "mainloop's own roles)", entry, "clusters")
+    for i, cluster in enumerate(spec["clusters"]):
+        if cluster[0] != 1 and cluster[1] != 1:
+            raise SpecError(path, f"a transposed kernel's cluster spans one dimension, not "
+                            f"{'x'.join(map(str, cluster))} (the mainloop's multicast masks follow its own "
+                            "CTA order)", f"{entry}.clusters[{i}]")
 
 
 def expand(path, raw: dict) -> list:
