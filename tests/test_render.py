@@ -33,6 +33,17 @@ def test_manifest_matches_golden():
     assert text == (GOLDEN / "manifest.cu").read_text()
 
 
+def test_a_void_source_renders_no_c_operand_and_the_same_output():
+    with_c = CATALOG[GOLDEN_KERNELS[1]]
+    void = CATALOG[with_c.name.replace("_f32_f16_f16nhwc_", "_f32_void_f16nhwc_")]
+    text = render.kernel_source(render.lookup(TEMPLATES), void)
+    c_line = "    void, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<cutlass::half_t>,\n"
+    d_line = "    cutlass::half_t, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<cutlass::half_t>,\n"
+    assert c_line + d_line in text
+    assert text.replace(void.name, with_c.name).replace(c_line, d_line).replace(void.family, with_c.family) == \
+        render.kernel_source(render.lookup(TEMPLATES), with_c)
+
+
 def test_rendering_is_deterministic():
     kernel = CATALOG[GOLDEN_KERNELS[1]]
     assert render.kernel_source(render.lookup(TEMPLATES), kernel) == \

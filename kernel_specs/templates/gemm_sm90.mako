@@ -8,7 +8,7 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     cute::Shape<cute::_${v["cluster"][0]}, cute::_${v["cluster"][1]}, cute::_${v["cluster"][2]}>,
     ${v["epilogue_tile"]},
     ${v["accumulator"]}, ${v["accumulator"]},
-    ${v["output"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
+    ${v["source"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["output"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["epilogue"]}
   >::CollectiveOp;

@@ -34,7 +34,7 @@ class Conv2dFpropSm90Persistent(GemmSm90):
 
     def operation(self) -> tuple[str, str]:
         e, o = self.element, self.output
-        return f"fprop_{e}nhwc_{e}nhwc_{self.accumulator}_{o}_{o}nhwc", ""
+        return f"fprop_{e}nhwc_{e}nhwc_{self.accumulator}_{self.source_type}_{o}nhwc", ""
 
 
 def expand(path, raw: dict) -> list:

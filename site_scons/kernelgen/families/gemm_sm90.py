@@ -30,10 +30,17 @@ INCLUDES = (
 )
 
 
+# The epilogue's source operand C. Absent: C has the output's type and points at the output,
+# never read (beta = 0). "void": no source operand, as for D = conv(X, W) alone; CUTLASS then
+# allocates no shared memory for C and delays each TMA store past the next subtile's.
+SOURCES = {"void": "void"}
+
+
 def entries_table(kind: str) -> S.Table:
     """A family of entries: the common keys, then ``kernels``, a list of ENTRY tables."""
     return S.Table((
         *family_keys(kind),
+        S.Key("source", S.choice(SOURCES), None),
         S.Key("kernels", lambda v: v),  # read entry by entry, by expand_entries
     ))
 
@@ -60,6 +67,7 @@ class GemmSm90:
     schedule: str
     scheduler: str
     epilogue_tile: tuple = None  # None: EpilogueTileAuto
+    source: str = None  # None: C typed and placed as the output; "void": none (SOURCES)
 
     op = "gemm"
     arch = 90
@@ -73,10 +81,15 @@ class GemmSm90:
     def alignment(self) -> int:
         return 128 // DATA_TYPES[self.element].bits
 
+    @property
+    def source_type(self) -> str:
+        """The source operand C's type as kernel names spell it."""
+        return self.output if self.source is None else self.source
+
     def operation(self) -> tuple[str, str]:
         """The name's operation and operand part; its layouts part (after the cluster)."""
         e, o = self.element, self.output
-        return f"gemm_{e}_{e}_{self.accumulator}_{o}_{o}", "_tnt"
+        return f"gemm_{e}_{e}_{self.accumulator}_{self.source_type}_{o}", "_tnt"
 
     @property
     def name(self) -> str:
@@ -92,6 +105,7 @@ class GemmSm90:
             "element": DATA_TYPES[self.element].cpp,
             "accumulator": DATA_TYPES[self.accumulator].cpp,
             "output": DATA_TYPES[self.output].cpp,
+            "source": DATA_TYPES[self.output].cpp if self.source is None else SOURCES[self.source],
             "tile": self.tile,
             "cluster": self.cluster,
             "schedule": kernel,
@@ -148,7 +162,7 @@ def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
             check(path, entry, spec)
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
-                        scheduler=spec["scheduler"], epilogue_tile=epi)
+                        scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"])
                     for cluster in spec["clusters"] for epi in spec["epilogue_tiles"]]
     return kernels
 
