@@ -44,6 +44,15 @@ def test_a_void_source_renders_no_c_operand_and_the_same_output():
         render.kernel_source(render.lookup(TEMPLATES), with_c)
 
 
+def test_store_stages_build_the_epilogue_with_that_many_stores_in_flight():
+    kernel = next(k for k in CATALOG.values() if getattr(k, "store_stages", None) == 8)
+    text = render.kernel_source(render.lookup(TEMPLATES), kernel)
+    assert '#include "epilogue_sm90.h"' in text and "collective::CollectiveBuilder" not in text
+    assert f"{kernel.name}_epilogue = typename kernelgen::Sm90TmaEpilogue<" in text
+    assert "    cute::Shape<cute::_64, cute::_32>,\n" in text
+    assert "    cutlass::epilogue::TmaWarpSpecialized, 8\n  >::CollectiveOp;" in text
+
+
 def test_rendering_is_deterministic():
     kernel = CATALOG[GOLDEN_KERNELS[1]]
     assert render.kernel_source(render.lookup(TEMPLATES), kernel) == \

@@ -32,8 +32,13 @@ def test_catalog_holds_each_family():
     assert len(transposed) == 20 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
     void = [k for k in kernels if k.family.endswith("_void")]
     assert len(void) == 13 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
-    assert all(getattr(k, "source", None) is None for k in kernels if k not in void)
-    assert len(kernels) == len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed) + len(void)
+    stores = [k for k in kernels if k.family.endswith("_stores")]
+    assert len(stores) == 9 and all(k.source == "void" and k.store_stages in (4, 6, 8) for k in stores)
+    assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
+    assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
+    assert all(getattr(k, "source", None) is None for k in kernels if k not in void and k not in stores)
+    assert len(kernels) == (len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
+                            + len(void) + len(stores))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -54,7 +59,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 131
+    assert len(select(kernels, "*", parse_arch("90a"))) == 140
     assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -188,6 +193,12 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (PERSISTENT.replace('[64, 128, 64], schedule = "pingpong"', '[64, 128, 64], schedule = "cooperative"'),
      "kernels[1]", "tile", "cooperative tile's M must be a multiple of 128"),
     (GEMM.replace('output = "f16"', 'output = "f16"\nsource = "f32"'), None, "source", "'f32' is not one of void"),
+    (PERSISTENT.replace("[64, 128]] }", "[64, 128]], store_stages = 4 }"), "kernels[1]", "store_stages",
+     "4 stores in flight, but a 64x128 tile has only 2 subtiles of 64x64"),
+    (GEMM.replace("[[1, 1, 1]] }", "[[1, 1, 1]], store_stages = 2 }"), "kernels[1]", "store_stages",
+     "store_stages needs explicit epilogue_tiles"),
+    (PERSISTENT.replace("[64, 128]] }", "[64, 128]], store_stages = 1 }"), "kernels[1]", "store_stages",
+     r"1 is outside \[2, 16\]"),
     (TRANSPOSED.replace("[[1, 1, 1]], epi", "[[1, 1, 1], [2, 2, 1]], epi"), "kernels[0].clusters[1]", None,
      "cluster spans one dimension, not 2x2x1"),
     (TRANSPOSED.replace('schedule = "pingpong"', 'schedule = "cooperative", scheduler = "stream_k"')

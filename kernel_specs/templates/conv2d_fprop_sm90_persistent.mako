@@ -2,7 +2,9 @@
 ## cooperative or ping-pong kernel running CUTLASS's conv mainloop (conv_sm90_persistent.h);
 ## the NHWC output is the row-major (N*P*Q) x K matrix D. fp32 accumulation.
 ## Inputs: name (the procedural name), v (values from the descriptor, C++ spellings).
+<%namespace name="sm90" file="sm90_epilogue.mako"/>\
 // CUTLASS 3.x persistent conv2d fprop: ${name}
+% if v["store_stages"] is None:
 using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
@@ -13,6 +15,9 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     ${v["output"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["epilogue"]}
   >::CollectiveOp;
+% else:
+${sm90.stores(name, v, "RowMajor")}\
+% endif
 using ${name}_mainloop = typename kernelgen::Sm90PersistentFprop<
     ${v["schedule"]}, ${v["element"]}, ${v["accumulator"]},
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::Shape<cute::_${v["tile"][2]}>>,

@@ -2,7 +2,9 @@
 ## computed as Y^T = W * im2col(X)^T, filters as wgmma's A, pixels as its B (conv_sm90_transposed.h);
 ## the NHWC output is D column-major, (K x N*P*Q). Cooperative or ping-pong, fp32 accumulation.
 ## Inputs: name (the procedural name), v (values from the descriptor, C++ spellings).
+<%namespace name="sm90" file="sm90_epilogue.mako"/>\
 // CUTLASS 3.x transposed persistent conv2d fprop: ${name}
+% if v["store_stages"] is None:
 using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
@@ -13,6 +15,9 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     ${v["output"]}, cutlass::layout::ColumnMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["epilogue"]}
   >::CollectiveOp;
+% else:
+${sm90.stores(name, v, "ColumnMajor")}\
+% endif
 using ${name}_mainloop = typename kernelgen::Sm90TransposedFprop<
     ${v["schedule"]}, ${v["element"]}, ${v["accumulator"]}, ${v["tile"][0]}, ${v["tile"][1]}, ${v["tile"][2]},
     ${v["cluster"][0]}, ${v["cluster"][1]},

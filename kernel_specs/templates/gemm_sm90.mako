@@ -1,7 +1,9 @@
 ## The C++ type of one CUTLASS 3.x SM90 GEMM kernel: D (M x N, row-major) = A (M x K,
 ## row-major) * B (K x N, K contiguous), fp32 accumulation.
 ## Inputs: name (the procedural name), v (values from the descriptor, C++ spellings).
+<%namespace name="sm90" file="sm90_epilogue.mako"/>\
 // CUTLASS 3.x GemmUniversal: ${name}
+% if v["store_stages"] is None:
 using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
@@ -12,6 +14,9 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     ${v["output"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["epilogue"]}
   >::CollectiveOp;
+% else:
+${sm90.stores(name, v, "RowMajor")}\
+% endif
 using ${name}_mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     ${v["element"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["element"]}>,

@@ -28,7 +28,7 @@ class Conv2dFpropSm90Persistent(GemmSm90):
 
     op = "conv2d_fprop"
     template = TEMPLATE
-    includes = INCLUDES
+    family_includes = INCLUDES
     adapter = "kernelgen::Conv2dPersistentOperation3x"
     adapter_header = "conv2d_adapter_3x.h"
 

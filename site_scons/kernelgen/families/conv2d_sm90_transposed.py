@@ -24,7 +24,7 @@ FAMILY = gemm_sm90.entries_table(KIND)
 @dataclass(frozen=True)
 class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
     template = TEMPLATE
-    includes = INCLUDES
+    family_includes = INCLUDES
 
     @property
     def name(self) -> str:

@@ -53,6 +53,8 @@ ENTRY = S.Table((
     S.Key("clusters", S.list_of(S.int_tuple(3, 1, 8))),
     # The output subtiles the epilogue stores one at a time; absent: CUTLASS picks (EpilogueTileAuto).
     S.Key("epilogue_tiles", S.list_of(S.int_tuple(2, 8, 256)), (None,)),
+    # TMA stores of D in flight (profiler/epilogue_sm90.h); absent: CUTLASS's builder, at most two.
+    S.Key("store_stages", S.integer(2, 16), None),
 ))
 
 
@@ -68,18 +70,23 @@ class GemmSm90:
     scheduler: str
     epilogue_tile: tuple = None  # None: EpilogueTileAuto
     source: str = None  # None: C typed and placed as the output; "void": none (SOURCES)
+    store_stages: int = None  # None: the epilogue CUTLASS's builder makes
 
     op = "gemm"
     arch = 90
     arch_specific = True
     template = TEMPLATE
-    includes = INCLUDES
+    family_includes = INCLUDES
     adapter = "kernelgen::GemmOperation3x"
     adapter_header = "gemm_adapter_3x.h"
 
     @property
     def alignment(self) -> int:
         return 128 // DATA_TYPES[self.element].bits
+
+    @property
+    def includes(self) -> tuple:
+        return self.family_includes + (() if self.store_stages is None else ("epilogue_sm90.h",))
 
     @property
     def source_type(self) -> str:
@@ -97,7 +104,8 @@ class GemmSm90:
         return (f"cutlass3x_sm90_tensorop_{operation}"
                 f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0{layouts}_align{self.alignment}"
                 f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
-                f"{epilogue_tile_suffix(self.epilogue_tile)}")
+                f"{epilogue_tile_suffix(self.epilogue_tile)}"
+                f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}")
 
     def values(self) -> dict:
         kernel, _, epilogue, _ = SM90_GEMM_SCHEDULES[self.schedule]
@@ -112,6 +120,8 @@ class GemmSm90:
             "epilogue": epilogue,
             "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
             "epilogue_tile": epilogue_tile_cpp(self.epilogue_tile),
+            "epilogue_tile_shape": self.epilogue_tile,
+            "store_stages": self.store_stages,
         }
 
 
@@ -147,6 +157,14 @@ def check_entry(path, entry, fam, spec):
         if epi[0] != min_m or epi[1] % 16:  # what CUTLASS's SM90 epilogue builder accepts
             raise SpecError(path, f"a {spec['schedule']} epilogue tile is {min_m} x a multiple of 16, "
                             f"not {epi[0]}x{epi[1]}", f"{entry}.epilogue_tiles[{i}]")
+    stages = spec["store_stages"]
+    if stages is not None:
+        if None in spec["epilogue_tiles"]:
+            raise SpecError(path, "store_stages needs explicit epilogue_tiles", entry, "store_stages")
+        for epi in spec["epilogue_tiles"]:
+            if stages > (m // epi[0]) * (n // epi[1]):
+                raise SpecError(path, f"{stages} stores in flight, but a {m}x{n} tile has only "
+                                f"{(m // epi[0]) * (n // epi[1])} subtiles of {epi[0]}x{epi[1]}", entry, "store_stages")
 
 
 def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
@@ -162,7 +180,8 @@ def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
             check(path, entry, spec)
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
-                        scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"])
+                        scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"],
+                        store_stages=spec["store_stages"])
                     for cluster in spec["clusters"] for epi in spec["epilogue_tiles"]]
     return kernels
 
