@@ -21,6 +21,7 @@ KERNELS = ",".join([
     "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_256x64x64_1x1x1_0_align8_warpspecialized_cooperative_epi_tma",
     "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_64x256x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_transposed",
     "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_256x128x64_2x1x1_0_align8_warpspecialized_cooperative_epi_tma_transposed",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_void_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x32_stores8",
 ])
 
 
