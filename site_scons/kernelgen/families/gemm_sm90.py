@@ -4,8 +4,11 @@ offered for the workloads that are GEMMs: 1x1, stride-1, unpadded convolutions i
 is D, row-major) and GEMM workloads.
 
 A spec lists entries, each a tile shape with a schedule (cooperative: two consumer
-warpgroups share one tile; pingpong: they alternate tiles), a tile scheduler and the
-cluster shapes to build it with. Each entry x cluster is one kernel.
+warpgroups share one tile; pingpong: they alternate tiles), a tile scheduler, the cluster
+shapes and epilogue subtiles to build it with, and optionally how many TMA stores of D the
+epilogue keeps in flight (``store_stages``). Each entry x cluster x epilogue subtile is one
+kernel. The family's ``source`` says whether the epilogue has a source operand C (absent: C
+typed as the output and never read; "void": none).
 """
 
 from dataclasses import dataclass
