@@ -4,20 +4,7 @@
 ## Inputs: name (the procedural name), v (values from the descriptor, C++ spellings).
 <%namespace name="sm90" file="sm90_epilogue.mako"/>\
 // CUTLASS 3.x persistent conv2d fprop: ${name}
-% if v["store_stages"] is None:
-using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-    cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
-    cute::Shape<cute::_${v["cluster"][0]}, cute::_${v["cluster"][1]}, cute::_${v["cluster"][2]}>,
-    ${v["epilogue_tile"]},
-    ${v["accumulator"]}, ${v["accumulator"]},
-    ${v["source"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
-    ${v["output"]}, cutlass::layout::RowMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
-    ${v["epilogue"]}
-  >::CollectiveOp;
-% else:
-${sm90.stores(name, v, "RowMajor")}\
-% endif
+${sm90.epilogue(name, v, "RowMajor")}\
 using ${name}_mainloop = typename kernelgen::Sm90PersistentFprop<
     ${v["schedule"]}, ${v["element"]}, ${v["accumulator"]},
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::Shape<cute::_${v["tile"][2]}>>,

@@ -4,20 +4,7 @@
 ## Inputs: name (the procedural name), v (values from the descriptor, C++ spellings).
 <%namespace name="sm90" file="sm90_epilogue.mako"/>\
 // CUTLASS 3.x transposed persistent conv2d fprop: ${name}
-% if v["store_stages"] is None:
-using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-    cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
-    cute::Shape<cute::_${v["cluster"][0]}, cute::_${v["cluster"][1]}, cute::_${v["cluster"][2]}>,
-    ${v["epilogue_tile"]},
-    ${v["accumulator"]}, ${v["accumulator"]},
-    ${v["source"]}, cutlass::layout::ColumnMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
-    ${v["output"]}, cutlass::layout::ColumnMajor, 128 / cute::sizeof_bits_v<${v["output"]}>,
-    ${v["epilogue"]}
-  >::CollectiveOp;
-% else:
-${sm90.stores(name, v, "ColumnMajor")}\
-% endif
+${sm90.epilogue(name, v, "ColumnMajor")}\
 using ${name}_mainloop = typename kernelgen::Sm90TransposedFprop<
     ${v["schedule"]}, ${v["element"]}, ${v["accumulator"]}, ${v["tile"][0]}, ${v["tile"][1]}, ${v["tile"][2]},
     ${v["cluster"][0]}, ${v["cluster"][1]},

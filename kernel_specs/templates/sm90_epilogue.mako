@@ -1,13 +1,27 @@
 ## Shared pieces of the SM90 entry families' templates.
-## stores(name, v, layout): the kernel's epilogue with v["store_stages"] TMA stores in flight
-## (profiler/epilogue_sm90.h), for C and D of cutlass::layout::<layout>.
-<%def name="stores(name, v, layout)">\
+## epilogue(name, v, layout): the kernel's epilogue type, ${name}_epilogue, for C and D of
+## cutlass::layout::<layout>: what CUTLASS's builder makes, or with v["store_stages"] TMA stores
+## in flight (profiler/epilogue_sm90.h).
+<%def name="epilogue(name, v, layout)">\
+% if v["store_stages"] is None:
+using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+    cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
+    cute::Shape<cute::_${v["cluster"][0]}, cute::_${v["cluster"][1]}, cute::_${v["cluster"][2]}>,
+    ${v["epilogue_tile"]},
+    ${v["accumulator"]}, ${v["accumulator"]},
+    ${v["source"]}, cutlass::layout::${layout}, 128 / cute::sizeof_bits_v<${v["output"]}>,
+    ${v["output"]}, cutlass::layout::${layout}, 128 / cute::sizeof_bits_v<${v["output"]}>,
+    ${v["epilogue"]}
+  >::CollectiveOp;
+% else:
 using ${name}_epilogue = typename kernelgen::Sm90TmaEpilogue<
     cute::Shape<cute::_${v["tile"][0]}, cute::_${v["tile"][1]}, cute::_${v["tile"][2]}>,
-    cute::Shape<cute::_${v["epilogue_tile_shape"][0]}, cute::_${v["epilogue_tile_shape"][1]}>,
+    ${v["epilogue_tile"]},
     ${v["accumulator"]},
     ${v["source"]}, cutlass::layout::${layout},
     ${v["output"]}, cutlass::layout::${layout},
     ${v["epilogue"]}, ${v["store_stages"]}
   >::CollectiveOp;
+% endif
 </%def>

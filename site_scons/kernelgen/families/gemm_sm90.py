@@ -123,7 +123,6 @@ class GemmSm90:
             "epilogue": epilogue,
             "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
             "epilogue_tile": epilogue_tile_cpp(self.epilogue_tile),
-            "epilogue_tile_shape": self.epilogue_tile,
             "store_stages": self.store_stages,
         }
 
@@ -165,9 +164,10 @@ def check_entry(path, entry, fam, spec):
         if None in spec["epilogue_tiles"]:
             raise SpecError(path, "store_stages needs explicit epilogue_tiles", entry, "store_stages")
         for epi in spec["epilogue_tiles"]:
-            if stages > (m // epi[0]) * (n // epi[1]):
-                raise SpecError(path, f"{stages} stores in flight, but a {m}x{n} tile has only "
-                                f"{(m // epi[0]) * (n // epi[1])} subtiles of {epi[0]}x{epi[1]}", entry, "store_stages")
+            subtiles = (m // epi[0]) * (n // epi[1])
+            if stages > subtiles:
+                raise SpecError(path, f"{stages} stores in flight, but a {m}x{n} tile has only {subtiles} "
+                                f"subtiles of {epi[0]}x{epi[1]}", entry, "store_stages")
 
 
 def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
