@@ -57,3 +57,33 @@ def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastes
     text = (ROOT / build / "best_kernels.h").read_text()
     for problem, kernel in zip(problems, fastest):
         assert f'"{problem.name}",' in text and f"using Kernel = {kernel};" in text
+
+
+HALO = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"
+HALO_LAYERS = """\
+conv2d_fprop n=3 h=56 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1
+conv2d_fprop n=2 h=30 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1
+conv2d_fprop n=2 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1
+conv2d_fprop n=2 h=28 w=28 c=64 k=64 r=3 s=3 pad=1 stride=1
+"""
+
+
+@requires_gpu
+def test_halo_kernel_is_verified_on_full_and_partial_tiles_and_refuses_other_layers(tmp_path):
+    """Three images (fewer tiles than SMs), 30 rows (a last tile of 2 rows, clipped by TMA), and
+    layers it was not built for (1x1; another width): unsupported, with the reason."""
+    workloads = tmp_path / "halo.txt"
+    workloads.write_text(HALO_LAYERS)
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    scons("profile", f"WORKLOADS={workloads}", f"KERNELS={HALO}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
+    rows = {}
+    for problem in parse_workloads(HALO_LAYERS):
+        frame = results.read_csv(tmp_path / "results" / "halo" / f"{problem.name}.csv")
+        assert list(frame["kernel"]) == [HALO]
+        rows[(problem.h, problem.w, problem.r)] = frame.iloc[0]
+    for shape in ((56, 56, 3), (30, 56, 3)):
+        row = rows[shape]
+        assert row["status"] == "ok", row["message"]
+        assert 0 < row["rel_l2_error"] < 1e-3 and row["rel_max_error"] < 1e-3
+    assert rows[(56, 56, 1)]["status"] == "unsupported" and "3x3" in rows[(56, 56, 1)]["message"]
+    assert rows[(28, 28, 3)]["status"] == "unsupported" and "width" in rows[(28, 28, 3)]["message"]

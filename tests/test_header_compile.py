@@ -21,12 +21,15 @@ static_assert(sizeof(kConv2dFprop) / sizeof(kConv2dFprop[0]) == 19, "one choice 
 
 using First = Conv2dFprop<256, 56, 56, 64, 256, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
 using Last = Conv2dFprop<256, 7, 7, 2048, 512, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
+using Stage1Conv3x3 = Conv2dFprop<256, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1>::Kernel;
 
 int main() {
   First::Arguments first{};
   Last::Arguments last{};
+  Stage1Conv3x3::Arguments stage1{};
   (void)first;
   (void)last;
+  (void)stage1;
   return 0;
 }
 """

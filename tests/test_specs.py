@@ -37,8 +37,10 @@ def test_catalog_holds_each_family():
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void and k not in stores)
+    halo = [k for k in kernels if k.family == "conv2d_fprop_sm90_halo"]
+    assert [(k.width, k.rows, k.pixels) for k in halo] == [(56, 4, 232)]
     assert len(kernels) == (len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
-                            + len(void) + len(stores))
+                            + len(void) + len(stores) + len(halo))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -59,7 +61,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 140
+    assert len(select(kernels, "*", parse_arch("90a"))) == 141
     assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -119,8 +121,27 @@ PERSISTENT = GEMM.replace('"gemm_sm90"', '"conv2d_fprop_sm90_persistent"').repla
     "[[1, 1, 1]] }", "[[1, 1, 1]], epilogue_tiles = [[64, 64], [64, 128]] }")
 
 
+HALO = """\
+kind = "conv2d_fprop_sm90_halo"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+kernels = [
+  { width = 56, rows = 4 },
+  { width = 28, rows = 8 },
+]
+"""
 TRANSPOSED = PERSISTENT.replace('"conv2d_fprop_sm90_persistent"', '"conv2d_fprop_sm90_transposed"').replace(
     '{ tile = [128, 256, 64], schedule = "cooperative", clusters = [[1, 1, 1], [2, 1, 1]] },\n', "")
+
+
+def test_a_halo_family_builds_one_kernel_per_width_and_rows(tmp_path):
+    halo = load_family(family(tmp_path, HALO))
+    assert [(k.pixels, k.name) for k in halo] == [
+        (232, "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"),
+        (240, "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x240_w28_rows8_halo")]
+    assert halo[1].values()["mma"].startswith("cute::SM90::GMMA::MMA_64x240x16_F32F16F16_SS<")
+    assert halo[0].arch_specific and halo[0].accumulator == "f32"
 
 
 def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
@@ -204,6 +225,14 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (TRANSPOSED.replace('schedule = "pingpong"', 'schedule = "cooperative", scheduler = "stream_k"')
      .replace("[64, 128, 64]", "[128, 128, 64]").replace(", epilogue_tiles = [[64, 64], [64, 128]]", ""),
      "kernels[0]", "scheduler", "transposed kernels use the default tile scheduler"),
+    (HALO.replace("rows = 8", "rows = 3"), "kernels[1]", "rows",
+     r"rows \* \(width \+ 2\) = 90 must be a multiple of 8 of at most 256"),
+    (HALO.replace("rows = 8", "rows = 9"), "kernels[1]", "rows", "= 270 must be a multiple of 8 of at most 256"),
+    (HALO.replace("width = 28, rows = 8", "width = 254, rows = 1"), "kernels[1]", "rows",
+     "width 254 x rows 1 needs 341056 bytes of shared memory, more than SM90's 232448"),
+    (HALO.replace('accumulator = "f32"', 'accumulator = "f16"'), None, "accumulator",
+     "written for accumulator f32, not f16"),
+    (HALO.replace("rows = 4 }", "rows = 4, channels = 128 }"), "kernels[0]", "channels", "unknown key"),
 ])
 def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     path = family(tmp_path, text)
