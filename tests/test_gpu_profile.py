@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, requires_gpu, workload_file  # noqa: F401  (fixture)
 from kernelgen import results
 from kernelgen.workloads import parse_workloads
@@ -60,30 +62,36 @@ def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastes
 
 
 HALO = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"
-HALO_LAYERS = """\
-conv2d_fprop n=3 h=56 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1
-conv2d_fprop n=2 h=30 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1
-conv2d_fprop n=2 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1
-conv2d_fprop n=2 h=28 w=28 c=64 k=64 r=3 s=3 pad=1 stride=1
-"""
+POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
+# Per kernel: layers it computes (ok) and layers it refuses (unsupported, with a word of the reason).
+# Three images make fewer tiles than SMs; 30 rows leave a last halo tile of 2 rows, and 3 x 7 x 9
+# pixels a last pointwise tile of 189 (TMA zero-fills the loads and clips the stores).
+RESIDENT = {
+    HALO: ({"n=3 h=56 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1", "n=2 h=30 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1"},
+           {"n=2 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1": "3x3",
+            "n=2 h=28 w=28 c=64 k=64 r=3 s=3 pad=1 stride=1": "width"}),
+    POINTWISE: ({"n=3 h=7 w=9 c=64 k=192 r=1 s=1 pad=0 stride=1", "n=4 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1"},
+                {"n=2 h=14 w=14 c=64 k=64 r=1 s=1 pad=0 stride=2": "stride 1",
+                 "n=2 h=14 w=14 c=128 k=64 r=1 s=1 pad=0 stride=1": "input channels",
+                 "n=2 h=14 w=14 c=64 k=96 r=1 s=1 pad=0 stride=1": "multiple of 64"}),
+}
 
 
 @requires_gpu
-def test_halo_kernel_is_verified_on_full_and_partial_tiles_and_refuses_other_layers(tmp_path):
-    """Three images (fewer tiles than SMs), 30 rows (a last tile of 2 rows, clipped by TMA), and
-    layers it was not built for (1x1; another width): unsupported, with the reason."""
-    workloads = tmp_path / "halo.txt"
-    workloads.write_text(HALO_LAYERS)
+@pytest.mark.parametrize("kernel", sorted(RESIDENT))
+def test_resident_kernels_are_verified_on_full_and_partial_tiles_and_refuse_other_layers(tmp_path, kernel):
+    computes, refuses = RESIDENT[kernel]
+    text = "".join(f"conv2d_fprop {layer}\n" for layer in sorted(computes | set(refuses)))
+    workloads = tmp_path / "layers.txt"
+    workloads.write_text(text)
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    scons("profile", f"WORKLOADS={workloads}", f"KERNELS={HALO}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
-    rows = {}
-    for problem in parse_workloads(HALO_LAYERS):
-        frame = results.read_csv(tmp_path / "results" / "halo" / f"{problem.name}.csv")
-        assert list(frame["kernel"]) == [HALO]
-        rows[(problem.h, problem.w, problem.r)] = frame.iloc[0]
-    for shape in ((56, 56, 3), (30, 56, 3)):
-        row = rows[shape]
-        assert row["status"] == "ok", row["message"]
-        assert 0 < row["rel_l2_error"] < 1e-3 and row["rel_max_error"] < 1e-3
-    assert rows[(56, 56, 1)]["status"] == "unsupported" and "3x3" in rows[(56, 56, 1)]["message"]
-    assert rows[(28, 28, 3)]["status"] == "unsupported" and "width" in rows[(28, 28, 3)]["message"]
+    scons("profile", f"WORKLOADS={workloads}", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
+    for layer, problem in zip(sorted(computes | set(refuses)), parse_workloads(text)):
+        frame = results.read_csv(tmp_path / "results" / "layers" / f"{problem.name}.csv")
+        assert list(frame["kernel"]) == [kernel]
+        row = frame.iloc[0]
+        if layer in computes:
+            assert row["status"] == "ok", (layer, row["message"])
+            assert 0 < row["rel_l2_error"] < 1e-3 and row["rel_max_error"] < 1e-3
+        else:
+            assert row["status"] == "unsupported" and refuses[layer] in row["message"], (layer, row["message"])

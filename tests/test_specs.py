@@ -39,8 +39,10 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void and k not in stores)
     halo = [k for k in kernels if k.family == "conv2d_fprop_sm90_halo"]
     assert [(k.width, k.rows, k.pixels) for k in halo] == [(56, 4, 232)]
+    pointwise = [k for k in kernels if k.family == "conv2d_fprop_sm90_pointwise"]
+    assert [(k.channels, k.stages) for k in pointwise] == [(64, 4)]
     assert len(kernels) == (len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
-                            + len(void) + len(stores) + len(halo))
+                            + len(void) + len(stores) + len(halo) + len(pointwise))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -61,7 +63,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 141
+    assert len(select(kernels, "*", parse_arch("90a"))) == 142
     assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -131,6 +133,8 @@ kernels = [
   { width = 28, rows = 8 },
 ]
 """
+POINTWISE = HALO.replace("sm90_halo", "sm90_pointwise").replace("{ width = 56, rows = 4 }", "{ channels = 64, stages = 4 }").replace(
+    "{ width = 28, rows = 8 }", "{ channels = 128, stages = 2 }")
 TRANSPOSED = PERSISTENT.replace('"conv2d_fprop_sm90_persistent"', '"conv2d_fprop_sm90_transposed"').replace(
     '{ tile = [128, 256, 64], schedule = "cooperative", clusters = [[1, 1, 1], [2, 1, 1]] },\n', "")
 
@@ -142,6 +146,11 @@ def test_a_halo_family_builds_one_kernel_per_width_and_rows(tmp_path):
         (240, "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x240_w28_rows8_halo")]
     assert halo[1].values()["mma"].startswith("cute::SM90::GMMA::MMA_64x240x16_F32F16F16_SS<")
     assert halo[0].arch_specific and halo[0].accumulator == "f32"
+    pointwise = load_family(family(tmp_path, POINTWISE))
+    assert [(k.values()["channel_blocks"], k.name) for k in pointwise] == [
+        (1, "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"),
+        (2, "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c128_stages2_pointwise")]
+    assert pointwise[1].values()["mma"].startswith("cute::SM90::GMMA::MMA_64x256x16_F32F16F16_SS<")
 
 
 def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
@@ -229,10 +238,15 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
      r"rows \* \(width \+ 2\) = 90 must be a multiple of 8 of at most 256"),
     (HALO.replace("rows = 8", "rows = 9"), "kernels[1]", "rows", "= 270 must be a multiple of 8 of at most 256"),
     (HALO.replace("width = 28, rows = 8", "width = 254, rows = 1"), "kernels[1]", "rows",
-     "width 254 x rows 1 needs 341056 bytes of shared memory, more than SM90's 232448"),
+     "width 254 x rows 1 needs 341048 bytes of shared memory, more than SM90's 232448"),
     (HALO.replace('accumulator = "f32"', 'accumulator = "f16"'), None, "accumulator",
      "written for accumulator f32, not f16"),
     (HALO.replace("rows = 4 }", "rows = 4, channels = 128 }"), "kernels[0]", "channels", "unknown key"),
+    (POINTWISE.replace("stages = 2", "stages = 3"), "kernels[1]", "stages", "3 stages: needs an even number"),
+    (POINTWISE.replace("channels = 128", "channels = 96"), "kernels[1]", "channels", "not a multiple of 64"),
+    (POINTWISE.replace("channels = 128", "channels = 192"), "kernels[1]", "channels", r"outside \[64, 128\]"),
+    (POINTWISE.replace("stages = 2", "stages = 4"), "kernels[1]", "stages",
+     "128 channels x 4 stages needs 345176 bytes of shared memory"),
 ])
 def test_bad_specs_name_file_entry_and_key(tmp_path, text, entry, key, message):
     path = family(tmp_path, text)

@@ -7,8 +7,8 @@ procedural name: file name, C++ symbol, CSV key), ``family``, ``op``, ``arch``,
 workload is the profiler's question to CUTLASS (``can_implement``), recorded as ``unsupported``.
 """
 
-from . import (conv2d_2x, conv2d_sm90, conv2d_sm90_halo, conv2d_sm90_persistent, conv2d_sm90_transposed, gemm_sm90,
-               test_faults)
+from . import (conv2d_2x, conv2d_sm90, conv2d_sm90_halo, conv2d_sm90_persistent, conv2d_sm90_pointwise,
+               conv2d_sm90_transposed, gemm_sm90, test_faults)
 
 FAMILIES = {m.KIND: m for m in (conv2d_2x, conv2d_sm90, conv2d_sm90_halo, conv2d_sm90_persistent,
-                                conv2d_sm90_transposed, gemm_sm90, test_faults)}
+                                conv2d_sm90_pointwise, conv2d_sm90_transposed, gemm_sm90, test_faults)}

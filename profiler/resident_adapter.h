@@ -1,4 +1,5 @@
-// Adapter for halo conv2d fprop kernels (conv_sm90_halo.h): one tensor-map set per binding.
+// Adapter for filter-resident conv2d fprop kernels (conv_sm90_resident.h): one set of tensor maps
+// per binding.
 #pragma once
 
 #include <string>
@@ -9,7 +10,7 @@
 namespace kernelgen {
 
 template <typename Kernel>
-class HaloOperation final : public Operation {
+class ResidentOperation final : public Operation {
  public:
   std::string can_implement(const Conv2dProblem& p) override {
     const char* why = Kernel::unsupported(p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
@@ -23,7 +24,7 @@ class HaloOperation final : public Operation {
     args_.assign(bindings.size(), {});
     for (size_t i = 0; i < bindings.size(); ++i) {
       const Conv2dBinding& b = bindings[i];
-      if (const char* err = Kernel::initialize(args_[i], b.x, b.w, b.y, p.n, p.h)) return err;
+      if (const char* err = Kernel::initialize(args_[i], b.x, b.w, b.y, p.n, p.h, p.w, p.c, p.k)) return err;
     }
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||

@@ -1,0 +1,77 @@
+"""Pointwise conv2d fprop on SM90 for 1x1, stride-1, unpadded layers with 64 or 128 input
+channels and any multiple of 64 output channels (profiler/conv_sm90_resident.h,
+PointwiseTiling): each persistent CTA keeps a 64-output-channel slice of the filter in shared
+memory and streams 256-pixel tiles through ``stages`` TMA buffers, for layers that move many
+bytes per multiply-add.
+
+A spec lists entries of ``channels`` (the input channels the kernel is built for) and
+``stages`` (even: each of the two consumer warpgroups owns every other stage).
+"""
+
+from dataclasses import dataclass
+
+from .. import spec_schema as S
+from ..errors import SpecError
+from .common import family_keys
+from .conv2d_sm90_halo import BLOCK, CHANNELS, LINE, TYPES, check_fits, check_types, mma_type, shared_bytes
+
+KIND = "conv2d_fprop_sm90_pointwise"
+TEMPLATE = "conv2d_fprop_sm90_pointwise.mako"
+PIXELS = 256  # per tile: wgmma's N
+
+FAMILY = S.Table((
+    *family_keys(KIND),
+    S.Key("kernels", lambda v: v),
+))
+ENTRY = S.Table((
+    S.Key("channels", S.integer(64, 128)),
+    S.Key("stages", S.integer(2, 8)),
+))
+
+
+@dataclass(frozen=True)
+class Conv2dFpropSm90Pointwise:
+    family: str
+    channels: int
+    stages: int
+
+    element = TYPES["element"]
+    accumulator = TYPES["accumulator"]
+    output = TYPES["output"]
+    op = "conv2d_fprop"
+    arch = 90
+    arch_specific = True  # wgmma: sm_90a
+    template = TEMPLATE
+    includes = ("conv_sm90_resident.h",)
+    adapter = "kernelgen::ResidentOperation"
+    adapter_header = "resident_adapter.h"
+
+    @property
+    def name(self) -> str:
+        return (f"kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_{CHANNELS}x{PIXELS}"
+                f"_c{self.channels}_stages{self.stages}_pointwise")
+
+    @property
+    def shared_bytes(self) -> int:
+        blocks = self.channels // CHANNELS
+        return shared_bytes(blocks * BLOCK, self.stages, blocks * PIXELS * LINE, PIXELS)
+
+    def values(self) -> dict:
+        return {"channel_blocks": self.channels // CHANNELS, "stages": self.stages, "mma": mma_type(PIXELS),
+                "shared_bytes": self.shared_bytes}
+
+
+def expand(path, raw: dict) -> list:
+    fam = FAMILY.read(path, raw)
+    check_types(path, fam)
+    kernels = []
+    for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
+        kernel = Conv2dFpropSm90Pointwise(family=path.stem, channels=spec["channels"], stages=spec["stages"])
+        if kernel.channels % CHANNELS:
+            raise SpecError(path, f"channels {kernel.channels} is not a multiple of {CHANNELS}", entry, "channels")
+        if kernel.stages % 2:
+            raise SpecError(path, f"{kernel.stages} stages: needs an even number (each consumer warpgroup owns "
+                            "every other stage)", entry, "stages")
+        check_fits(path, entry, "stages", f"{kernel.channels} channels x {kernel.stages} stages", kernel.shared_bytes)
+        kernels.append(kernel)
+    return kernels
