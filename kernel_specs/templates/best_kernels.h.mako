@@ -24,6 +24,10 @@ ${banner}
 // {{alpha, beta}, y, stride_y, y, stride_y}}, stride_y = cutlass::make_cute_packed_stride(StrideD{},
 // {M, N, 1}). The output is D = Y, (N*P*Q) x K row-major, or for a *_transposed kernel
 // (conv_sm90_transposed.h) D = Y^T, K x (N*P*Q) column-major: the same NHWC bytes.
+// A kernel named kernelgen_sm90_tensorop_fprop_* (a halo 3x3 or pointwise 1x1 kernel of the
+// embedded conv_sm90_resident.h) is not CUTLASS's: `typename Kernel::Arguments args;`, then
+// `Kernel::initialize(args, x, w, y, n, h, w, c, k)` once per set of operands (nullptr on success,
+// else what failed), then `Kernel::run(args, multiprocessor_count, stream)`.
 // A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
 #pragma once
 
