@@ -20,9 +20,10 @@ GOLDEN_KERNELS = [
     "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8",
     "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x128",
 ]
+RESIDENT_GOLDEN = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"
 
 
-@pytest.mark.parametrize("name", GOLDEN_KERNELS)
+@pytest.mark.parametrize("name", [*GOLDEN_KERNELS, RESIDENT_GOLDEN])
 def test_kernel_source_matches_golden(name):
     text = render.kernel_source(render.lookup(TEMPLATES), CATALOG[name])
     assert text == (GOLDEN / f"{name}.cu").read_text()

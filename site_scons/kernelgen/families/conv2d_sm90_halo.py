@@ -12,72 +12,26 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import family_keys
-from .conv2d_sm90 import SMEM_LIMIT_BYTES
+from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, check_fits, check_types, family_table, mma_type, round_up,
+                       shared_bytes)
 
 KIND = "conv2d_fprop_sm90_halo"
 TEMPLATE = "conv2d_fprop_sm90_halo.mako"
-INCLUDES = ("conv_sm90_resident.h",)
-CHANNELS = 64  # channels per 128-byte line (a pixel, a filter row), output channels per CTA
-LINE = 128
-BLOCK = CHANNELS * LINE  # a 64 x 64 filter block
-TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what the kernels are written for
 
-FAMILY = S.Table((
-    *family_keys(KIND),
-    S.Key("kernels", lambda v: v),
-))
+FAMILY = family_table(KIND)
 ENTRY = S.Table((
     S.Key("width", S.integer(1, 254)),
     S.Key("rows", S.integer(1, 254)),
 ))
 
 
-def _round(n: int, to: int) -> int:
-    return (n + to - 1) // to * to
-
-
-def shared_bytes(filter_bytes: int, stages: int, stage_bytes: int, staging_lines: int) -> int:
-    """Shared memory a resident kernel asks for (profiler/conv_sm90_resident.h, resident::Layout):
-    the filter, the pixel stages, two staging buffers, the barriers, alignment slack."""
-    return (_round(filter_bytes, 1024) + stages * stage_bytes + 2 * _round(staging_lines * LINE, 1024)
-            + (1 + 2 * stages + 2) * 8 + 1024)
-
-
-def check_types(path, fam: dict) -> None:
-    for key, value in TYPES.items():
-        if fam[key] != value:
-            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
-
-
-def check_fits(path, entry, key, what: str, smem: int) -> None:
-    if smem > SMEM_LIMIT_BYTES:
-        raise SpecError(path, f"{what} needs {smem} bytes of shared memory, more than SM90's {SMEM_LIMIT_BYTES}",
-                        entry, key)
-
-
-def mma_type(pixels: int) -> str:
-    """SM90's 64 x pixels x 16 f32 += f16 * f16 wgmma, both operands K-major from shared memory."""
-    major = "cute::SM90::GMMA::Major::K"
-    return f"cute::SM90::GMMA::MMA_64x{pixels}x16_F32F16F16_SS<{major}, {major}>"
-
-
 @dataclass(frozen=True)
-class Conv2dFpropSm90Halo:
+class Conv2dFpropSm90Halo(ResidentKernel):
     family: str
     width: int
     rows: int
 
-    element = TYPES["element"]
-    accumulator = TYPES["accumulator"]
-    output = TYPES["output"]
-    op = "conv2d_fprop"
-    arch = 90
-    arch_specific = True  # wgmma: sm_90a
     template = TEMPLATE
-    includes = INCLUDES
-    adapter = "kernelgen::ResidentOperation"
-    adapter_header = "resident_adapter.h"
 
     @property
     def pixels(self) -> int:
@@ -92,7 +46,7 @@ class Conv2dFpropSm90Halo:
     @property
     def shared_bytes(self) -> int:
         virtual = self.width + 2
-        return shared_bytes(9 * BLOCK, 2, _round((self.pixels + 2 * virtual + 2) * LINE, 1024),
+        return shared_bytes(9 * BLOCK, 2, round_up((self.pixels + 2 * virtual + 2) * LINE, 1024),
                             self.rows * self.width + 8)
 
     def values(self) -> dict:

@@ -12,17 +12,14 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import family_keys
-from .conv2d_sm90_halo import BLOCK, CHANNELS, LINE, TYPES, check_fits, check_types, mma_type, shared_bytes
+from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, check_fits, check_types, family_table, mma_type,
+                       shared_bytes)
 
 KIND = "conv2d_fprop_sm90_pointwise"
 TEMPLATE = "conv2d_fprop_sm90_pointwise.mako"
 PIXELS = 256  # per tile: wgmma's N
 
-FAMILY = S.Table((
-    *family_keys(KIND),
-    S.Key("kernels", lambda v: v),
-))
+FAMILY = family_table(KIND)
 ENTRY = S.Table((
     S.Key("channels", S.integer(64, 128)),
     S.Key("stages", S.integer(2, 8)),
@@ -30,21 +27,12 @@ ENTRY = S.Table((
 
 
 @dataclass(frozen=True)
-class Conv2dFpropSm90Pointwise:
+class Conv2dFpropSm90Pointwise(ResidentKernel):
     family: str
     channels: int
     stages: int
 
-    element = TYPES["element"]
-    accumulator = TYPES["accumulator"]
-    output = TYPES["output"]
-    op = "conv2d_fprop"
-    arch = 90
-    arch_specific = True  # wgmma: sm_90a
     template = TEMPLATE
-    includes = ("conv_sm90_resident.h",)
-    adapter = "kernelgen::ResidentOperation"
-    adapter_header = "resident_adapter.h"
 
     @property
     def name(self) -> str:
