@@ -8,7 +8,8 @@
 // the fp32 accumulators to NHWC fp16 lines in shared memory (stmatrix) and stores them by TMA.
 //
 // Two tilings:
-//  - HaloTiling<Width, Rows>: 3x3, stride 1, pad 1, C = K = 64. CUTLASS's im2col mainloop loads a
+//  - HaloTiling<Width, Rows>: 3x3, stride 1, pad 1, C = 64, K a multiple of 64 (a 64-channel slice
+//    of the filter per CTA, as for the pointwise tiling). CUTLASS's im2col mainloop loads a
 //    tile's pixels once per filter tap; this loads `Rows + 2` input rows of `Width + 2` pixels
 //    once (TMA zero-fills the padding) and runs the nine taps over shifted views of them. Output
 //    pixel (p, q) of the tile is virtual pixel v = p * (Width + 2) + q and tap (r, s) reads halo
@@ -69,8 +70,9 @@ struct HaloTiling {
   static constexpr int kStageBytes = round_up((kPixels + 2 * kVirtualWidth + 2) * kLine, 1024);
   static constexpr int kStagingLines = Rows * Width + 8;  // + 8 lines taking the dropped columns
 
-  __device__ static void load_filter(const CUtensorMap* w, uint64_t* bar, char* smem, int) {
-    for (int t = 0; t < 9; ++t) cute::SM90_TMA_LOAD_3D::copy(w, bar, kEvictNormal, smem + t * kBlockBytes, 0, t, 0);
+  __device__ static void load_filter(const CUtensorMap* w, uint64_t* bar, char* smem, int channel_block) {
+    for (int t = 0; t < 9; ++t)
+      cute::SM90_TMA_LOAD_3D::copy(w, bar, kEvictNormal, smem + t * kBlockBytes, 0, t, channel_block * kChannels);
   }
   __device__ static void load_tile(const CUtensorMap* x, uint64_t* bar, char* smem, const Params& p, int tile) {
     const int n = tile / p.tiles_per_image, h0 = tile % p.tiles_per_image * Rows;
@@ -87,9 +89,10 @@ struct HaloTiling {
     const int p = v / kVirtualWidth, q = v % kVirtualWidth;
     return q < Width ? p * Width + q : -1;
   }
-  __device__ static void store_tile(const CUtensorMap* y, const char* smem, const Params& p, int tile, int) {
+  __device__ static void store_tile(const CUtensorMap* y, const char* smem, const Params& p, int tile,
+                                    int channel_block) {
     const int n = tile / p.tiles_per_image, h0 = tile % p.tiles_per_image * Rows;
-    cute::SM90_TMA_STORE_4D::copy(y, smem, 0, 0, h0, n);
+    cute::SM90_TMA_STORE_4D::copy(y, smem, channel_block * kChannels, 0, h0, n);
   }
 };
 
@@ -343,26 +346,29 @@ struct HaloFprop : resident::Kernel<resident::HaloTiling<Width, Rows>, Mma> {
     if (r != 3 || s != 3) return "needs a 3x3 filter";
     if (pad_h != 1 || pad_w != 1 || stride_h != 1 || stride_w != 1 || dilation_h != 1 || dilation_w != 1)
       return "needs padding 1, stride 1, dilation 1";
-    if (c != resident::kChannels || k != resident::kChannels) return "needs 64 input and 64 output channels";
+    if (c != resident::kChannels) return "needs 64 input channels";
+    if (k % resident::kChannels) return "needs a multiple of 64 output channels";
     if (w != Width) return "built for another image width";
     return nullptr;
   }
 
-  // Binds operands: n images of h x Width x 64 (x and y), a 64 x 3 x 3 x 64 filter. Nullptr on success.
+  // Binds operands: n images of h x Width x 64 (x), a k x 3 x 3 x 64 filter, n x h x Width x k (y).
+  // Nullptr on success.
   static const char* initialize(Arguments& args, const void* x, const void* w, void* y, int n, int h, int, int,
-                                int) {
+                                int k) {
     using namespace resident;
     const cuuint64_t x_dims[4] = {kChannels, Width, cuuint64_t(h), cuuint64_t(n)};
     const cuuint32_t x_box[4] = {kChannels, Width + 2, Rows + 2, 1};
-    const cuuint64_t w_dims[3] = {kChannels, 9, kChannels};
+    const cuuint64_t w_dims[3] = {kChannels, 9, cuuint64_t(k)};
+    const cuuint64_t y_dims[4] = {cuuint64_t(k), Width, cuuint64_t(h), cuuint64_t(n)};
     const cuuint32_t w_box[3] = {kChannels, 1, kChannels};
     const cuuint32_t y_box[4] = {kChannels, Width, Rows, 1};
     const char* err = encode(&args.x, x, 4, x_dims, x_box);
     if (!err) err = encode(&args.w, w, 3, w_dims, w_box);
-    if (!err) err = encode(&args.y, y, 4, x_dims, y_box);
+    if (!err) err = encode(&args.y, y, 4, y_dims, y_box);
     if (err) return err;
     const int per_image = (h + Rows - 1) / Rows;
-    args.params = Params{n * per_image, 1, per_image};
+    args.params = Params{n * per_image, k / kChannels, per_image};
     return Base::reserve_shared_memory();
   }
 };

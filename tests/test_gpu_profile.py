@@ -65,11 +65,14 @@ HALO = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56
 POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
 # Per kernel: layers it computes (ok) and layers it refuses (unsupported, with a word of the reason).
 # Three images make fewer tiles than SMs; 30 rows leave a last halo tile of 2 rows, and 3 x 7 x 9
-# pixels a last pointwise tile of 189 (TMA zero-fills the loads and clips the stores).
+# pixels a last pointwise tile of 189 (TMA zero-fills the loads and clips the stores); 192 output
+# channels take three CTAs' filter slices.
 RESIDENT = {
-    HALO: ({"n=3 h=56 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1", "n=2 h=30 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1"},
+    HALO: ({"n=3 h=56 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1", "n=2 h=30 w=56 c=64 k=192 r=3 s=3 pad=1 stride=1"},
            {"n=2 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1": "3x3",
-            "n=2 h=28 w=28 c=64 k=64 r=3 s=3 pad=1 stride=1": "width"}),
+            "n=2 h=28 w=28 c=64 k=64 r=3 s=3 pad=1 stride=1": "width",
+            "n=2 h=8 w=56 c=128 k=64 r=3 s=3 pad=1 stride=1": "64 input channels",
+            "n=2 h=8 w=56 c=64 k=96 r=3 s=3 pad=1 stride=1": "multiple of 64"}),
     POINTWISE: ({"n=3 h=7 w=9 c=64 k=192 r=1 s=1 pad=0 stride=1", "n=4 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1"},
                 {"n=2 h=14 w=14 c=64 k=64 r=1 s=1 pad=0 stride=2": "stride 1",
                  "n=2 h=14 w=14 c=128 k=64 r=1 s=1 pad=0 stride=1": "input channels",

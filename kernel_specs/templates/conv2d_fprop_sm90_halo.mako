@@ -1,5 +1,5 @@
 ## The C++ type of one halo conv2d fprop kernel (profiler/conv_sm90_resident.h): 3x3, stride 1,
-## pad 1, 64 channels in and out, built for one image width.
+## pad 1, 64 input channels, a multiple of 64 output channels, built for one image width.
 ## Inputs: name (the procedural name), v (width, rows, mma: the wgmma type, shared_bytes: what
 ## the spec check counted, asserted equal to what the kernel asks for).
 // SM90 halo conv2d fprop, width ${v["width"]}, ${v["rows"]} output rows per tile: ${name}

@@ -1,7 +1,8 @@
-"""Halo conv2d fprop on SM90 for 3x3, stride-1, pad-1 layers with 64 input and 64 output
-channels (profiler/conv_sm90_resident.h, HaloTiling): each tile loads its input rows once, with
-a one-pixel halo, and runs the nine filter taps as wgmma over shifted views of them, where
-CUTLASS's im2col mainloop loads every pixel once per tap. The whole filter stays in shared memory.
+"""Halo conv2d fprop on SM90 for 3x3, stride-1, pad-1 layers with 64 input channels and any
+multiple of 64 output channels (profiler/conv_sm90_resident.h, HaloTiling): each tile loads its
+input rows once, with a one-pixel halo, and runs the nine filter taps as wgmma over shifted views
+of them, where CUTLASS's im2col mainloop loads every pixel once per tap. Each persistent CTA keeps
+a 64-output-channel slice of the filter in shared memory.
 
 A kernel is built for one image width (wgmma's N is the tile's pixel count,
 ``rows * (width + 2)``, two columns per row computed and dropped), so a spec lists entries of
