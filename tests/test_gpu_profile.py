@@ -63,6 +63,7 @@ def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastes
 
 HALO = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"
 POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
+POINTWISE_128 = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c128_stages2_pointwise"
 # Per kernel: layers it computes (ok) and layers it refuses (unsupported, with a word of the reason).
 # Three images make fewer tiles than SMs; 30 rows leave a last halo tile of 2 rows, and 3 x 7 x 9
 # pixels a last pointwise tile of 189 (TMA zero-fills the loads and clips the stores); 192 output
@@ -77,6 +78,8 @@ RESIDENT = {
                 {"n=2 h=14 w=14 c=64 k=64 r=1 s=1 pad=0 stride=2": "stride 1",
                  "n=2 h=14 w=14 c=128 k=64 r=1 s=1 pad=0 stride=1": "input channels",
                  "n=2 h=14 w=14 c=64 k=96 r=1 s=1 pad=0 stride=1": "multiple of 64"}),
+    POINTWISE_128: ({"n=3 h=7 w=9 c=128 k=128 r=1 s=1 pad=0 stride=1", "n=2 h=28 w=28 c=128 k=512 r=1 s=1 pad=0 stride=1"},
+                    {"n=2 h=14 w=14 c=64 k=64 r=1 s=1 pad=0 stride=1": "input channels"}),
 }
 
 

@@ -40,7 +40,7 @@ def test_catalog_holds_each_family():
     halo = [k for k in kernels if k.family == "conv2d_fprop_sm90_halo"]
     assert [(k.width, k.rows, k.pixels) for k in halo] == [(56, 4, 232)]
     pointwise = [k for k in kernels if k.family == "conv2d_fprop_sm90_pointwise"]
-    assert [(k.channels, k.stages) for k in pointwise] == [(64, 4)]
+    assert [(k.channels, k.stages) for k in pointwise] == [(128, 2), (64, 4)]
     assert len(kernels) == (len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise))
     names = [k.name for k in kernels]
@@ -63,7 +63,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 142
+    assert len(select(kernels, "*", parse_arch("90a"))) == 143
     assert len(select(kernels, "*", parse_arch("90"))) == 42, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 42
     assert len(select(kernels, "*", parse_arch("75"))) == 12
