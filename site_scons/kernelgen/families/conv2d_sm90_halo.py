@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, check_fits, check_types, family_table, mma_type, round_up,
+from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, family_table, mma_type, round_up,
                        shared_bytes)
 
 KIND = "conv2d_fprop_sm90_halo"
@@ -33,6 +33,11 @@ class Conv2dFpropSm90Halo(ResidentKernel):
     rows: int
 
     template = TEMPLATE
+    fits_key = "rows"  # the key a shared-memory overflow is reported against
+
+    @property
+    def summary(self) -> str:
+        return f"width {self.width} x rows {self.rows}"
 
     @property
     def pixels(self) -> int:
@@ -55,15 +60,11 @@ class Conv2dFpropSm90Halo(ResidentKernel):
                 "shared_bytes": self.shared_bytes}
 
 
+def _check(path, entry, kernel) -> None:
+    if kernel.pixels % 8 or kernel.pixels > 256:
+        raise SpecError(path, f"rows * (width + 2) = {kernel.pixels} must be a multiple of 8 of at most 256 "
+                        "(wgmma's N)", entry, "rows")
+
+
 def expand(path, raw: dict) -> list:
-    fam = FAMILY.read(path, raw)
-    check_types(path, fam)
-    kernels = []
-    for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
-        kernel = Conv2dFpropSm90Halo(family=path.stem, width=spec["width"], rows=spec["rows"])
-        if kernel.pixels % 8 or kernel.pixels > 256:
-            raise SpecError(path, f"rows * (width + 2) = {kernel.pixels} must be a multiple of 8 of at most 256 "
-                            "(wgmma's N)", entry, "rows")
-        check_fits(path, entry, "rows", f"width {kernel.width} x rows {kernel.rows}", kernel.shared_bytes)
-        kernels.append(kernel)
-    return kernels
+    return expand_entries(Conv2dFpropSm90Halo, FAMILY, ENTRY, path, raw, _check)

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, check_fits, check_types, family_table, mma_type,
-                       shared_bytes)
+from .resident import BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, family_table, mma_type, shared_bytes
 
 KIND = "conv2d_fprop_sm90_pointwise"
 TEMPLATE = "conv2d_fprop_sm90_pointwise.mako"
@@ -33,6 +32,11 @@ class Conv2dFpropSm90Pointwise(ResidentKernel):
     stages: int
 
     template = TEMPLATE
+    fits_key = "stages"  # the key a shared-memory overflow is reported against
+
+    @property
+    def summary(self) -> str:
+        return f"{self.channels} channels x {self.stages} stages"
 
     @property
     def name(self) -> str:
@@ -49,17 +53,13 @@ class Conv2dFpropSm90Pointwise(ResidentKernel):
                 "shared_bytes": self.shared_bytes}
 
 
+def _check(path, entry, kernel) -> None:
+    if kernel.channels % CHANNELS:
+        raise SpecError(path, f"channels {kernel.channels} is not a multiple of {CHANNELS}", entry, "channels")
+    if kernel.stages % 2:
+        raise SpecError(path, f"{kernel.stages} stages: needs an even number (each consumer warpgroup owns "
+                        "every other stage)", entry, "stages")
+
+
 def expand(path, raw: dict) -> list:
-    fam = FAMILY.read(path, raw)
-    check_types(path, fam)
-    kernels = []
-    for entry, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
-        kernel = Conv2dFpropSm90Pointwise(family=path.stem, channels=spec["channels"], stages=spec["stages"])
-        if kernel.channels % CHANNELS:
-            raise SpecError(path, f"channels {kernel.channels} is not a multiple of {CHANNELS}", entry, "channels")
-        if kernel.stages % 2:
-            raise SpecError(path, f"{kernel.stages} stages: needs an even number (each consumer warpgroup owns "
-                            "every other stage)", entry, "stages")
-        check_fits(path, entry, "stages", f"{kernel.channels} channels x {kernel.stages} stages", kernel.shared_bytes)
-        kernels.append(kernel)
-    return kernels
+    return expand_entries(Conv2dFpropSm90Pointwise, FAMILY, ENTRY, path, raw, _check)

@@ -30,18 +30,6 @@ def shared_bytes(filter_bytes: int, stages: int, stage_bytes: int, staging_lines
             + (1 + 2 * stages + 2) * 8 + 1024)
 
 
-def check_types(path, fam: dict) -> None:
-    for key, value in TYPES.items():
-        if fam[key] != value:
-            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
-
-
-def check_fits(path, entry, key, what: str, smem: int) -> None:
-    if smem > SMEM_LIMIT_BYTES:
-        raise SpecError(path, f"{what} needs {smem} bytes of shared memory, more than SM90's {SMEM_LIMIT_BYTES}",
-                        entry, key)
-
-
 def mma_type(pixels: int) -> str:
     """SM90's 64 x pixels x 16 f32 += f16 * f16 wgmma, both operands K-major from shared memory."""
     major = "cute::SM90::GMMA::Major::K"
@@ -60,3 +48,23 @@ class ResidentKernel:
     includes = INCLUDES
     adapter = "kernelgen::ResidentOperation"
     adapter_header = "resident_adapter.h"
+
+
+def expand_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, check) -> list:
+    """The kernels of a resident family's spec: one ``cls(family=..., **entry)`` per entry, refused
+    by ``check(path, entry name, kernel)`` if the family cannot build it, or if it needs more
+    shared memory than SM90 has (``kernel.shared_bytes``; the error names ``kernel.fits_key``
+    and ``kernel.summary``)."""
+    fam = family.read(path, raw)
+    for key, value in TYPES.items():
+        if fam[key] != value:
+            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
+    kernels = []
+    for name, spec in S.read_entries(path, fam["kernels"], "kernels", entry):
+        kernel = cls(family=path.stem, **spec)
+        check(path, name, kernel)
+        if kernel.shared_bytes > SMEM_LIMIT_BYTES:
+            raise SpecError(path, f"{kernel.summary} needs {kernel.shared_bytes} bytes of shared memory, more than "
+                            f"SM90's {SMEM_LIMIT_BYTES}", name, kernel.fits_key)
+        kernels.append(kernel)
+    return kernels
