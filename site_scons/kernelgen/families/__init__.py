@@ -12,3 +12,5 @@ from . import (conv2d_2x, conv2d_sm90, conv2d_sm90_halo, conv2d_sm90_persistent,
 
 FAMILIES = {m.KIND: m for m in (conv2d_2x, conv2d_sm90, conv2d_sm90_halo, conv2d_sm90_persistent,
                                 conv2d_sm90_pointwise, conv2d_sm90_transposed, gemm_sm90, test_faults)}
+from . import conv2d_few_channels  # noqa: E402
+FAMILIES[conv2d_few_channels.KIND] = conv2d_few_channels

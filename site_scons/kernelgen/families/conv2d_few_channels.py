@@ -1,0 +1,132 @@
+"""Few-channels conv2d fprop for first layers (profiler/conv_few_channels.h): C = 1 to 4 input
+channels (an RGB or RGBA image), any filter size, stride, padding and dilation, any multiple of
+8 output channels; fp16 NHWC in and out, fp32 accumulation, SM80's ldmatrix and mma.sync (which
+SM90 runs too: arch 80).
+
+Each persistent CTA keeps a ``tile[1]``-output-channel slice of the filter in shared memory and
+walks ``tile[0]``-pixel tiles, building each tile's im2col block in shared memory from the NHWC
+input. A spec lists entries of ``tile`` [pixels, output channels], ``warps`` [along pixels,
+along channels], ``reduction`` (the most reduction columns the kernel holds: R times S*C rounded
+up to 8, rounded up to 16; 7x7x3 takes 176) and ``blocks`` (CTAs per SM the kernel is built
+for: its ``__launch_bounds__``). Tiles that cannot work are refused before anything is
+generated: warps that do not divide the tile into 16 x 16 blocks, more threads than an SM
+holds, more registers than ``blocks`` CTAs leave a thread, more shared memory than SM80 has.
+"""
+
+from dataclasses import dataclass
+
+from .. import spec_schema as S
+from ..errors import SpecError
+from .common import family_keys
+from .conv2d_2x import SMEM_LIMIT_BYTES
+
+KIND = "conv2d_fprop_few_channels"
+TEMPLATE = "conv2d_fprop_few_channels.mako"
+TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what the kernels are written for
+PIECE = 8  # halves per 16-byte chunk: the padding of each shared-memory row
+MAX_THREADS_PER_CTA = 1024
+MAX_THREADS_PER_SM = 2048
+REGISTERS_PER_SM = 65536
+MAX_REGISTERS_PER_THREAD = 255
+# Registers a thread needs besides its accumulators and one k-step's operand fragments
+# (addresses, indices, the im2col copy's 16-byte chunks), as ptxas allots them.
+BASE_REGISTERS = 32
+
+FAMILY = S.Table((*family_keys(KIND), S.Key("kernels", lambda v: v)))
+ENTRY = S.Table((
+    S.Key("tile", S.int_tuple(2, 16, 512)),
+    S.Key("warps", S.int_tuple(2, 1, 16)),
+    S.Key("reduction", S.integer(16, 4096)),
+    S.Key("blocks", S.integer(1, 32)),
+))
+
+
+def shared_bytes(bm: int, bn: int, reduction: int) -> int:
+    """Shared memory a CTA asks for at most (few_channels::shared_bytes): the filter slice and the
+    im2col tile (which doubles as the epilogue's [bm x (bn + 8)] staging), each row padded by one
+    16-byte chunk, and 16 bytes of pixel table per pixel."""
+    return 2 * (bn * (reduction + PIECE) + bm * (max(reduction, bn) + PIECE)) + 16 * bm
+
+
+def registers(bm: int, bn: int, wm: int, wn: int) -> int:
+    """A thread's registers: fp32 accumulators of its warp's (bm / wm) x (bn / wn) tile, the
+    m16 x k16 and k16 x n8 fragments of one k-step, and BASE_REGISTERS."""
+    tm, tn = bm // wm, bn // wn
+    return tm * tn // 32 + (tm // 16) * 4 + (tn // 8) * 2 + BASE_REGISTERS
+
+
+@dataclass(frozen=True)
+class Conv2dFpropFewChannels:
+    family: str
+    tile: tuple
+    warps: tuple
+    reduction: int
+    blocks: int
+
+    element = TYPES["element"]
+    accumulator = TYPES["accumulator"]
+    output = TYPES["output"]
+    op = "conv2d_fprop"
+    arch = 80
+    arch_specific = False  # ldmatrix and mma.sync: SM80 and later
+    template = TEMPLATE
+    includes = ("conv_few_channels.h",)
+    adapter = "kernelgen::FewChannelsOperation"
+    adapter_header = "few_channels_adapter.h"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps[0] * self.warps[1]
+
+    @property
+    def name(self) -> str:
+        return (f"kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_few_channels_{self.tile[0]}x{self.tile[1]}"
+                f"_k{self.reduction}_warps{self.warps[0]}x{self.warps[1]}_blocks{self.blocks}")
+
+    @property
+    def shared_bytes(self) -> int:
+        return shared_bytes(*self.tile, self.reduction)
+
+    def values(self) -> dict:
+        return {"bm": self.tile[0], "bn": self.tile[1], "wm": self.warps[0], "wn": self.warps[1],
+                "reduction": self.reduction, "blocks": self.blocks, "threads": self.threads,
+                "shared_bytes": self.shared_bytes}
+
+
+def check(path, entry, kernel) -> None:
+    """Refuse a kernel that cannot be built or cannot run, naming the key at fault."""
+    (bm, bn), (wm, wn) = kernel.tile, kernel.warps
+    if kernel.threads > MAX_THREADS_PER_CTA:
+        raise SpecError(path, f"{wm}x{wn} warps are {kernel.threads} threads, more than a CTA's "
+                        f"{MAX_THREADS_PER_CTA}", entry, "warps")
+    if bm % (16 * wm) or bn % (16 * wn):
+        raise SpecError(path, f"tile {bm}x{bn} does not split into {wm}x{wn} warp tiles of whole 16 x 16 "
+                        "blocks", entry, "tile")
+    if kernel.reduction % 16:
+        raise SpecError(path, f"reduction {kernel.reduction} is not a multiple of 16 (mma.sync's K)", entry,
+                        "reduction")
+    if kernel.blocks * kernel.threads > MAX_THREADS_PER_SM:
+        raise SpecError(path, f"{kernel.blocks} CTAs of {kernel.threads} threads are more than an SM's "
+                        f"{MAX_THREADS_PER_SM} threads", entry, "blocks")
+    budget = min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM // (kernel.blocks * kernel.threads) // 8 * 8)
+    need = registers(bm, bn, wm, wn)
+    if need > budget:
+        raise SpecError(path, f"a thread of a {bm}x{bn} tile on {wm}x{wn} warps needs about {need} registers; "
+                        f"{kernel.blocks} CTAs of {kernel.threads} threads per SM leave it {budget}", entry,
+                        "blocks")
+    if kernel.shared_bytes > SMEM_LIMIT_BYTES:
+        raise SpecError(path, f"tile {bm}x{bn} with reduction {kernel.reduction} needs {kernel.shared_bytes} bytes "
+                        f"of shared memory, more than SM80's {SMEM_LIMIT_BYTES}", entry, "reduction")
+
+
+def expand(path, raw: dict) -> list:
+    fam = FAMILY.read(path, raw)
+    for key, value in TYPES.items():
+        if fam[key] != value:
+            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
+    kernels = []
+    for name, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
+        kernel = Conv2dFpropFewChannels(family=path.stem, **spec)
+        check(path, name, kernel)
+        kernels.append(kernel)
+    return kernels

@@ -1,0 +1,185 @@
+"""The few-channels conv2d fprop family (first layers, C <= 4): its spec, the checks that refuse a
+kernel before anything is generated, its generated source, and on a GPU the kernels verified on
+small odd layers."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, requires_gpu, requires_nvcc
+from kernelgen import render, results
+from kernelgen.errors import SpecError
+from kernelgen.families import conv2d_few_channels as fc
+from kernelgen.options import default_cutlass_root
+from kernelgen.specs import load_catalog, load_family
+from kernelgen.workloads import load_workloads, parse_workloads
+
+SPEC = ROOT / "kernel_specs" / "families" / "conv2d_fprop_few_channels.toml"
+TEMPLATES = ROOT / "kernel_specs" / "templates"
+GOLDEN = Path(__file__).parent / "golden"
+PREFIX = "kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_few_channels_"
+GOLDEN_KERNEL = PREFIX + "128x64_k256_warps4x2_blocks3"
+
+FAMILY = """\
+kind = "conv2d_fprop_few_channels"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+kernels = [
+  { tile = [128, 64], warps = [4, 2], reduction = 256, blocks = 3 },
+  { tile = [64, 32], warps = [2, 2], reduction = 768, blocks = 2 },
+]
+"""
+FIRST = "{ tile = [128, 64], warps = [4, 2], reduction = 256, blocks = 3 }"
+
+
+def write(tmp_path, text):
+    path = tmp_path / "few.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_the_committed_spec_builds_a_handful_of_tiles_with_procedural_names():
+    kernels = load_family(SPEC)
+    assert [(k.tile, k.warps, k.reduction, k.blocks) for k in kernels] == [
+        ((128, 64), (4, 2), 256, 3), ((64, 64), (2, 2), 256, 4), ((128, 32), (4, 1), 256, 4),
+        ((128, 128), (2, 4), 256, 2), ((64, 32), (2, 2), 768, 2)]
+    assert kernels[0].name == GOLDEN_KERNEL
+    assert all(k.name.startswith(PREFIX) for k in kernels)
+    assert all(k.arch == 80 and not k.arch_specific for k in kernels), "mma.sync: SM80 and later, sm_90a included"
+    assert all(k.shared_bytes <= fc.SMEM_LIMIT_BYTES for k in kernels)
+    catalog = {k.name for k in load_catalog(SPEC.parent)}
+    assert {k.name for k in kernels} <= catalog
+
+
+@pytest.mark.parametrize("bm, bn, reduction, expected", [
+    # 2 * (bn * (reduction + 8) + bm * (max(reduction, bn) + 8)) + 16 * bm
+    (128, 64, 256, 2 * (64 * 264 + 128 * 264) + 2048),
+    (64, 32, 768, 2 * (32 * 776 + 64 * 776) + 1024),
+    (128, 128, 48, 2 * (128 * 56 + 128 * 136) + 2048),  # the staging rows outgrow a short reduction
+])
+def test_shared_memory_counts_the_filter_slice_im2col_tile_staging_and_pixel_table(bm, bn, reduction, expected):
+    assert fc.shared_bytes(bm, bn, reduction) == expected
+
+
+def test_a_family_expands_its_entries_with_values_for_the_template(tmp_path):
+    kernels = load_family(write(tmp_path, FAMILY))
+    assert [k.name for k in kernels] == [PREFIX + "128x64_k256_warps4x2_blocks3", PREFIX + "64x32_k768_warps2x2_blocks2"]
+    assert kernels[1].values() == {"bm": 64, "bn": 32, "wm": 2, "wn": 2, "reduction": 768, "blocks": 2,
+                                   "threads": 128, "shared_bytes": 150016}
+
+
+@pytest.mark.parametrize("text, entry, key, message", [
+    (FAMILY.replace(FIRST, "{ tile = [100, 64], warps = [4, 2], reduction = 256, blocks = 3 }"),
+     "kernels[0]", "tile", "does not split into 4x2 warp tiles"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 64], warps = [4, 3], reduction = 256, blocks = 1 }"),
+     "kernels[0]", "tile", "does not split into 4x3 warp tiles"),
+    (FAMILY.replace(FIRST, "{ tile = [512, 512], warps = [8, 8], reduction = 256, blocks = 1 }"),
+     "kernels[0]", "warps", "2048 threads, more than a CTA's 1024"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 64], warps = [4, 2], reduction = 200, blocks = 3 }"),
+     "kernels[0]", "reduction", "not a multiple of 16"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 64], warps = [4, 2], reduction = 256, blocks = 9 }"),
+     "kernels[0]", "blocks", "more than an SM's 2048 threads"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 64], warps = [4, 2], reduction = 256, blocks = 4 }"),
+     "kernels[0]", "blocks", "needs about 80 registers; 4 CTAs of 256 threads per SM leave it 64"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 64], warps = [4, 2], reduction = 512, blocks = 3 }"),
+     "kernels[0]", "reduction", "needs 201728 bytes of shared memory, more than SM80's 166912"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 64], warps = [4, 2], reduction = 256, blocks = 3, stages = 2 }"),
+     "kernels[0]", "stages", "unknown key"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 64], warps = [4, 2], blocks = 3 }"),
+     "kernels[0]", "reduction", "missing required key"),
+    (FAMILY.replace(FIRST, '{ tile = "big", warps = [4, 2], reduction = 256, blocks = 3 }'),
+     "kernels[0]", "tile", "expected a list of 2 integers"),
+    (FAMILY.replace(FIRST, "{ tile = [128, 8], warps = [4, 2], reduction = 256, blocks = 3 }"),
+     "kernels[0]", "tile", "outside [16, 512]"),
+    (FAMILY.replace('element = "f16"', 'element = "bf16"'), None, "element", "written for element f16, not bf16"),
+    (FAMILY.replace('accumulator = "f32"', 'accumulator = "f16"'), None, "accumulator", "written for accumulator f32"),
+    (FAMILY[:FAMILY.index("kernels = [")] + "kernels = []\n", None, "kernels", "non-empty list of tables"),
+])
+def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, text, entry, key, message):
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as caught:
+        load_family(path)
+    error = caught.value
+    assert (error.path, error.entry, error.key) == (path, entry, key)
+    assert message in str(error) and str(path) in str(error)
+    assert "\n" not in str(error), "one line"
+
+
+def test_kernel_source_matches_golden():
+    kernel = next(k for k in load_family(SPEC) if k.name == GOLDEN_KERNEL)
+    text = render.kernel_source(render.lookup(TEMPLATES), kernel)
+    assert text == (GOLDEN / f"{GOLDEN_KERNEL}.cu").read_text()
+
+
+def test_the_first_layers_set_holds_the_targets_of_issue_11_each_with_few_channels():
+    _, _, problems = load_workloads("first_layers", ROOT / "kernel_specs" / "workloads")
+    assert all(p.c <= 4 and p.k % 8 == 0 for p in problems)
+    resnet = {(p.n, p.r, p.stride_h) for p in problems if (p.h, p.w, p.c, p.k) == (224, 224, 3, 64)}
+    assert {(256, 7, 2), (1, 7, 2), (256, 3, 1), (1, 3, 1)} <= resnet
+
+
+@requires_nvcc
+def test_every_committed_kernel_type_compiles_with_the_spec_counts(tmp_path):
+    """The kernels' static_asserts: the spec's shared memory and thread counts are the kernel's."""
+    templates = render.lookup(TEMPLATES)
+    source = tmp_path / "types.cu"
+    source.write_text('#include "conv_few_channels.h"\n\n'
+                      + "".join(render.type_definition(templates, k) for k in load_family(SPEC)))
+    out = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
+                          "-c", "-o", str(tmp_path / "types.o"), str(source)], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+
+
+# Small odd layers, each computed by every kernel of the family (ok, verified against the
+# reference) or refused (unsupported, with a word of the reason): C = 1, 3 and 4, partial pixel
+# tiles, partial channel slices (K = 8, 96), padding wider than the filter's reach, stride 2 and 4,
+# dilation 2, a non-square image and filter.
+ALL = "*"
+LAYERS = {
+    "n=3 h=13 w=17 c=3 k=8 r=3 s=3 pad=1 stride=1": {},
+    "n=2 h=15 w=11 c=4 k=96 r=7 s=7 pad=3 stride=2": {},
+    "n=2 h=20 w=23 c=3 k=64 r=5 s=5 pad=4 stride=1 dilation=2": {},
+    "n=1 h=32 w=36 c=3 k=32 r=4 s=4 pad=0 stride=4": {},
+    "n=2 h=9 w=10 c=1 k=16 r=3 s=2 pad_h=0 pad_w=1 stride_h=2 stride_w=1": {},
+    "n=1 h=48 w=32 c=3 k=40 r=16 s=16 pad=0 stride=16": {"k256": "too large"},
+    "n=2 h=8 w=8 c=8 k=64 r=3 s=3 pad=1 stride=1": {ALL: "1 to 4 input channels"},
+    "n=2 h=8 w=8 c=3 k=12 r=3 s=3 pad=1 stride=1": {ALL: "multiple of 8 output channels"},
+}
+
+
+def expected_refusal(layer, kernel):
+    """The word the kernel's refusal of ``layer`` must hold, or None if it must compute it."""
+    for part, word in LAYERS[layer].items():
+        if part == ALL or f"_{part}_" in kernel:
+            return word
+    return None
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_small_odd_layers_and_refuses_others(tmp_path):
+    kernels = sorted(k.name for k in load_family(SPEC))
+    text = "".join(f"conv2d_fprop {layer}\n" for layer in LAYERS)
+    workloads = tmp_path / "odd.txt"
+    workloads.write_text(text)
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
+                          f"KERNELS={PREFIX}*", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=3600)
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    for layer, problem in zip(LAYERS, parse_workloads(text)):
+        frame = results.read_csv(tmp_path / "results" / "odd" / f"{problem.name}.csv")
+        assert sorted(frame["kernel"]) == kernels
+        for row in frame.itertuples():
+            word = expected_refusal(layer, row.kernel)
+            if word is None:
+                assert row.status == "ok", (layer, row.kernel, row.message)
+                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (layer, row.kernel)
+            else:
+                assert row.status == "unsupported" and word in row.message, (layer, row.kernel, row.message)
