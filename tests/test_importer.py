@@ -435,3 +435,18 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(torch_nets, t
     err = capsys.readouterr().err
     assert message in err and err.startswith("scons workloads: ") and err.count("\n") == 1, err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name, model, batch, convs, calls, gemms", [
+    ("resnet50_b256", "resnet50", 256, 23, 53, [(256, 1000, 2048)]),
+    ("resnet50_b1", "resnet50", 1, 23, 53, [(1, 1000, 2048)]),
+    ("vgg16_b256", "vgg16", 256, 9, 13, [(256, 4096, 25088), (256, 4096, 4096), (256, 1000, 4096)]),
+    ("vgg16_b1", "vgg16", 1, 9, 13, [(1, 4096, 25088), (1, 4096, 4096), (1, 1000, 4096)]),
+])
+def test_the_committed_network_sets_are_the_importers(name, model, batch, convs, calls, gemms):
+    _, path, problems = load_workloads(name, SETS)
+    assert f"# Written by `scons workloads MODEL={model} BATCH={batch}` (" in path.read_text()
+    conv2d = [p for p in problems if p.op == "conv2d_fprop"]
+    assert len(conv2d) == convs and sum(p.count for p in conv2d) == calls
+    assert all(p.n == batch and p.dtype == "f16" for p in conv2d)
+    assert [(p.m, p.n, p.k) for p in problems if p.op == "gemm"] == gemms
