@@ -345,7 +345,7 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
-def build_model_check_name(request: Request, torchvision) -> None:
+def check_torchvision_name(request: Request, torchvision) -> None:
     known = torchvision.models.list_models()
     if request.model not in known:
         close = difflib.get_close_matches(request.model, known, n=3)
@@ -358,7 +358,7 @@ def build_model(request: Request, torch, torchvision):
     """The model as an nn.Module (weights never downloaded)."""
     factory = request.factory
     if factory is None:
-        build_model_check_name(request, torchvision)
+        check_torchvision_name(request, torchvision)
         try:
             return torchvision.models.get_model(request.model, weights=None)
         except Exception as e:  # a model's constructor may raise anything
@@ -451,7 +451,7 @@ def record_model(request: Request, log=print) -> list:
     torch, torchvision = import_torch(request)
     shape = (request.batch, *request.input)
     if request.factory is None:
-        build_model_check_name(request, torchvision)
+        check_torchvision_name(request, torchvision)
     try:
         with torch.device("meta"):
             model = build_model(request, torch, torchvision)
