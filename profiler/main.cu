@@ -5,6 +5,11 @@
 //   profiler --device               one `device` line, then exit
 //   profiler --jobs FILE [options]  run the jobs in FILE (see below)
 //
+// --graph: capture each kernel's timed batch of launches once in a CUDA graph and replay it
+// between the events, so that the figure is the kernels' time on the GPU and a kernel
+// shorter than a launch is not charged for the launch (without it, the batch is launched
+// back to back from the host).
+//
 // Job file, one record per line:
 //   workload NAME conv2d_fprop N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
 //   kernel NAME TOLERANCE          (belongs to the workload above it)
@@ -60,6 +65,7 @@ struct Options {
   int repeats = 20;
   double batch_ms = 1.0;       // time one timed batch of launches should take
   double rotate_bytes = 0;     // operand bytes to cycle through per batch; 0: four times L2
+  bool graph = false;          // time replays of a CUDA graph of the batch instead of launches
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -95,6 +101,7 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--repeats") o.repeats = std::stoi(value("--repeats"));
     else if (arg == "--batch-ms") o.batch_ms = std::stod(value("--batch-ms"));
     else if (arg == "--rotate-bytes") o.rotate_bytes = std::stod(value("--rotate-bytes"));
+    else if (arg == "--graph") o.graph = true;
     else die("unknown argument " + arg);
   }
   if (!o.list && !o.device_only && o.jobs_path.empty()) die("give --list, --device or --jobs FILE");
@@ -328,7 +335,7 @@ class Profiler {
     }
 
     r.status = time(job, kernel, *op, bindings.size(), r) ? "ok" : "failed";
-    if (r.status == "failed") r.message = "a timed launch failed";
+    if (r.status == "failed" && r.message.empty()) r.message = "a timed launch failed";
     return r;
   }
 
@@ -353,14 +360,47 @@ class Profiler {
     check(cudaEventElapsedTime(&calibration_ms, start, stop), "cudaEventElapsedTime");
     int batch = int(std::clamp(std::round(options_.batch_ms / std::max(calibration_ms / 3.0, 1e-4)), 1.0, 10000.0));
 
+    // --graph: the batch of launches captured once, instantiated once, replayed per repeat; a
+    // whole number of passes over the operand sets, so that every replay touches each set alike.
+    cudaGraphExec_t replay = nullptr;
+    if (options_.graph && launched) {
+      size_t passes = (size_t(batch) + sets - 1) / sets;
+      batch = int(std::min(passes * sets, std::max<size_t>(10000 / sets, 1) * sets));
+      std::string error = capture(job, kernel, launch, batch, &replay);
+      if (error.empty() && !launched) error = "--graph: a launch failed while capturing";
+      if (!error.empty()) {
+        if (replay) check(cudaGraphExecDestroy(replay), "cudaGraphExecDestroy");
+        r.message = error;
+        check(cudaEventDestroy(start), "cudaEventDestroy");
+        check(cudaEventDestroy(stop), "cudaEventDestroy");
+        return false;
+      }
+      cudaError_t first = cudaGraphLaunch(replay, stream_);  // the first replay uploads the graph
+      if (first != cudaSuccess) {
+        cudaGetLastError();
+        synchronize_or_crash(job, kernel, "graph warm-up");
+        check(cudaGraphExecDestroy(replay), "cudaGraphExecDestroy");
+        r.message = std::string("--graph: cudaGraphLaunch: ") + cudaGetErrorString(first);
+        check(cudaEventDestroy(start), "cudaEventDestroy");
+        check(cudaEventDestroy(stop), "cudaEventDestroy");
+        return false;
+      }
+      synchronize_or_crash(job, kernel, "graph warm-up");
+    }
+
     std::vector<cudaEvent_t> events(2 * options_.repeats);
     for (cudaEvent_t& e : events) check(cudaEventCreate(&e), "cudaEventCreate");
     for (int i = 0; i < options_.repeats; ++i) {
       check(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
-      launch(batch);
+      if (replay) {
+        check(cudaGraphLaunch(replay, stream_), "cudaGraphLaunch");
+      } else {
+        launch(batch);
+      }
       check(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
     }
     synchronize_or_crash(job, kernel, "timed runs");
+    if (replay) check(cudaGraphExecDestroy(replay), "cudaGraphExecDestroy");
     std::vector<double> per_launch;
     for (int i = 0; i < options_.repeats; ++i) {
       float ms = 0;
@@ -377,6 +417,38 @@ class Profiler {
     r.max_ms = per_launch.back();
     r.iterations = long(batch) * options_.repeats;
     return launched;
+  }
+
+  // Captures `batch` launches on the timing stream into a graph and instantiates it. Empty on
+  // success; otherwise why not (the stream is out of capture mode either way).
+  template <typename Launch>
+  std::string capture(const WorkloadJob& job, const KernelJob& kernel, Launch& launch, int batch,
+                      cudaGraphExec_t* replay) {
+    cudaError_t error = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      return std::string("--graph: cudaStreamBeginCapture: ") + cudaGetErrorString(error);
+    }
+    launch(batch);  // recorded into the graph, not run
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    cudaError_t last = cudaGetLastError();  // a launch refused while capturing
+    std::string why;
+    if (end != cudaSuccess) {
+      why = std::string("--graph: capturing the launches: ") + cudaGetErrorString(end);
+    } else if (last != cudaSuccess) {
+      why = std::string("--graph: a launch while capturing: ") + cudaGetErrorString(last);
+    } else {
+      error = cudaGraphInstantiate(replay, graph, 0);
+      if (error != cudaSuccess) {
+        cudaGetLastError();
+        *replay = nullptr;
+        why = std::string("--graph: cudaGraphInstantiate: ") + cudaGetErrorString(error);
+      }
+    }
+    if (graph) check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    synchronize_or_crash(job, kernel, "graph capture");
+    return why;
   }
 
   void emit(const WorkloadJob& job, const KernelJob& kernel, const Result& r) {

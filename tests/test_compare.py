@@ -1,18 +1,27 @@
 """scons compare's report: each workload is compared with the library PyTorch runs it with."""
 
+import contextlib
+import json
+import math
+import types
+
+import pytest
+
+from conftest import TWO_LAYERS, invocations, write_manifest
 from kernelgen import compare
-from kernelgen.workloads import Conv2dProblem, GemmProblem
+from kernelgen.errors import KernelgenError
+from kernelgen.workloads import Conv2dProblem, GemmProblem, parse_workloads
 
 
 class Device:
     gpu, driver, cuda, cutlass = "NVIDIA H200", "580", "13.0", "4.2.0"
 
 
-def row(library, kernel_ms, library_ms, graph_ms=None):
-    graph_ms = library_ms if graph_ms is None else graph_ms
-    return {"layer": "l", "kernel": "k", "kernel_ms": kernel_ms, "cudnn_ms": library_ms, "cudnn_graph_ms": graph_ms,
-            "floor_ms": 0.5, "kernel_vs_cudnn": kernel_ms / library_ms, "library": library,
-            "measured_at": "2026-11-30T00:00:00Z"}
+def row(library, kernel_ms, library_ms, calls_ms=None, kernel_time=None, count=1):
+    return {"layer": "l", "count": count, "kernel": "k", "kernel_ms": kernel_ms, "library": library,
+            "library_ms": library_ms, "library_calls_ms": library_ms if calls_ms is None else calls_ms,
+            "library_kernel_ms": library_ms if kernel_time is None else kernel_time, "floor_ms": 0.5,
+            "kernel_vs_library": kernel_ms / library_ms, "measured_at": "2026-11-30T00:00:00Z"}
 
 
 def report(rows):
@@ -21,29 +30,128 @@ def report(rows):
 
 def test_the_report_names_the_library_each_set_was_compared_with():
     conv = report([row("cudnn", 1.0, 2.0), row("cudnn", 3.0, 2.0)])
-    assert "| kernel ms | cuDNN ms | in a graph ms |" in conv and "cuBLAS" not in conv.split("\n", 3)[3]
-    assert "Against cuDNN: sum 1.00; kernels faster on 1 of 2 layers; geometric mean 0.87; worst layer 1.50." in conv
+    assert "| kernel ms | cuDNN ms | cuDNN kernels ms | cuDNN call by call ms |" in conv
+    assert "cuBLAS" not in conv
+    assert ("Against cuDNN in a CUDA graph: network 1.00; kernels faster on 1 of 2 layers; geometric mean 0.87; "
+            "worst layer 1.50.") in conv
     gemm = report([row("cublas", 1.0, 2.0)])
-    assert "| kernel ms | cuBLAS ms |" in gemm and "Against cuBLAS: sum 0.50; kernels faster on 1 of 1" in gemm
+    assert "| kernel ms | cuBLAS ms |" in gemm and "Against cuBLAS in a CUDA graph: network 0.50; kernels faster on 1 of 1" in gemm
     assert "| kernel ms | cuDNN / cuBLAS ms |" in report([row("cublas", 1.0, 2.0), row("cudnn", 1.0, 2.0)])
 
 
+def test_the_network_total_weighs_each_layer_by_its_count_and_ratios_use_the_graph_time():
+    text = report([row("cudnn", 1.0, 2.0, calls_ms=4.0, kernel_time=1.9, count=3),
+                   row("cudnn", 1.0, 0.8, calls_ms=1.0, kernel_time=0.7)])
+    assert "| 0 | l | 3 | `k` | 1.0000 | 2.0000 | 1.9000 | 4.0000 | 0.5000 | 0.50 | 25% |" in text
+    assert "| 1 | l | 1 | `k` | 1.0000 | 0.8000 | 0.7000 | 1.0000 | 0.5000 | 1.25 | 62% |" in text
+    # kernels 3 x 1.0 + 1.0 = 4.0; library 3 x 2.0 + 0.8 = 6.8; floor 4 x 0.5 = 2.0
+    assert "| network | | 4 | | 4.000 | 6.800 | 6.400 | 13.000 | 2.000 | 0.59 | 29% |" in text
+    assert ("Network total (4 layer calls): chosen kernels 4.000 ms, cuDNN 6.800 ms in a CUDA graph, "
+            "floor 2.000 ms; kernels / cuDNN 0.59, kernels / floor 2.00.") in text
+    assert "Against cuDNN in a CUDA graph: network 0.59; kernels faster on 1 of 2 layers" in text
+    assert "Against cuDNN's kernel time (torch.profiler): network 0.62; kernels faster on 1 of 2" in text
+    assert "Against cuDNN call by call: network 0.31; kernels faster on 1 of 2 layers; geometric mean 0.50" in text
+    assert "worst layer 1.25." in text and "worst layer 1.43." in text
+
+
+def test_a_layer_without_a_profiler_kernel_time_shows_a_dash_not_a_number():
+    text = report([row("cudnn", 1.0, 2.0, kernel_time=math.nan), row("cudnn", 1.0, 2.0)])
+    assert "| 0 | l | 1 | `k` | 1.0000 | 2.0000 | – | 2.0000 |" in text
+    assert "| network | | 2 | | 2.000 | 4.000 | – | 4.000 |" in text
+    assert "kernel time (torch.profiler)" not in text
+
+
 def test_a_gemm_workload_is_timed_with_cublas_a_convolution_with_cudnn(monkeypatch):
-    calls = []
-    monkeypatch.setattr(compare, "time_cublas", lambda torch, p, l2: calls.append(("cublas", p)) or (1.0, 0.5))
-    monkeypatch.setattr(compare, "time_cudnn", lambda torch, p, l2: calls.append(("cudnn", p)) or (2.0, 1.5))
+    made, timed = [], []
+    monkeypatch.setattr(compare, "cublas_call", lambda torch, p, l2: made.append(("cublas", p)) or ("gemm", 2))
+    monkeypatch.setattr(compare, "cudnn_call", lambda torch, p, l2: made.append(("cudnn", p)) or ("conv", 3))
+    monkeypatch.setattr(compare, "time_calls", lambda torch, call, sets: timed.append(call) or (1.0, 0.9, 1.1))
+    monkeypatch.setattr(compare, "time_graph", lambda torch, call, sets: (0.5, 0.4, 0.6))
+    monkeypatch.setattr(compare, "time_kernels", lambda torch, call, sets: 0.45)
     gemm, conv = GemmProblem(m=256, n=1000, k=2048), Conv2dProblem(n=1, h=8, w=8, c=8, k=8, r=3, s=3)
-    assert compare.time_library(None, gemm, 1 << 20) == ("cublas", 1.0, 0.5)
-    assert compare.time_library(None, conv, 1 << 20) == ("cudnn", 2.0, 1.5)
-    assert calls == [("cublas", gemm), ("cudnn", conv)]
+    torch = types.SimpleNamespace(no_grad=contextlib.nullcontext)
+    assert compare.time_library(torch, gemm, 1 << 20) == ("cublas", 1.0, 0.5, 0.45)
+    assert compare.time_library(torch, conv, 1 << 20) == ("cudnn", 1.0, 0.5, 0.45)
+    assert made == [("cublas", gemm), ("cudnn", conv)] and timed == ["gemm", "conv"]
 
 
-def test_the_report_sets_the_library_in_a_graph_beside_it_call_by_call():
-    text = report([row("cudnn", 1.0, 2.0, graph_ms=0.8), row("cudnn", 1.0, 1.0, graph_ms=1.0)])
-    assert "| 0 | l | `k` | 1.0000 | 2.0000 | 0.8000 | 0.5000 | 0.50 | 25% |" in text
-    assert "| sum | | | 2.000 | 3.000 | 1.800 | 1.000 | 0.67 | 33% |" in text
-    assert "Against cuDNN in a graph: sum 1.11; kernels faster on 0 of 2 layers" in text
-    assert "worst layer 1.25." in text
+def test_a_profiler_kernel_time_that_cannot_be_attributed_is_logged_and_left_empty(monkeypatch):
+    def unattributed(torch, call, sets):
+        raise KernelgenError("torch.profiler recorded 49 of the 50 annotated calls")
+    monkeypatch.setattr(compare, "cudnn_call", lambda torch, p, l2: ("conv", 3))
+    monkeypatch.setattr(compare, "time_calls", lambda torch, call, sets: (1.0, 0.9, 1.1))
+    monkeypatch.setattr(compare, "time_graph", lambda torch, call, sets: (0.5, 0.4, 0.6))
+    monkeypatch.setattr(compare, "time_kernels", unattributed)
+    logs = []
+    conv = Conv2dProblem(n=1, h=8, w=8, c=8, k=8, r=3, s=3)
+    library, calls, graph, kernels = compare.time_library(
+        types.SimpleNamespace(no_grad=contextlib.nullcontext), conv, 1 << 20, logs.append)
+    assert (library, calls, graph) == ("cudnn", 1.0, 0.5) and math.isnan(kernels)
+    assert logs == [f"  {conv.name}: no kernel time from torch.profiler: torch.profiler recorded 49 of the 50 "
+                    "annotated calls"]
+
+
+# torch.profiler's events, as the tree it builds: annotations (CPU) over operators (CPU) that
+# own the kernels and memsets they launched; the GPU events themselves, and the GPU-side copy
+# of each annotation.
+CPU, CUDA = "cpu", "cuda"
+
+
+def event(name, device=CPU, kernels=(), children=(), us=0.0):
+    return types.SimpleNamespace(name=name, device_type=device, cpu_children=list(children),
+                                 kernels=[types.SimpleNamespace(name=n, duration=d) for n, d in kernels],
+                                 time_range=types.SimpleNamespace(elapsed_us=lambda: us))
+
+
+def profiled(per_call: list, extra_gpu: float = 0.0, annotations_as_kernels=True) -> list:
+    """Events of one profile: call i runs a memset and a kernel whose durations sum to per_call[i] us."""
+    events = []
+    for i, us in enumerate(per_call):
+        mark = f"{compare.MARK}{i}"
+        op = event("aten::cudnn_convolution", kernels=[("Memset (Device)", 1.0), ("sm90_xmma_fprop", us - 1.0)])
+        own = [(mark, us + 0.5)] if annotations_as_kernels else []  # the GPU-side annotation's span
+        events += [event(mark, kernels=own, children=[event("aten::conv2d", children=[op])]),
+                   event("aten::conv2d", children=[op]), op,
+                   event("Memset (Device)", CUDA, us=1.0), event("sm90_xmma_fprop", CUDA, us=us - 1.0),
+                   event(mark, CUDA, us=us + 0.5)]
+    if extra_gpu:
+        events.append(event("stray kernel", CUDA, us=extra_gpu))
+    return events
+
+
+def test_the_library_kernel_time_is_the_median_call_memsets_included():
+    events = profiled([10.0, 30.0, 20.0, 12.0, 11.0])
+    assert compare.kernel_ms_per_call(events, 5, CPU) == 0.012
+    assert compare.kernel_ms_per_call(profiled([4.0, 6.0], annotations_as_kernels=False), 2, CPU) == 0.005
+
+
+@pytest.mark.parametrize("events, calls, message", [
+    (profiled([10.0, 10.0]), 3, "torch.profiler recorded 2 of the 3 annotated calls"),
+    (profiled([10.0, 10.0], extra_gpu=5.0), 2, "attributed 0.0200 ms of GPU work to the calls, of 0.0250 ms"),
+    ([event(f"{compare.MARK}0")], 1, "attributed 0.0000 ms of GPU work to the calls, of 0.0000 ms"),
+])
+def test_a_kernel_time_the_profile_does_not_account_for_is_refused(events, calls, message):
+    with pytest.raises(KernelgenError, match=message):
+        compare.kernel_ms_per_call(events, calls, CPU)
+
+
+def test_the_chosen_kernels_are_timed_again_replayed_from_a_cuda_graph(tmp_path, fake_gpu, monkeypatch):
+    profiler, log = fake_gpu
+    monkeypatch.setenv("FAKE_BEHAVIOUR", '{"kernel_b": 0.25}')
+    seen = []
+
+    class Runner(compare.Runner):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen.append(self.extra_args)
+
+    monkeypatch.setattr(compare, "Runner", Runner)
+    manifest = json.loads(write_manifest(tmp_path / "kernels.json", {"kernel_a": "a", "kernel_b": "b"}).read_text())
+    problems = parse_workloads(TWO_LAYERS)
+    timed = compare.retime_chosen(manifest, profiler, problems, ["kernel_a", "kernel_b"], log=lambda m: None)
+    assert seen == [["--graph"]]
+    assert timed == {problems[0].name: 1.0, problems[1].name: 0.25}
+    assert invocations(log) == [["kernel_a", "kernel_b"]]
 
 
 class FakeCuda:

@@ -1,21 +1,26 @@
-"""Side by side, in one run on one GPU: each workload's chosen kernel, cuDNN, and the floor.
+"""Side by side, in one run on one GPU: each workload's chosen kernel, the library, and the floor,
+each on GPU time, per layer and for the whole network.
 
     python -m kernelgen.compare --manifest generated/kernels.json --profiler generated/profiler \\
         --workloads resnet50 --sets-dir kernel_specs/workloads --results profile_results
 
-The chosen kernels (from the set's CSVs) are timed again by the profiler; the library
-PyTorch would use is timed through it, cuDNN for a convolution (``torch.nn.functional.conv2d``
-on channels_last fp16 tensors, benchmark mode), cuBLAS for a GEMM workload
-(``torch.nn.functional.linear``, D = A B^T), the way the profiler times kernels: operands
-rotated through four times the L2,
-warm-up, calibration, 20 batches of about 1 ms, the median per call; and again with each batch
-captured in a CUDA graph and replayed, which leaves out the host's cost per call (PyTorch's
-dispatch, the library's plan lookup) where a call is too short to hide it. The floor of a layer
-is max(FLOPs / tensor rate, bytes / copy bandwidth), both ceilings measured in the same run
-(a device-to-device copy, an 8192^3 fp16 matrix product). Writes ``compare.csv``,
-``compare.md`` and ``compare.png`` beside the set's CSVs; in ``compare.csv``, ``cudnn_ms``
-is the library's time call by call, ``cudnn_graph_ms`` in a graph, and ``library`` names it
-(``cudnn`` or ``cublas``).
+The chosen kernels (from the set's CSVs) are timed again by the profiler with ``--graph``:
+each timed batch of launches captured once in a CUDA graph and replayed between the events,
+so a kernel shorter than a launch is not charged for the launch. The library PyTorch would
+use, cuDNN for a convolution (``torch.nn.functional.conv2d`` on channels_last fp16 tensors,
+benchmark mode), cuBLAS for a GEMM workload (``torch.nn.functional.linear``, D = A B^T), is
+timed the way the profiler times kernels (operands rotated through four times the L2,
+warm-up, calibration, 20 batches of about 1 ms, the median per call) three ways:
+``library_ms``, each batch captured in a CUDA graph and replayed (the figure the ratios
+use: GPU time against GPU time); ``library_kernel_ms``, the cross-check, the durations of the
+kernels and memsets one call runs from torch.profiler, the median over calls; and
+``library_calls_ms``, call by call as PyTorch runs it, which adds the host's cost per call
+(PyTorch's dispatch, the library's plan lookup) where a call is too short to hide it.
+The floor of a layer is max(FLOPs / tensor rate, bytes / copy bandwidth), both ceilings
+measured in the same run (a device-to-device copy, an 8192^3 fp16 matrix product). The
+network total of a column is the sum over layers of ``count`` (how many times the network
+runs the layer) times its time. Writes ``compare.csv``, ``compare.md`` and ``compare.png``
+beside the set's CSVs; ``library`` names the library (``cudnn`` or ``cublas``).
 """
 
 import argparse
@@ -39,6 +44,8 @@ LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
 REPEATS = 20
 BATCH_MS = 1.0
 WARMUP = 5
+PROFILED_CALLS = 50  # calls whose kernels torch.profiler records, for the median
+MARK = "kernelgen_call_"  # torch.profiler annotation of one timed call
 
 
 class NoTorchError(KernelgenError):
@@ -124,28 +131,74 @@ def _sets(operand_bytes: int, l2_bytes: int) -> int:
     return max(1, min(64, math.ceil(4 * l2_bytes / operand_bytes)))
 
 
-def time_library(torch, problem, l2_bytes: int) -> tuple[str, float, float]:
-    """(library, ms, ms in a CUDA graph): what PyTorch runs ``problem`` with, cuDNN for a
-    convolution, cuBLAS for a GEMM, timed call by call (time_calls) and replayed (time_graph)."""
-    if problem.op == "gemm":
-        return ("cublas", *time_cublas(torch, problem, l2_bytes))
-    return ("cudnn", *time_cudnn(torch, problem, l2_bytes))
+def kernel_us(event, cpu) -> float:
+    """Microseconds of GPU work (kernels and memsets) the operators under ``event`` launched."""
+    own = sum(k.duration for k in event.kernels if not k.name.startswith(MARK))
+    return own + sum(kernel_us(child, cpu) for child in event.cpu_children if child.device_type == cpu)
 
 
-def _time_both(torch, call, sets: int) -> tuple[float, float]:
+def kernel_ms_per_call(events, calls: int, cpu) -> float:
+    """The median over the annotated calls of each call's GPU work, from torch.profiler's events
+    (``cpu``: torch.autograd.DeviceType.CPU). Every GPU event of the profile must be attributed
+    to some call, or the figure would leave work out: KernelgenError otherwise."""
+    marks = [e for e in events if e.device_type == cpu and e.name.startswith(MARK)]
+    if len(marks) != calls:
+        raise KernelgenError(f"torch.profiler recorded {len(marks)} of the {calls} annotated calls")
+    per_call = sorted(kernel_us(e, cpu) / 1e3 for e in marks)
+    device = sum(e.time_range.elapsed_us() for e in events
+                 if e.device_type != cpu and not e.name.startswith(MARK)) / 1e3
+    if not per_call[0] > 0 or abs(sum(per_call) - device) > 0.01 * device:
+        raise KernelgenError(f"torch.profiler attributed {sum(per_call):.4f} ms of GPU work to the calls, of "
+                             f"{device:.4f} ms recorded (least per call: {per_call[0]:.4f} ms)")
+    mid = len(per_call) // 2
+    return per_call[mid] if len(per_call) % 2 else 0.5 * (per_call[mid - 1] + per_call[mid])
+
+
+def time_kernels(torch, call, sets: int, calls: int = PROFILED_CALLS) -> float:
+    """ms of GPU work per call of call(i), from torch.profiler: the kernels and memsets each call
+    runs, summed; the median over ``calls`` calls (no launch gaps, no host cost)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    for i in range(WARMUP):
+        call(i % sets)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(calls):
+            with record_function(f"{MARK}{i}"):
+                call(i % sets)
+        torch.cuda.synchronize()
+    return kernel_ms_per_call(prof.events(), calls, DeviceType.CPU)
+
+
+def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, float, float]:
+    """(library, ms call by call, ms in a CUDA graph, kernel ms from torch.profiler): what PyTorch
+    runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM. The kernel time is NaN,
+    with the reason logged, when torch.profiler's events cannot be attributed to the calls."""
+    library, (call, sets) = (("cublas", cublas_call(torch, problem, l2_bytes)) if problem.op == "gemm"
+                             else ("cudnn", cudnn_call(torch, problem, l2_bytes)))
     with torch.no_grad():
-        return time_calls(torch, call, sets)[0], time_graph(torch, call, sets)[0]
+        calls_ms = time_calls(torch, call, sets)[0]
+        graph_ms = time_graph(torch, call, sets)[0]
+        try:
+            kernel_ms = time_kernels(torch, call, sets)
+        except KernelgenError as e:
+            log(f"  {problem.name}: no kernel time from torch.profiler: {e}")
+            kernel_ms = math.nan
+    return library, calls_ms, graph_ms, kernel_ms
 
 
-def time_cublas(torch, problem, l2_bytes: int) -> tuple[float, float]:
+def cublas_call(torch, problem, l2_bytes: int):
+    """(call(i), operand sets) of torch.nn.functional.linear on ``problem``'s operands."""
     m, n, k = problem.m, problem.n, problem.k
     sets = _sets(2 * (m * k + n * k + m * n), l2_bytes)
     a = [torch.empty(m, k, device="cuda", dtype=torch.half).uniform_(-1, 1) for _ in range(sets)]
     b = [torch.empty(n, k, device="cuda", dtype=torch.half).uniform_(-1, 1) for _ in range(sets)]
-    return _time_both(torch, lambda i: torch.nn.functional.linear(a[i], b[i]), sets)
+    return (lambda i: torch.nn.functional.linear(a[i], b[i])), sets
 
 
-def time_cudnn(torch, problem, l2_bytes: int) -> tuple[float, float]:
+def cudnn_call(torch, problem, l2_bytes: int):
+    """(call(i), operand sets) of torch.nn.functional.conv2d, channels_last fp16, cuDNN benchmark mode."""
     torch.backends.cudnn.benchmark = True
     F = torch.nn.functional
     sets = _sets(2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s * problem.c
@@ -157,7 +210,7 @@ def time_cudnn(torch, problem, l2_bytes: int) -> tuple[float, float]:
                       memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
     args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
                 dilation=(problem.dilation_h, problem.dilation_w))
-    return _time_both(torch, lambda i: F.conv2d(xs[i], ws[i], **args), sets)
+    return (lambda i: F.conv2d(xs[i], ws[i], **args)), sets
 
 
 def measure_ceilings(torch) -> tuple[float, float]:
@@ -174,9 +227,10 @@ def measure_ceilings(torch) -> tuple[float, float]:
 
 
 def retime_chosen(manifest: dict, profiler, problems, chosen: list, log) -> dict:
-    """Time each workload's chosen kernel again, in this run; workload -> ms."""
+    """Time each workload's chosen kernel again, in this run, each batch of launches replayed
+    from a CUDA graph (the profiler's --graph); workload -> ms."""
     with tempfile.TemporaryDirectory() as tmp:
-        runner = Runner(manifest, profiler, Path(tmp), timeout=120.0, extra_args=[], log=log)
+        runner = Runner(manifest, profiler, Path(tmp), timeout=120.0, extra_args=["--graph"], log=log)
         runner.device = device_of(profiler, query_gpu()[1])
         states = runner.plan(problems)
         for state, kernel in zip(states, chosen):
@@ -198,34 +252,57 @@ def libraries(rows: list[dict]) -> str:
     return " / ".join(name for key, name in LIBRARY_NAMES.items() if key in used)
 
 
+def _ms(value: float, digits: int = 4) -> str:
+    return "–" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def network_total(rows: list[dict], column: str) -> float:
+    """The network's time in ``column``: each layer's time times how many times the network runs it."""
+    return sum(r["count"] * r[column] for r in rows)
+
+
 def report(rows: list[dict], ceilings: tuple, device, versions: dict, title: str) -> str:
     copy, rate = ceilings
     lib = libraries(rows)
+    calls = sum(r["count"] for r in rows)
     lines = [f"# {title}", "",
              f"Measured {rows[0]['measured_at']} on {device.gpu} (driver {device.driver}, CUDA {device.cuda}, "
              f"CUTLASS {device.cutlass}, PyTorch {versions['torch']}, cuDNN {versions['cudnn']}). Ceilings "
-             f"measured in the same run: copy {copy / 1e12:.2f} TB/s, fp16 tensor {rate / 1e12:.0f} TFLOP/s. "
-             f"{lib} is timed call by call, as PyTorch runs it, and replayed in a CUDA graph, without the "
-             "host's cost per call.", "",
-             f"| # | layer | chosen kernel | kernel ms | {lib} ms | in a graph ms | floor ms | kernel / {lib} | "
-             f"{lib} % of floor |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"measured in the same run: copy {copy / 1e12:.2f} TB/s, fp16 tensor {rate / 1e12:.0f} TFLOP/s.", "",
+             "GPU time against GPU time: the chosen kernels are timed by the profiler with each batch of "
+             f"launches replayed from a CUDA graph (`--graph`), {lib} with each batch of calls replayed from a "
+             f"CUDA graph (`library_ms`, the figure the ratios use). Cross-check: {lib}'s kernel time from "
+             "torch.profiler, the kernels and memsets of one call summed, the median over "
+             f"{PROFILED_CALLS} calls. Call by call, as PyTorch runs it, {lib} also pays the host's cost per call. "
+             "The network total of a column is the sum over layers of count x time.", "",
+             f"| # | layer | count | chosen kernel | kernel ms | {lib} ms | {lib} kernels ms | "
+             f"{lib} call by call ms | floor ms | kernel / {lib} | {lib} % of floor |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows):
-        lines.append(f"| {i} | {r['layer']} | `{r['kernel']}` | {r['kernel_ms']:.4f} | {r['cudnn_ms']:.4f} | "
-                     f"{r['cudnn_graph_ms']:.4f} | {r['floor_ms']:.4f} | {r['kernel_vs_cudnn']:.2f} | "
-                     f"{100 * r['floor_ms'] / r['cudnn_ms']:.0f}% |")
-    k, c, g, f = (sum(r[x] for r in rows) for x in ("kernel_ms", "cudnn_ms", "cudnn_graph_ms", "floor_ms"))
-    lines.append(f"| sum | | | {k:.3f} | {c:.3f} | {g:.3f} | {f:.3f} | {k / c:.2f} | {100 * f / c:.0f}% |")
-    lines += ["", summary(rows, "cudnn_ms", lib), summary(rows, "cudnn_graph_ms", f"{lib} in a graph")]
+        lines.append(f"| {i} | {r['layer']} | {r['count']} | `{r['kernel']}` | {r['kernel_ms']:.4f} | "
+                     f"{r['library_ms']:.4f} | {_ms(r['library_kernel_ms'])} | {r['library_calls_ms']:.4f} | "
+                     f"{r['floor_ms']:.4f} | {r['kernel_vs_library']:.2f} | "
+                     f"{100 * r['floor_ms'] / r['library_ms']:.0f}% |")
+    k, g, t, c, f = (network_total(rows, x) for x in
+                     ("kernel_ms", "library_ms", "library_kernel_ms", "library_calls_ms", "floor_ms"))
+    lines.append(f"| network | | {calls} | | {k:.3f} | {g:.3f} | {_ms(t, 3)} | {c:.3f} | {f:.3f} | {k / g:.2f} | "
+                 f"{100 * f / g:.0f}% |")
+    lines += ["", f"Network total ({calls} layer calls): chosen kernels {k:.3f} ms, {lib} {g:.3f} ms in a CUDA "
+                  f"graph, floor {f:.3f} ms; kernels / {lib} {k / g:.2f}, kernels / floor {k / f:.2f}.", "",
+              summary(rows, "library_ms", f"{lib} in a CUDA graph")]
+    if not math.isnan(t):
+        lines.append(summary(rows, "library_kernel_ms", f"{lib}'s kernel time (torch.profiler)"))
+    lines.append(summary(rows, "library_calls_ms", f"{lib} call by call"))
     return "\n".join(lines) + "\n"
 
 
 def summary(rows: list[dict], library_ms: str, lib: str) -> str:
-    """How the kernels fare against one of the library's timings: sum, wins, geometric mean, worst layer."""
+    """How the kernels fare against one of the library's timings: the network total (count x time),
+    wins, geometric mean and worst of the per-layer ratios."""
     ratios = [r["kernel_ms"] / r[library_ms] for r in rows]
-    total = sum(r["kernel_ms"] for r in rows) / sum(r[library_ms] for r in rows)
+    total = network_total(rows, "kernel_ms") / network_total(rows, library_ms)
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    return (f"Against {lib}: sum {total:.2f}; kernels faster on {sum(x < 1 for x in ratios)} of {len(rows)} "
+    return (f"Against {lib}: network {total:.2f}; kernels faster on {sum(x < 1 for x in ratios)} of {len(rows)} "
             f"layers; geometric mean {geo:.2f}; worst layer {max(ratios):.2f}.")
 
 
@@ -237,13 +314,13 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     x = range(len(rows))
     width = 0.28
     fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
-    ax.bar([i - width for i in x], [r["kernel_ms"] for r in rows], width, label="chosen CUTLASS kernel")
-    ax.bar(list(x), [r["cudnn_ms"] for r in rows], width, label=libraries(rows))
+    ax.bar([i - width for i in x], [r["kernel_ms"] for r in rows], width, label="chosen kernel (CUDA graph)")
+    ax.bar(list(x), [r["library_ms"] for r in rows], width, label=f"{libraries(rows)} (CUDA graph)")
     ax.bar([i + width for i in x], [r["floor_ms"] for r in rows], width, label="floor")
     ax.set_xticks(list(x))
     ax.set_xticklabels([str(i) for i in x])
     ax.set_xlabel("layer")
-    ax.set_ylabel("ms")
+    ax.set_ylabel("ms per call")
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
@@ -269,17 +346,19 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for problem, kernel in zip(problems, chosen):
-        library, cudnn_ms, graph_ms = time_library(torch, problem, l2)
+        library, calls_ms, graph_ms, library_kernel_ms = time_library(torch, problem, l2, log)
         floor_ms = 1e3 * max(problem.flops / ceilings[1], problem.min_bytes() / ceilings[0])
         ms = kernel_ms[problem.name]
-        rows.append({"workload": problem.name, "layer": layer(problem), "kernel": kernel, "kernel_ms": ms,
-                     "cudnn_ms": cudnn_ms, "cudnn_graph_ms": graph_ms, "library": library, "floor_ms": floor_ms,
-                     "kernel_vs_cudnn": ms / cudnn_ms, "kernel_vs_cudnn_graph": ms / graph_ms,
+        rows.append({"workload": problem.name, "layer": layer(problem), "count": problem.count, "kernel": kernel,
+                     "kernel_ms": ms, "library": library, "library_ms": graph_ms,
+                     "library_kernel_ms": library_kernel_ms, "library_calls_ms": calls_ms, "floor_ms": floor_ms,
+                     "kernel_vs_library": ms / graph_ms,
                      "gpu": device.gpu, "driver": device.driver, "cuda": device.cuda, "cutlass": device.cutlass,
                      "torch": versions["torch"], "cudnn": versions["cudnn"], "copy_tbps": ceilings[0] / 1e12,
                      "tensor_tflops": ceilings[1] / 1e12, "measured_at": stamp})
-        log(f"  {problem.name}: kernel {ms:.4f} ms, {LIBRARY_NAMES[library]} {cudnn_ms:.4f} ms "
-            f"({graph_ms:.4f} ms in a CUDA graph), floor {floor_ms:.4f} ms")
+        log(f"  {problem.name} (x{problem.count}): kernel {ms:.4f} ms, {LIBRARY_NAMES[library]} {graph_ms:.4f} ms "
+            f"in a CUDA graph ({_ms(library_kernel_ms)} ms of kernels by torch.profiler, {calls_ms:.4f} ms call "
+            f"by call), floor {floor_ms:.4f} ms")
     text = pd.DataFrame(rows).to_csv(index=False, float_format="%.6g", lineterminator="\n")
     write_generated(out_dir / "compare.csv", text)
     title = f"{set_name}: chosen kernels vs {libraries(rows)} vs floor"

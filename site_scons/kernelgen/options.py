@@ -10,6 +10,7 @@ from pathlib import Path
 
 from SCons.Script import Variables
 
+from . import importer
 from . import plan as plan_module
 from .arch import Arch, parse_arch
 from .errors import KernelgenError
@@ -44,6 +45,12 @@ def variables(arguments) -> Variables:
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
         ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),
         ("PROFILE_ARGS", "extra profiler arguments, e.g. '--repeats 30 --batch-ms 2'", ""),
+        ("MODEL", "scons workloads: a torchvision model name (resnet50) or package.module:factory", ""),
+        ("BATCH", "scons workloads: the batch size", "1"),
+        ("INPUT", "scons workloads: the input's CxHxW", importer.DEFAULT_INPUT),
+        ("DTYPE", f"scons workloads: what the layers are profiled as ({' or '.join(importer.DTYPES)})",
+         importer.DEFAULT_DTYPE),
+        ("NAME", "scons workloads: the set's name (default <model>_b<batch>)", ""),
     )
     return v
 
@@ -54,6 +61,9 @@ def help_text(variables_: Variables, env) -> str:
             "  best_kernels.h   merge RESULTS/<set>/*.csv into BUILD/best_kernels.h (the default)\n"
             "  compare          time the chosen kernels, cuDNN and the floor side by side (GPU, PyTorch)\n"
             "  profiler         build the profiler only\n"
+            "  workloads        record MODEL's convolutions and linear layers at BATCH, INPUT into\n"
+            "                   kernel_specs/workloads/<model>_b<batch>.txt (PyTorch and torchvision;\n"
+            "                   no CUTLASS, nvcc or GPU; run alone)\n"
             "  -c               remove what the build made (never the results)\n\n"
             "Variables (NAME=value):\n" + variables_.GenerateHelpText(env))
 
@@ -193,3 +203,22 @@ def header_dependencies(config: Config) -> list:
     package = Path(__file__).parent
     return sorted(str(p) for p in [*config.templates_dir.glob("*.mako"), *config.specs_dir.glob("*.toml"),
                                    *package.rglob("*.py"), *config.profiler_dir.glob("*.h")])
+
+
+def workloads_command(env, targets: list) -> str:
+    """The command of `scons workloads`, its variables checked; it needs PyTorch (and torchvision
+    for a model named by torchvision) and nothing the other targets need."""
+    others = sorted(set(targets) - {"workloads"})
+    if others:
+        raise KernelgenError(f"scons workloads runs alone (also asked for: {', '.join(others)}); "
+                             "profile the new set afterwards with WORKLOADS=<its name>")
+    request = importer.parse_request(env["MODEL"], env["BATCH"], env["INPUT"], env["DTYPE"], env["NAME"])
+    needed = ("torch",) if request.factory else ("torch", "torchvision")
+    if any(importlib.util.find_spec(m) is None for m in needed):
+        raise importer.NoTorchError(
+            f"scons workloads needs {' and '.join('PyTorch' if m == 'torch' else m for m in needed)} "
+            f"(pip install {' '.join(needed)}), not installed here; it is needed for this target only")
+    args = [sys.executable, "-m", "kernelgen.importer", "--model", request.model, "--batch", str(request.batch),
+            "--input", request.input_text, "--dtype", request.dtype, "--name", request.name,
+            "--sets-dir", str(ROOT / "kernel_specs" / "workloads")]
+    return " ".join(shlex.quote(a) for a in args)

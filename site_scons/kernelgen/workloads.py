@@ -9,11 +9,12 @@ A workload file holds one problem per line, ``#`` starts a comment::
 ``pad_w``, ... set one. A GEMM is D (m x n, row-major) = A (m x k, row-major) times
 B^T with B (n x k, row-major), which is the 1x1 convolution of m pixels with k
 channels by n filters; it is profiled as that convolution. ``dtype`` (default
-``f16``) is the element type of the operands and the output. A named set ``NAME`` is the file
-``kernel_specs/workloads/NAME.txt``.
+``f16``) is the element type of the operands and the output. ``count`` (default 1) is how
+many times the network runs the problem: metadata for network totals, not part of the
+problem or its name. A named set ``NAME`` is the file ``kernel_specs/workloads/NAME.txt``.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .errors import WorkloadError
@@ -38,6 +39,7 @@ class Conv2dProblem:
     dilation_h: int = 1
     dilation_w: int = 1
     dtype: str = "f16"
+    count: int = field(default=1, compare=False)  # times the network runs it; not in the name
 
     op = "conv2d_fprop"
 
@@ -82,7 +84,7 @@ class Conv2dProblem:
 
     def args(self) -> list[int]:
         """Integer fields in declaration order, as the profiler reads them."""
-        return [getattr(self, f.name) for f in fields(self) if f.name != "dtype"]
+        return [getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "count")]
 
     def as_conv(self) -> "Conv2dProblem":
         return self
@@ -96,6 +98,7 @@ class GemmProblem:
     n: int
     k: int
     dtype: str = "f16"
+    count: int = field(default=1, compare=False)  # times the network runs it; not in the name
 
     op = "gemm"
 
@@ -104,7 +107,7 @@ class GemmProblem:
         return f"gemm_{self.dtype}_m{self.m}_n{self.n}_k{self.k}"
 
     def as_conv(self) -> Conv2dProblem:
-        return Conv2dProblem(n=self.m, h=1, w=1, c=self.k, k=self.n, r=1, s=1, dtype=self.dtype)
+        return Conv2dProblem(n=self.m, h=1, w=1, c=self.k, k=self.n, r=1, s=1, dtype=self.dtype, count=self.count)
 
     @property
     def flops(self) -> int:
@@ -124,7 +127,7 @@ def _touched(extent, out, taps, pad, stride, dilation) -> int:
 
 
 _CONV_KEYS = {"n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w",
-              "dilation_h", "dilation_w", "dtype"}
+              "dilation_h", "dilation_w", "dtype", "count"}
 _CONV_SHORTHANDS = {"pad": ("pad_h", "pad_w"), "stride": ("stride_h", "stride_w"),
                     "dilation": ("dilation_h", "dilation_w")}
 _CONV_REQUIRED = ("n", "h", "w", "c", "k", "r", "s")
@@ -176,7 +179,7 @@ def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
 
 
 def _parse_gemm(path, lineno, pairs: dict) -> GemmProblem:
-    values = _read_values(path, lineno, pairs, {"m", "n", "k", "dtype"}, {})
+    values = _read_values(path, lineno, pairs, {"m", "n", "k", "dtype", "count"}, {})
     _check_sizes(path, lineno, values, ("m", "n", "k"))
     return GemmProblem(**values)
 

@@ -1,0 +1,521 @@
+"""Workloads from a model: the convolutions and linear layers a PyTorch network runs.
+
+    scons workloads MODEL=resnet50 BATCH=256          # kernel_specs/workloads/resnet50_b256.txt
+    scons workloads MODEL=mypkg.nets:make_net INPUT=3x512x512 NAME=mynet
+
+    python -m kernelgen.importer --model resnet50 --batch 256 --sets-dir kernel_specs/workloads
+
+Two halves. The PyTorch half (``record_model``) builds the model, a torchvision model by
+name (never with weights) or ``package.module:factory`` (a callable returning an
+``nn.Module``), runs one forward pass on a BATCH x INPUT tensor on the ``meta`` device
+(shapes only, no arithmetic; on the CPU only when the model cannot run on ``meta``), and
+records every convolution and linear call it makes through a TorchFunctionMode, functional
+calls included, as ``Call``s. The plain-Python half (``plan_workloads``, ``workload_text``)
+turns recorded calls into a workload file: every distinct 2-D convolution with groups 1 on
+an NCHW input as a ``conv2d_fprop`` line, every linear layer as a ``gemm`` line, in the order
+the network first runs them, each with ``count=`` and ``dtype=``; every call the tool cannot
+profile (grouped or depthwise, 1-D, 3-D, transposed, ...) as a comment with its count. The
+file is written whole, atomically, and only when it is complete.
+"""
+
+import argparse
+import difflib
+import importlib
+import math
+import re
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .errors import KernelgenError
+from .render import write_generated
+from .vocab import DATA_TYPES
+from .workloads import Conv2dProblem, GemmProblem, parse_workloads
+
+DEFAULT_INPUT = "3x224x224"
+DEFAULT_DTYPE = "f16"
+DTYPES = ("f16", "bf16")  # what a network's layers may be profiled as
+CONV_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+OPS = CONV_OPS + ("linear",)
+TORCH_DTYPES = {"float16": "f16", "bfloat16": "bf16"}  # torch dtype name -> workload dtype
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_FACTORY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):([A-Za-z_][A-Za-z0-9_]*)\Z")
+HOW_TO_NAME = "name a torchvision model (e.g. MODEL=resnet50) or your own as MODEL=package.module:factory"
+
+
+class ModelError(KernelgenError):
+    """A model, its input or the workload file it should become is wrong; names the variable."""
+
+
+class NoTorchError(ModelError):
+    pass
+
+
+# ---- the request ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Request:
+    model: str  # a torchvision name or package.module:factory
+    batch: int
+    input: tuple  # (C, H, W)
+    dtype: str  # what the layers are profiled as
+    name: str  # the workload set's name
+
+    @property
+    def factory(self):
+        """(module, callable name) for MODEL=package.module:factory, else None."""
+        match = _FACTORY.match(self.model)
+        return (match.group(1), match.group(2)) if match else None
+
+    def command(self) -> str:
+        """The scons command that makes this request (what the file's header says wrote it)."""
+        words = ["scons", "workloads", f"MODEL={self.model}", f"BATCH={self.batch}"]
+        if self.input_text != DEFAULT_INPUT:
+            words.append(f"INPUT={self.input_text}")
+        if self.dtype != DEFAULT_DTYPE:
+            words.append(f"DTYPE={self.dtype}")
+        if self.name != default_name(self.model, self.batch):
+            words.append(f"NAME={self.name}")
+        return " ".join(words)
+
+    @property
+    def input_text(self) -> str:
+        return "x".join(map(str, self.input))
+
+
+def _positive(variable: str, text: str) -> int:
+    if not re.fullmatch(r"[0-9]+", text.strip()) or int(text) < 1:
+        raise ModelError(f"{variable}={text!r}: expected a positive integer")
+    return int(text)
+
+
+def parse_input(text: str) -> tuple:
+    """INPUT=CxHxW -> (C, H, W), each a positive integer."""
+    parts = text.strip().lower().split("x")
+    if len(parts) != 3 or not all(re.fullmatch(r"[0-9]+", p) and int(p) > 0 for p in parts):
+        raise ModelError(f"INPUT={text!r}: expected CxHxW, three positive integers (e.g. INPUT=3x224x224)")
+    return tuple(int(p) for p in parts)
+
+
+def default_name(model: str, batch: int) -> str:
+    """<model>_b<batch>; for package.module:factory the factory's name stands for the model."""
+    return f"{model.rpartition(':')[2]}_b{batch}"
+
+
+def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="") -> Request:
+    """Validate the variables of `scons workloads` (no PyTorch needed)."""
+    model = (model or "").strip()
+    if not model:
+        raise ModelError(f"MODEL is not set: {HOW_TO_NAME}")
+    if not _IDENTIFIER.match(model) and not _FACTORY.match(model):
+        raise ModelError(f"MODEL={model!r}: not a model name; {HOW_TO_NAME}")
+    batch = _positive("BATCH", str(batch))
+    shape = parse_input(str(input))
+    if dtype not in DTYPES:
+        raise ModelError(f"DTYPE={dtype!r}: expected one of {', '.join(DTYPES)}")
+    name = name or default_name(model, batch)
+    if not _IDENTIFIER.match(name):
+        raise ModelError(f"NAME={name!r}: a workload set's name must be a plain identifier "
+                         "(letters, digits and _, not starting with a digit)")
+    return Request(model=model, batch=batch, input=shape, dtype=dtype, name=name)
+
+
+# ---- recorded calls -> workloads (plain Python) ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Call:
+    """One convolution or linear call the forward pass made, as PyTorch saw it.
+
+    ``input`` and ``weight`` are shapes (NCHW-style for convolutions, PyTorch's weight layout:
+    out x in/groups x spatial..., out x in for linear); ``stride``, ``dilation`` one int per
+    spatial dimension; ``padding`` one int per spatial dimension, or PyTorch's "same" or
+    "valid"; ``dtype`` the input's torch dtype name ("float32")."""
+
+    op: str
+    input: tuple
+    weight: tuple
+    stride: tuple = ()
+    padding: object = ()
+    dilation: tuple = ()
+    groups: int = 1
+    dtype: str = "float32"
+
+
+def resolve_padding(padding, kernel: tuple, dilation: tuple) -> tuple:
+    """(before, after) per spatial dimension. "same" pads dilation*(kernel-1) in total, the odd
+    one after (on the right and bottom), as PyTorch does; "valid" pads nothing."""
+    if padding == "valid":
+        return tuple((0, 0) for _ in kernel)
+    if padding == "same":
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    if isinstance(padding, str):
+        raise ModelError(f"padding {padding!r} is neither 'same', 'valid' nor numbers")
+    return tuple((p, p) for p in padding)
+
+
+def why_not_profiled(call: Call) -> str:
+    """Empty when the tool can profile ``call``; otherwise why it cannot."""
+    if call.op == "linear":
+        return ""
+    if call.op.startswith("conv_transpose"):
+        return "transposed convolution"
+    if call.op != "conv2d":
+        return f"{call.op[-2]}-D convolution"
+    if len(call.input) != 4:
+        return f"conv2d on a {len(call.input)}-D input (the tool profiles NCHW batches)"
+    if call.groups > 1:
+        channels = call.input[1]
+        if call.groups == channels:
+            return f"depthwise convolution (groups={call.groups})"
+        return f"grouped convolution (groups={call.groups})"
+    return ""
+
+
+def to_problem(call: Call, dtype: str):
+    """The workload a profilable call is: Conv2dProblem or GemmProblem, in ``dtype``."""
+    if call.op == "linear":
+        out_features, in_features = call.weight
+        return GemmProblem(m=math.prod(call.input[:-1]), n=out_features, k=in_features, dtype=dtype)
+    n, c, h, w = call.input
+    k, _, r, s = call.weight
+    (top, bottom), (left, right) = resolve_padding(call.padding, (r, s), call.dilation)
+    # An uneven "same" padding is the extra row/column padded onto the input, then even padding.
+    return Conv2dProblem(n=n, h=h + bottom - top, w=w + right - left, c=c, k=k, r=r, s=s, pad_h=top,
+                         pad_w=left, stride_h=call.stride[0], stride_w=call.stride[1],
+                         dilation_h=call.dilation[0], dilation_w=call.dilation[1], dtype=dtype)
+
+
+def describe(call: Call) -> str:
+    """A one-line account of a call, for the comments listing what is not profiled."""
+    shape = lambda t: "x".join(map(str, t))  # noqa: E731
+    text = f"{call.op} input {shape(call.input)} weight {shape(call.weight)}"
+    if call.op != "linear":
+        padding = call.padding if isinstance(call.padding, str) else shape(call.padding)
+        text += (f" stride {shape(call.stride)} padding {padding} dilation {shape(call.dilation)}"
+                 f" groups {call.groups}")
+    return f"{text} {call.dtype}"
+
+
+@dataclass
+class Plan:
+    """Distinct workloads in order of first use, and what the tool cannot profile, with counts."""
+
+    problems: list  # Conv2dProblem / GemmProblem, count set
+    skipped: list  # (reason, description, count)
+    conv_calls: int
+    linear_calls: int
+    dtypes: list  # the torch dtypes the profiled calls ran in, sorted
+
+
+def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
+    """Group the calls: one workload per distinct problem, one comment per distinct skipped call."""
+    if dtype not in DATA_TYPES:
+        raise ModelError(f"DTYPE={dtype!r}: expected one of {', '.join(DTYPES)}")
+    counts, first = {}, {}
+    skipped_counts, skipped_first = {}, {}
+    dtypes = set()
+    for call in calls:
+        if call.op not in OPS:
+            raise ModelError(f"recorded call of unknown operation {call.op!r}")
+        reason = why_not_profiled(call)
+        if reason:
+            key = (reason, describe(call))
+            skipped_counts[key] = skipped_counts.get(key, 0) + 1
+            continue
+        problem = to_problem(call, dtype)
+        if problem.op == "conv2d_fprop" and (problem.p < 1 or problem.q < 1):
+            raise ModelError(f"recorded {describe(call)} has no output")
+        counts[problem.name] = counts.get(problem.name, 0) + 1
+        first.setdefault(problem.name, problem)
+        dtypes.add(call.dtype)
+    problems = [replace(p, count=counts[p.name]) for p in first.values()]
+    skipped = [(reason, text, n) for (reason, text), n in skipped_counts.items()]
+    conv_calls = sum(1 for c in calls if c.op != "linear")
+    return Plan(problems, skipped, conv_calls, len(calls) - conv_calls, sorted(dtypes))
+
+
+def workload_line(problem) -> str:
+    if problem.op == "gemm":
+        words = [f"gemm m={problem.m} n={problem.n} k={problem.k}"]
+    else:
+        p = problem
+        words = [f"conv2d_fprop n={p.n} h={p.h} w={p.w} c={p.c} k={p.k} r={p.r} s={p.s}"]
+        for key, (a, b), default in (("pad", (p.pad_h, p.pad_w), None), ("stride", (p.stride_h, p.stride_w), None),
+                                     ("dilation", (p.dilation_h, p.dilation_w), 1)):
+            if a == b and a != default:
+                words.append(f"{key}={a}")
+            elif a != b:
+                words.append(f"{key}_h={a} {key}_w={b}")
+    words.append(f"count={problem.count} dtype={problem.dtype}")
+    return " ".join(words)
+
+
+def check_plan(plan: Plan, request: Request) -> None:
+    """A network without a convolution the tool can profile is refused (nothing to write)."""
+    convs = [p for p in plan.problems if p.op == "conv2d_fprop"]
+    if convs:
+        return
+    if plan.conv_calls == 0:
+        raise ModelError(f"MODEL={request.model}: the forward pass runs no convolution, so there is nothing "
+                         "to profile (kernelgen finds kernels for convolutional networks)")
+    raise ModelError(f"MODEL={request.model}: none of its {plan.conv_calls} convolution call(s) can be profiled "
+                     f"({'; '.join(sorted({reason for reason, _, _ in plan.skipped}))})")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def workload_text(plan: Plan, request: Request, versions: str) -> str:
+    """The workload file: a header comment, the workloads, then what is not profiled, as comments."""
+    check_plan(plan, request)
+    convs = [p for p in plan.problems if p.op == "conv2d_fprop"]
+    gemms = [p for p in plan.problems if p.op == "gemm"]
+    skipped_calls = sum(n for _, _, n in plan.skipped)
+    source = (f"your factory {request.model}" if request.factory
+              else f"torchvision's {request.model} (weights=None: shapes only)")
+    ran = ", ".join(plan.dtypes) or "?"
+    lines = [
+        f"# {request.name}: the convolutions and linear layers of {source}, batch {request.batch}, "
+        f"input {request.input_text} (CxHxW), one forward pass in eval mode.",
+        f"# Written by `{request.command()}` ({versions}); run it again rather than edit this file.",
+        f"# The model runs in {ran}; its layers are profiled in {request.dtype} (dtype={request.dtype}), NHWC"
+        + (f": the kernels compute in f16 or bf16, so a {ran} model is profiled as {request.dtype}."
+           if ran != _torch_name(request.dtype) else "."),
+        f"# The forward pass makes {_plural(plan.conv_calls, 'convolution call')}: "
+        f"{sum(p.count for p in convs)} in {_plural(len(convs), 'distinct conv2d_fprop line')} below, "
+        f"{skipped_calls} the tool cannot profile" + (" (listed at the end)" if skipped_calls else "")
+        + f"; and {_plural(plan.linear_calls, 'linear call')} in {_plural(len(gemms), 'distinct gemm line')}.",
+        "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
+        "network first runs them.",
+    ]
+    lines += [workload_line(p) for p in plan.problems]
+    if plan.skipped:
+        lines.append("# Not profiled (the tool profiles 2-D convolutions with groups 1 on NCHW batches, "
+                     "and linear layers):")
+        lines += [f"# {reason}: {text} count={n}" for reason, text, n in plan.skipped]
+    text = "\n".join(lines) + "\n"
+    parse_workloads(text, f"{request.name}.txt")  # what is written must load as a workload set
+    return text
+
+
+def _torch_name(dtype: str) -> str:
+    return {v: k for k, v in TORCH_DTYPES.items()}[dtype]
+
+
+def console_report(plan: Plan, path) -> list:
+    """What the console says after a file is written: totals and every call left out."""
+    convs = [p for p in plan.problems if p.op == "conv2d_fprop"]
+    gemms = [p for p in plan.problems if p.op == "gemm"]
+    lines = [f"{path}: {_plural(len(convs), 'distinct convolution')} "
+             f"({_plural(sum(p.count for p in convs), 'call')}) and {_plural(len(gemms), 'distinct linear layer')} "
+             f"({_plural(sum(p.count for p in gemms), 'call')})"]
+    if plan.skipped:
+        lines.append(f"{sum(n for _, _, n in plan.skipped)} call(s) the tool cannot profile, listed in the file "
+                     "as comments:")
+        lines += [f"  {reason}: {text} (x{n})" for reason, text, n in plan.skipped]
+    return lines
+
+
+# ---- the PyTorch half ----------------------------------------------------------------------------
+
+def import_torch(request: Request):
+    """(torch, torchvision or None); torchvision is needed for a model named by torchvision only."""
+    needed = "PyTorch" if request.factory else "PyTorch and torchvision"
+    hint = "pip install torch" if request.factory else "pip install torch torchvision"
+    try:
+        import torch
+    except ImportError:
+        raise NoTorchError(f"scons workloads needs {needed} ({hint}), which is not installed here; "
+                           "it is needed for this target only") from None
+    if request.factory:
+        return torch, None
+    try:
+        import torchvision
+    except ImportError:
+        raise NoTorchError(f"scons workloads needs {needed} ({hint}); torchvision is not installed here; "
+                           "it is needed for this target only") from None
+    return torch, torchvision
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def check_torchvision_name(request: Request, torchvision) -> None:
+    known = torchvision.models.list_models()
+    if request.model not in known:
+        close = difflib.get_close_matches(request.model, known, n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise ModelError(f"MODEL={request.model}: torchvision has no such model; {hint}{HOW_TO_NAME} "
+                         "(torchvision.models.list_models() lists the names)")
+
+
+def build_model(request: Request, torch, torchvision):
+    """The model as an nn.Module (weights never downloaded)."""
+    factory = request.factory
+    if factory is None:
+        check_torchvision_name(request, torchvision)
+        try:
+            return torchvision.models.get_model(request.model, weights=None)
+        except Exception as e:  # a model's constructor may raise anything
+            raise ModelError(f"MODEL={request.model}: torchvision could not build it: {_one_line(e)}") from None
+    module_name, attr = factory
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # the user's package, relative to where scons runs
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        raise ModelError(f"MODEL={request.model}: module '{module_name}' does not import: {_one_line(e)}") from None
+    make = getattr(module, attr, None)
+    if not callable(make):
+        what = "has no attribute" if make is None else "has a non-callable"
+        raise ModelError(f"MODEL={request.model}: module '{module_name}' {what} '{attr}' "
+                         "(expected a callable returning an nn.Module)")
+    try:
+        model = make()
+    except Exception as e:
+        raise ModelError(f"MODEL={request.model}: the factory raised {_one_line(e)}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise ModelError(f"MODEL={request.model}: the factory returned {type(model).__name__}, "
+                         "not a torch.nn.Module")
+    return model
+
+
+def _spatial(value, dims: int) -> tuple:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return (value,) * dims
+    value = tuple(int(v) for v in value)
+    return value * dims if len(value) == 1 else value
+
+
+# Positional parameters after (input, weight, bias) of each recorded function.
+_PARAMETERS = {
+    "conv": ("stride", "padding", "dilation", "groups"),
+    "conv_transpose": ("stride", "padding", "output_padding", "groups", "dilation"),
+    "linear": (),
+}
+
+
+def call_of(op: str, args: tuple, kwargs: dict) -> Call:
+    """The Call a function call of ``op`` (one of OPS) made, from its arguments."""
+    kind = "linear" if op == "linear" else "conv_transpose" if op.startswith("conv_transpose") else "conv"
+    names = ("input", "weight", "bias") + _PARAMETERS[kind]
+    values = dict(zip(names, args))
+    values.update(kwargs)
+    x, weight = values["input"], values["weight"]
+    dtype = str(x.dtype).rpartition(".")[2]
+    if op == "linear":
+        return Call(op, tuple(x.shape), tuple(weight.shape), dtype=dtype)
+    dims = weight.dim() - 2
+    return Call(op, tuple(x.shape), tuple(weight.shape), stride=_spatial(values.get("stride", 1), dims),
+                padding=_spatial(values.get("padding", 0), dims), dilation=_spatial(values.get("dilation", 1), dims),
+                groups=int(values.get("groups", 1)), dtype=dtype)
+
+
+def record_calls(torch, model, example) -> list:
+    """Every recorded call of one forward pass of ``model`` on ``example``, in order."""
+    F = torch.nn.functional
+    functions = {getattr(F, op): op for op in OPS}
+    calls = []
+
+    class Recorder(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            op = functions.get(func)
+            if op is not None:
+                calls.append(call_of(op, args, kwargs))
+            return func(*args, **kwargs)
+
+    model.eval()
+    with torch.no_grad(), Recorder():
+        model(example)
+    return calls
+
+
+def _example(torch, model, shape, device):
+    """A zero input of ``shape`` in the dtype of the model's first floating-point parameter."""
+    dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
+    return torch.zeros(shape, dtype=dtype, device=device)
+
+
+def record_model(request: Request, log=print) -> list:
+    """Build the model and record one forward pass. On the meta device (shapes only): built
+    there, or, when its constructor cannot run there, built on the CPU and moved; on the CPU,
+    which computes the whole pass, only when the forward pass cannot run on meta."""
+    torch, torchvision = import_torch(request)
+    shape = (request.batch, *request.input)
+    if request.factory is None:
+        check_torchvision_name(request, torchvision)
+    try:
+        with torch.device("meta"):
+            model = build_model(request, torch, torchvision)
+        return record_calls(torch, model, _example(torch, model, shape, "meta"))
+    except Exception:  # anything a model may raise on meta; tried again below, where errors count
+        pass
+    model = build_model(request, torch, torchvision).to("meta")
+    try:
+        return record_calls(torch, model, _example(torch, model, shape, "meta"))
+    except Exception as e:
+        log(f"the model does not run on the meta device ({_one_line(e)}); running it on the CPU, "
+            "which computes the whole forward pass")
+    model = build_model(request, torch, torchvision)
+    try:
+        return record_calls(torch, model, _example(torch, model, shape, "cpu"))
+    except Exception as e:
+        raise ModelError(f"MODEL={request.model}: the forward pass on a {'x'.join(map(str, shape))} input "
+                         f"failed: {_one_line(e)}") from None
+
+
+def torch_versions() -> str:
+    import torch
+    text = f"PyTorch {torch.__version__.split('+')[0]}"
+    try:
+        import torchvision
+        text += f", torchvision {torchvision.__version__.split('+')[0]}"
+    except ImportError:
+        pass
+    return text
+
+
+def import_workloads(request: Request, sets_dir, log=print) -> Path:
+    """Record the model, write SETS_DIR/NAME.txt (atomically, only when complete), report."""
+    calls = record_model(request, log)
+    plan = plan_workloads(calls, request.dtype)
+    path = Path(sets_dir) / f"{request.name}.txt"
+    text = workload_text(plan, request, torch_versions())
+    write_generated(path, text)
+    shown = path.resolve().relative_to(Path.cwd()) if path.resolve().is_relative_to(Path.cwd()) else path
+    for line in console_report(plan, shown):
+        log(line)
+    return path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelgen.importer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="torchvision model name or package.module:factory")
+    parser.add_argument("--batch", default="1")
+    parser.add_argument("--input", default=DEFAULT_INPUT, help="CxHxW")
+    parser.add_argument("--dtype", default=DEFAULT_DTYPE, help=" or ".join(DTYPES))
+    parser.add_argument("--name", default="", help="the workload set's name (default <model>_b<batch>)")
+    parser.add_argument("--sets-dir", required=True, help="where NAME.txt is written")
+    args = parser.parse_args(argv)
+    try:
+        request = parse_request(args.model, args.batch, args.input, args.dtype, args.name)
+        import_workloads(request, args.sets_dir, log=lambda m: print(m, flush=True))
+    except NoTorchError as e:
+        print(f"scons workloads: {e}", file=sys.stderr)
+        return 2
+    except KernelgenError as e:
+        print(f"scons workloads: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""scons workloads: recorded layers -> workload file (plain Python, no PyTorch), count= in
+workload files, bad input refused in one line with nothing written, and, where PyTorch and
+torchvision are installed, real models recorded on the meta device."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+
+from conftest import ROOT
+from kernelgen import importer
+from kernelgen.errors import WorkloadError
+from kernelgen.importer import Call, ModelError, parse_request, plan_workloads, workload_text
+from kernelgen.workloads import Conv2dProblem, load_workloads, parse_workloads
+
+SETS = ROOT / "kernel_specs" / "workloads"
+
+
+def conv(n, c, h, w, k, r, s=None, stride=1, padding=None, dilation=1, groups=1, op="conv2d", dtype="float32"):
+    s = r if s is None else s
+    padding = (r // 2, s // 2) if padding is None else padding
+    return Call(op, (n, c, h, w), (k, c // groups, r, s), stride=(stride, stride),
+                padding=padding if isinstance(padding, str) else tuple(padding), dilation=(dilation, dilation),
+                groups=groups, dtype=dtype)
+
+
+def linear(shape, out_features, dtype="float32"):
+    return Call("linear", tuple(shape), (out_features, shape[-1]), dtype=dtype)
+
+
+# A small network's calls as the recorder would see them: a stem, a block run three times,
+# a depthwise, a grouped, a 1-D, a 3-D and a transposed convolution, a classifier.
+NETWORK = [
+    conv(8, 3, 32, 32, 16, 7, stride=2),
+    *[c for _ in range(3) for c in (conv(8, 16, 16, 16, 16, 1), conv(8, 16, 16, 16, 16, 3))],
+    conv(8, 16, 16, 16, 16, 3, groups=16),
+    conv(8, 16, 16, 16, 32, 3, groups=4),
+    conv(8, 16, 16, 16, 16, 3, groups=16),
+    Call("conv1d", (8, 16, 64), (16, 16, 3), stride=(1,), padding=(1,), dilation=(1,)),
+    Call("conv3d", (8, 16, 4, 16, 16), (16, 16, 3, 3, 3), stride=(1, 1, 1), padding=(1, 1, 1), dilation=(1, 1, 1)),
+    Call("conv_transpose2d", (8, 16, 16, 16), (16, 16, 2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1)),
+    linear((8, 16), 10),
+]
+
+
+def request(**kw):
+    args = dict(model="tinynet", batch=8, input="3x32x32")
+    args.update(kw)
+    return parse_request(**args)
+
+
+# ---- count= in workload files ------------------------------------------------------------------
+
+def test_count_is_metadata_not_part_of_the_problem_or_its_name():
+    once, thrice, gemm = parse_workloads("conv2d_fprop n=2 h=8 w=8 c=8 k=8 r=3 s=3 pad=1\n"
+                                         "conv2d_fprop n=4 h=8 w=8 c=8 k=8 r=3 s=3 pad=1 count=3 dtype=bf16\n"
+                                         "gemm m=4 n=8 k=16 count=2\n")
+    assert (once.count, thrice.count, gemm.count) == (1, 3, 2)
+    assert thrice.name == "conv2d_fprop_bf16_n4_h8_w8_c8_k8_r3_s3_pad1x1_str1x1_dil1x1"
+    assert len(thrice.args()) == 13 and thrice.args() == Conv2dProblem(4, 8, 8, 8, 8, 3, 3, 1, 1).args()
+    assert gemm.name == "gemm_f16_m4_n8_k16" and gemm.as_conv().count == 2
+    assert thrice == Conv2dProblem(4, 8, 8, 8, 8, 3, 3, 1, 1, dtype="bf16")
+
+
+def test_a_count_does_not_make_a_duplicate_distinct():
+    with pytest.raises(WorkloadError, match="x.txt:2: duplicate of the workload on line 1"):
+        parse_workloads("gemm m=4 n=8 k=16 count=2\ngemm m=4 n=8 k=16 count=3\n", "x.txt")
+
+
+@pytest.mark.parametrize("item, message", [
+    ("count=0", "'count' must be at least 1, got 0"),
+    ("count=-2", "'count' must be at least 1, got -2"),
+    ("count=two", "'count=two' is not an integer"),
+    ("count=1.5", "'count=1.5' is not an integer"),
+    ("count=", "expected key=value, got 'count='"),
+    ("count=1 count=2", "'count' is given twice"),
+])
+@pytest.mark.parametrize("op", ["conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1", "gemm m=1 n=8 k=8"])
+def test_a_bad_count_names_file_and_line(op, item, message):
+    with pytest.raises(WorkloadError, match=message) as info:
+        parse_workloads(f"# header\n{op} {item}\n", "net.txt")
+    assert str(info.value).startswith("net.txt:2: ")
+
+
+# ---- the request ----------------------------------------------------------------------------
+
+def test_a_request_names_its_set_and_the_command_that_makes_it():
+    r = parse_request("resnet50", "256")
+    assert (r.name, r.batch, r.input, r.dtype, r.factory) == ("resnet50_b256", 256, (3, 224, 224), "f16", None)
+    assert r.command() == "scons workloads MODEL=resnet50 BATCH=256"
+    mine = parse_request("nets.zoo:make_net", "1", "1x64x48", "bf16", "")
+    assert (mine.name, mine.factory, mine.input) == ("make_net_b1", ("nets.zoo", "make_net"), (1, 64, 48))
+    assert mine.command() == "scons workloads MODEL=nets.zoo:make_net BATCH=1 INPUT=1x64x48 DTYPE=bf16"
+    assert parse_request("vgg16", 1, name="vgg").command() == "scons workloads MODEL=vgg16 BATCH=1 NAME=vgg"
+
+
+BAD_REQUESTS = [
+    (dict(model=""), "MODEL is not set: name a torchvision model (e.g. MODEL=resnet50) or your own as "
+                     "MODEL=package.module:factory"),
+    (dict(model="my net"), "MODEL='my net': not a model name; name a torchvision model"),
+    (dict(model="nets.zoo:"), "MODEL='nets.zoo:': not a model name"),
+    (dict(model="nets/zoo.py:make"), "MODEL='nets/zoo.py:make': not a model name"),
+    (dict(batch="0"), "BATCH='0': expected a positive integer"),
+    (dict(batch="-4"), "BATCH='-4': expected a positive integer"),
+    (dict(batch="two"), "BATCH='two': expected a positive integer"),
+    (dict(batch="2.5"), "BATCH='2.5': expected a positive integer"),
+    (dict(batch=""), "BATCH='': expected a positive integer"),
+    (dict(input="3x224"), "INPUT='3x224': expected CxHxW, three positive integers"),
+    (dict(input="3x0x224"), "INPUT='3x0x224': expected CxHxW"),
+    (dict(input="3x224x224x1"), "INPUT='3x224x224x1': expected CxHxW"),
+    (dict(input="cxhxw"), "INPUT='cxhxw': expected CxHxW"),
+    (dict(input="3 224 224"), "INPUT='3 224 224': expected CxHxW"),
+    (dict(dtype="f32"), "DTYPE='f32': expected one of f16, bf16"),
+    (dict(dtype="fp16"), "DTYPE='fp16': expected one of f16, bf16"),
+    (dict(name="my-net"), "NAME='my-net': a workload set's name must be a plain identifier"),
+    (dict(name="1net"), "NAME='1net': a workload set's name must be a plain identifier"),
+    (dict(name="../evil"), "NAME='../evil': a workload set's name must be a plain identifier"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD_REQUESTS)
+def test_bad_variables_are_refused_in_one_line_and_nothing_is_written(tmp_path, capsys, change, message):
+    args = dict(model="resnet50", batch="1", input="3x224x224", dtype="f16", name="")
+    args.update(change)
+    with pytest.raises(ModelError) as info:
+        parse_request(**args)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+    argv = [f"--{k}={v}" for k, v in args.items()] + ["--sets-dir", str(tmp_path)]
+    assert importer.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == f"scons workloads: {info.value}\n" and list(tmp_path.iterdir()) == []
+
+
+# ---- recorded calls -> workloads -----------------------------------------------------------
+
+@pytest.mark.parametrize("padding, kernel, dilation, expected", [
+    ("same", (3, 3), (1, 1), ((1, 1), (1, 1))),
+    ("same", (4, 2), (1, 1), ((1, 2), (0, 1))),
+    ("same", (3, 5), (2, 1), ((2, 2), (2, 2))),
+    ("valid", (3, 3), (1, 1), ((0, 0), (0, 0))),
+    ((2, 0), (5, 1), (1, 1), ((2, 2), (0, 0))),
+])
+def test_padding_is_resolved_to_numbers(padding, kernel, dilation, expected):
+    assert importer.resolve_padding(padding, kernel, dilation) == expected
+
+
+@pytest.mark.parametrize("r, s, dilation", [(3, 3, 1), (4, 4, 1), (2, 5, 1), (3, 3, 2), (4, 1, 3)])
+def test_same_padding_keeps_the_image_size_even_when_uneven(r, s, dilation):
+    problem = importer.to_problem(conv(2, 8, 13, 10, 8, r, s, padding="same", dilation=dilation), "f16")
+    assert (problem.p, problem.q) == (13, 10)
+    assert problem.pad_h == dilation * (r - 1) // 2 and problem.pad_w == dilation * (s - 1) // 2
+
+
+def test_distinct_workloads_in_order_of_first_use_with_counts():
+    plan = plan_workloads(NETWORK)
+    assert [(p.op, p.count) for p in plan.problems] == [("conv2d_fprop", 1), ("conv2d_fprop", 3),
+                                                        ("conv2d_fprop", 3), ("gemm", 1)]
+    stem, pointwise, three = plan.problems[:3]
+    assert (stem.h, stem.c, stem.k, stem.r, stem.pad_h, stem.stride_h, stem.p) == (32, 3, 16, 7, 3, 2, 16)
+    assert (pointwise.r, three.r, three.pad_w) == (1, 3, 1)
+    gemm = plan.problems[3]
+    assert (gemm.m, gemm.n, gemm.k) == (8, 10, 16)
+    assert (plan.conv_calls, plan.linear_calls, plan.dtypes) == (13, 1, ["float32"])
+    reasons = [(reason, n) for reason, _, n in plan.skipped]
+    assert reasons == [("depthwise convolution (groups=16)", 2), ("grouped convolution (groups=4)", 1),
+                       ("1-D convolution", 1), ("3-D convolution", 1), ("transposed convolution", 1)]
+
+
+def test_a_linear_layer_is_a_gemm_over_the_product_of_its_leading_dimensions():
+    plan = plan_workloads([conv(1, 8, 8, 8, 8, 1), linear((4, 197, 768), 3072), linear((768,), 10)])
+    assert [(p.m, p.n, p.k) for p in plan.problems[1:]] == [(4 * 197, 3072, 768), (1, 10, 768)]
+
+
+def test_a_conv2d_on_an_unbatched_input_is_listed_not_profiled():
+    call = Call("conv2d", (8, 16, 16), (8, 8, 3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    plan = plan_workloads([call, conv(1, 8, 8, 8, 8, 1)])
+    assert plan.skipped[0][0] == "conv2d on a 3-D input (the tool profiles NCHW batches)"
+
+
+def test_asymmetric_and_dilated_layers_keep_both_dimensions():
+    call = Call("conv2d", (2, 8, 20, 30), (16, 8, 1, 7), stride=(1, 2), padding=(0, 3), dilation=(1, 2))
+    line = importer.workload_line(dataclasses.replace(importer.to_problem(call, "f16"), count=2))
+    assert line == ("conv2d_fprop n=2 h=20 w=30 c=8 k=16 r=1 s=7 pad_h=0 pad_w=3 stride_h=1 stride_w=2 "
+                    "dilation_h=1 dilation_w=2 count=2 dtype=f16")
+    problem, = parse_workloads(line + "\n")
+    assert problem == importer.to_problem(call, "f16") and problem.count == 2
+
+
+def test_the_file_lists_every_workload_with_its_count_and_everything_left_out():
+    text = workload_text(plan_workloads(NETWORK), request(), "PyTorch 2.11.0, torchvision 0.26.0")
+    lines = text.splitlines()
+    assert lines[0].startswith("# tinynet_b8: the convolutions and linear layers of torchvision's tinynet")
+    assert "batch 8, input 3x32x32" in lines[0]
+    assert "# Written by `scons workloads MODEL=tinynet BATCH=8 INPUT=3x32x32` (PyTorch 2.11.0" in text
+    assert "so a float32 model is profiled as f16." in text
+    assert ("13 convolution calls: 7 in 3 distinct conv2d_fprop lines below, 6 the tool cannot profile "
+            "(listed at the end); and 1 linear call in 1 distinct gemm line.") in text
+    body = [l for l in lines if not l.startswith("#")]
+    assert body == ["conv2d_fprop n=8 h=32 w=32 c=3 k=16 r=7 s=7 pad=3 stride=2 count=1 dtype=f16",
+                    "conv2d_fprop n=8 h=16 w=16 c=16 k=16 r=1 s=1 pad=0 stride=1 count=3 dtype=f16",
+                    "conv2d_fprop n=8 h=16 w=16 c=16 k=16 r=3 s=3 pad=1 stride=1 count=3 dtype=f16",
+                    "gemm m=8 n=10 k=16 count=1 dtype=f16"]
+    assert ("# depthwise convolution (groups=16): conv2d input 8x16x16x16 weight 16x1x3x3 stride 1x1 padding 1x1 "
+            "dilation 1x1 groups 16 float32 count=2") in lines
+    assert sum(l.startswith("# ") and l.endswith(("count=1", "count=2")) for l in lines) == 5
+    problems = parse_workloads(text)
+    assert sum(p.count for p in problems if p.op == "conv2d_fprop") == 7
+    assert text == workload_text(plan_workloads(NETWORK), request(), "PyTorch 2.11.0, torchvision 0.26.0")
+
+
+def test_a_half_precision_model_and_bf16_profiling_say_so():
+    half = [conv(1, 8, 8, 8, 8, 3, dtype="float16")]
+    text = workload_text(plan_workloads(half), request(), "v")
+    assert "The model runs in float16; its layers are profiled in f16 (dtype=f16), NHWC." in text
+    text = workload_text(plan_workloads(NETWORK, "bf16"), request(dtype="bf16"), "v")
+    assert "profiled in bf16 (dtype=bf16)" in text and "DTYPE=bf16" in text
+    assert {p.dtype for p in parse_workloads(text)} == {"bf16"}
+
+
+@pytest.mark.parametrize("calls, message", [
+    ([], "MODEL=tinynet: the forward pass runs no convolution, so there is nothing to profile"),
+    ([linear((8, 16), 10)], "MODEL=tinynet: the forward pass runs no convolution"),
+    ([conv(8, 16, 8, 8, 16, 3, groups=16), Call("conv3d", (1, 1, 4, 4, 4), (1, 1, 1, 1, 1), (1, 1, 1), (0, 0, 0),
+                                                (1, 1, 1))],
+     "MODEL=tinynet: none of its 2 convolution call(s) can be profiled (3-D convolution; depthwise"),
+])
+def test_a_model_without_a_convolution_to_profile_is_refused(calls, message):
+    with pytest.raises(ModelError) as info:
+        workload_text(plan_workloads(calls), request(), "v")
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def fake_record(calls=None, error=None):
+    def record(request, log=print):
+        if error is not None:
+            raise error
+        return calls
+    return record
+
+
+@pytest.mark.parametrize("record, message", [
+    (fake_record(calls=[linear((8, 16), 10)]), "runs no convolution"),
+    (fake_record(error=ModelError("MODEL=tinynet: the factory raised RuntimeError: boom")), "the factory raised"),
+])
+def test_an_existing_set_is_replaced_only_by_a_complete_one(tmp_path, monkeypatch, capsys, record, message):
+    path = tmp_path / "tinynet_b8.txt"
+    path.write_text("gemm m=1 n=2 k=3\n")
+    monkeypatch.setattr(importer, "torch_versions", lambda: "PyTorch 2.11.0")
+    monkeypatch.setattr(importer, "record_model", record)
+    argv = ["--model", "tinynet", "--batch", "8", "--input", "3x32x32", "--sets-dir", str(tmp_path)]
+    assert importer.main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert path.read_text() == "gemm m=1 n=2 k=3\n" and [p.name for p in tmp_path.iterdir()] == [path.name]
+    monkeypatch.setattr(importer, "record_model", fake_record(calls=NETWORK))
+    assert importer.main(argv) == 0
+    name, _, problems = load_workloads("tinynet_b8", tmp_path)
+    assert [p.count for p in problems] == [1, 3, 3, 1] and [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert "6 call(s) the tool cannot profile" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model, modules, message", [
+    ("resnet50", {"torch": None}, "scons workloads needs PyTorch and torchvision (pip install torch torchvision)"),
+    ("resnet50", {"torch": types.ModuleType("torch"), "torchvision": None},
+     "scons workloads needs PyTorch and torchvision (pip install torch torchvision); torchvision is not installed"),
+    ("nets.zoo:make", {"torch": None}, "scons workloads needs PyTorch (pip install torch)"),
+])
+def test_without_pytorch_the_target_says_what_it_needs(tmp_path, monkeypatch, capsys, model, modules, message):
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    assert importer.main(["--model", model, "--sets-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"scons workloads: {message}") and "needed for this target only" in err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+# ---- scons workloads ---------------------------------------------------------------------------
+
+def scons(*args):
+    return subprocess.run([sys.executable, "-m", "SCons", "-Q", *args], cwd=ROOT, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["BATCH=0", "MODEL=resnet50"], "scons: BATCH='0': expected a positive integer\n"),
+    (["INPUT=224x224", "MODEL=resnet50"], "scons: INPUT='224x224': expected CxHxW"),
+    (["BATCH=1"], "scons: MODEL is not set"),
+    (["MODEL=resnet50", "profile"], "scons: scons workloads runs alone (also asked for: profile)"),
+])
+def test_scons_workloads_checks_its_variables_before_anything_else(args, message):
+    before = sorted(p.name for p in SETS.iterdir())
+    out = scons("workloads", "CUTLASS=/nonexistent", "NVCC=/nonexistent/nvcc", *args)
+    assert out.returncode == 2 and out.stderr.startswith(message) and out.stderr.count("\n") == 1, out.stderr
+    assert sorted(p.name for p in SETS.iterdir()) == before
+
+
+def test_scons_help_documents_the_workloads_target_and_its_variables():
+    out = scons("--help", "workloads", "CUTLASS=/nonexistent")  # needs no CUTLASS
+    assert "  workloads        record MODEL's convolutions and linear layers" in out.stdout
+    for variable in ("MODEL", "BATCH", "INPUT", "DTYPE", "NAME"):
+        assert f"\n{variable}: scons workloads: " in out.stdout
+
+
+# ---- with PyTorch: real models --------------------------------------------------------------
+
+NETS = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Functional(nn.Module):
+    """Convolutions called functionally, a "same" padding, and layers the tool cannot profile."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(16, 3, 4, 4))
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.conv2d(x, self.w, padding="same")
+        x = self.dw(self.dw(x))
+        x = self.up(x)
+        return self.head(x.mean((2, 3)))
+
+
+class DataDependent(nn.Conv2d):
+    """Runs only where values exist (the meta device has none): recorded on the CPU."""
+
+    def forward(self, x):
+        if x.sum().item() >= 0:
+            x = super().forward(x)
+        return x
+
+
+def functional():
+    return Functional()
+
+
+def data_dependent():
+    return DataDependent(3, 8, 3, padding=1)
+
+
+def linear_only():
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
+
+
+def raises():
+    raise RuntimeError("no such checkpoint")
+
+
+def four_channels():
+    return nn.Conv2d(4, 8, 3)
+
+
+def not_a_module():
+    return "resnet"
+
+
+not_callable = 3
+'''
+
+
+@pytest.fixture(scope="module")
+def torch_nets(tmp_path_factory):
+    torch = pytest.importorskip("torch", reason="recording a model needs PyTorch (not installed here)")
+    pytest.importorskip("torchvision", reason="recording a torchvision model needs torchvision")
+    folder = tmp_path_factory.mktemp("nets")
+    (folder / "kernelgen_test_nets.py").write_text(textwrap.dedent(NETS))
+    (folder / "kernelgen_broken_nets.py").write_text("import no_such_package_here\n")
+    sys.path.insert(0, str(folder))
+    yield torch
+    sys.path.remove(str(folder))
+
+
+def test_resnet50_at_batch_256_on_the_meta_device(torch_nets, tmp_path):
+    path = importer.import_workloads(parse_request("resnet50", 256), tmp_path, log=lambda m: None)
+    assert path == tmp_path / "resnet50_b256.txt"
+    problems = parse_workloads(path.read_text())
+    convs = [p for p in problems if p.op == "conv2d_fprop"]
+    # torchvision's ResNet-50 is v1.5 (stride 2 on the 3x3 layers): 23 distinct layers, 53 calls.
+    assert len(convs) == 23 and sum(p.count for p in convs) == 53
+    assert (convs[0].c, convs[0].k, convs[0].r, convs[0].stride_h, convs[0].h) == (3, 64, 7, 2, 224)
+    assert [(p.m, p.n, p.k, p.count) for p in problems if p.op == "gemm"] == [(256, 1000, 2048, 1)]
+    assert all(p.n == 256 and p.dtype == "f16" for p in convs)
+
+
+def test_vgg16_at_batch_1(torch_nets, tmp_path):
+    path = importer.import_workloads(parse_request("vgg16", 1), tmp_path, log=lambda m: None)
+    problems = parse_workloads(path.read_text())
+    convs = [p for p in problems if p.op == "conv2d_fprop"]
+    assert len(convs) == 9 and sum(p.count for p in convs) == 13
+    assert [(p.m, p.n, p.k) for p in problems if p.op == "gemm"] == [(1, 4096, 25088), (1, 4096, 4096), (1, 1000, 4096)]
+
+
+def test_functional_calls_same_padding_and_unprofilable_layers_are_recorded(torch_nets, tmp_path):
+    logged = []
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:functional", 2, "3x9x9"), tmp_path,
+                                     log=logged.append)
+    text = path.read_text()
+    conv, gemm = parse_workloads(text)
+    assert (conv.h, conv.w, conv.r, conv.pad_h, conv.p, conv.q) == (10, 10, 4, 1, 9, 9)  # "same" with a 4x4 filter
+    assert (gemm.m, gemm.n, gemm.k) == (2, 5, 8)
+    assert "# depthwise convolution (groups=16): conv2d input 2x16x9x9 weight 16x1x3x3" in text
+    assert "count=2" in text.split("depthwise")[1].splitlines()[0]
+    assert "# transposed convolution: conv_transpose2d input 2x16x9x9 weight 16x8x2x2" in text
+    assert any("3 call(s) the tool cannot profile" in m for m in logged)
+
+
+def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_cpu(torch_nets, tmp_path):
+    logged = []
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:data_dependent", 1, "3x8x8"), tmp_path,
+                                     log=logged.append)
+    conv, = parse_workloads(path.read_text())
+    assert (conv.c, conv.k, conv.h) == (3, 8, 8)
+    assert any("does not run on the meta device" in m for m in logged)
+
+
+@pytest.mark.parametrize("model, message", [
+    ("resnet5", "MODEL=resnet5: torchvision has no such model; did you mean resnet50"),
+    ("not_a_model_at_all", "MODEL=not_a_model_at_all: torchvision has no such model; name a torchvision model"),
+    ("kernelgen_broken_nets:make", "MODEL=kernelgen_broken_nets:make: module 'kernelgen_broken_nets' does not "
+                                   "import: ModuleNotFoundError: No module named 'no_such_package_here'"),
+    ("kernelgen_no_such_module:make", "module 'kernelgen_no_such_module' does not import"),
+    ("kernelgen_test_nets:missing", "module 'kernelgen_test_nets' has no attribute 'missing'"),
+    ("kernelgen_test_nets:not_callable", "module 'kernelgen_test_nets' has a non-callable 'not_callable'"),
+    ("kernelgen_test_nets:raises", "the factory raised RuntimeError: no such checkpoint"),
+    ("kernelgen_test_nets:not_a_module", "the factory returned str, not a torch.nn.Module"),
+    ("kernelgen_test_nets:linear_only", "the forward pass runs no convolution"),
+    ("kernelgen_test_nets:four_channels", "MODEL=kernelgen_test_nets:four_channels: the forward pass on a 2x3x8x8 "
+                                          "input failed: RuntimeError: Given groups=1, weight of size [8, 4, 3, 3]"),
+])
+def test_bad_models_are_refused_in_one_line_and_nothing_is_written(torch_nets, tmp_path, capsys, model, message):
+    assert importer.main(["--model", model, "--batch", "2", "--input", "3x8x8", "--sets-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("scons workloads: ") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name, model, batch, convs, calls, gemms", [
+    ("resnet50_b256", "resnet50", 256, 23, 53, [(256, 1000, 2048)]),
+    ("resnet50_b1", "resnet50", 1, 23, 53, [(1, 1000, 2048)]),
+    ("vgg16_b256", "vgg16", 256, 9, 13, [(256, 4096, 25088), (256, 4096, 4096), (256, 1000, 4096)]),
+    ("vgg16_b1", "vgg16", 1, 9, 13, [(1, 4096, 25088), (1, 4096, 4096), (1, 1000, 4096)]),
+])
+def test_the_committed_network_sets_are_the_importers(name, model, batch, convs, calls, gemms):
+    _, path, problems = load_workloads(name, SETS)
+    assert f"# Written by `scons workloads MODEL={model} BATCH={batch}` (" in path.read_text()
+    conv2d = [p for p in problems if p.op == "conv2d_fprop"]
+    assert len(conv2d) == convs and sum(p.count for p in conv2d) == calls
+    assert all(p.n == batch and p.dtype == "f16" for p in conv2d)
+    assert [(p.m, p.n, p.k) for p in problems if p.op == "gemm"] == gemms
