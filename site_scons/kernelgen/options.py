@@ -1,7 +1,14 @@
-"""The command-line variables of SConstruct and what they resolve to."""
+"""The command-line variables of SConstruct and what they resolve to.
+
+Every value is checked here, before anything is built: no control characters, numbers as
+plain ASCII decimals, flags with balanced quotes, and a BUILD folder that ``scons -c`` may
+empty (never the project, a folder above it, or one holding RESULTS or SPECS). A path a user
+gives reaches SCons only with ``$`` escaped (``scons_text``), so SCons never expands it.
+"""
 
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -10,10 +17,11 @@ from pathlib import Path
 
 from SCons.Script import Variables
 
+from . import inputs
 from . import plan as plan_module
 from .arch import Arch, parse_arch
-from .errors import KernelgenError
-from .profile import NoGpuError, query_gpu
+from .errors import KernelgenError, one_line
+from .profile import NoGpuError, parse_timeout, query_gpu
 from .signature import cutlass_version
 from .workloads import load_workloads
 
@@ -48,6 +56,12 @@ def variables(arguments) -> Variables:
     return v
 
 
+def scons_text(text) -> str:
+    """``text`` as SCons must be given it to keep it as it is: ``$`` doubled, so that a path such
+    as ``${...}`` is never substituted (which would run Python)."""
+    return str(text).replace("$", "$$")
+
+
 def help_text(variables_: Variables, env) -> str:
     return ("Targets:\n"
             "  profile          build the profiler, then verify and time every kernel on every workload (GPU)\n"
@@ -55,7 +69,11 @@ def help_text(variables_: Variables, env) -> str:
             "  compare          time the chosen kernels, cuDNN and the floor side by side (GPU, PyTorch)\n"
             "  profiler         build the profiler only\n"
             "  -c               remove what the build made (never the results)\n\n"
-            "Variables (NAME=value):\n" + variables_.GenerateHelpText(env))
+            "Variables (NAME=value):\n" + "".join(
+                # As Variables.GenerateHelpText, without substituting the values (a value is data).
+                variables_.FormatVariableHelpText(env, o.key, o.help, o.default,
+                                                  one_line(env[o.key]) if o.key in env else None, o.aliases)
+                for o in variables_.options))
 
 
 def child_environment() -> dict:
@@ -81,11 +99,13 @@ class Config:
     specs_dir: Path
     templates_dir: Path
     profiler_dir: Path
-    results_dir: Path
-    build_dir: str
+    results_dir: Path  # RESULTS/<set>/, the CSVs best_kernels.h is built from
+    build_dir: str  # BUILD as SCons is given it (absolute, $ escaped)
     profile_timeout: float
     profile_args: list
     toolchain_version: str
+    results_root: Path = None  # RESULTS
+    build_path: Path = None  # BUILD, resolved
 
 
 def _nvcc_version(nvcc: str) -> str:
@@ -97,27 +117,87 @@ def _nvcc_version(nvcc: str) -> str:
     return lines[-1] if lines else "unknown nvcc"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+
+
+def check_values(env, keys) -> None:
+    """No variable holds a control character (a newline would reach a command or a comment)."""
+    for key in keys:
+        bad = _CONTROL.search(str(env[key]))
+        if bad:
+            raise KernelgenError(f"{key}={env[key]!r}: holds the control character {bad.group()!r}")
+
+
+def split_flags(env, key) -> list:
+    try:
+        return shlex.split(env[key])
+    except ValueError as e:
+        raise KernelgenError(f"{key}={env[key]!r}: {e} (quote as in a shell)") from None
+
+
+def _path(env, key, root: Path) -> Path:
+    if not str(env[key]).strip():
+        raise KernelgenError(f"{key}= is empty: it names a folder")
+    return (root / env[key]).resolve()
+
+
+def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
+    """Refuse a BUILD that ``scons -c`` must not empty, or where the build cannot write its files:
+    the project or a folder above it; one holding, or inside, a folder of ``keep`` (name -> path:
+    RESULTS, SPECS, the project's sources); a file; outputs of the wrong kind."""
+    shown = f"BUILD={given}"
+    if build == root or build in root.parents:
+        raise KernelgenError(f"{shown} is the project or a folder above it ({build}); the build's folder holds "
+                             "only what the build makes (scons -c empties it): name a folder of its own")
+    for name, path in keep.items():
+        if build == path or build in path.parents:
+            raise KernelgenError(f"{shown} holds {name} ({path}); the build's folder holds only what the build "
+                                 "makes (scons -c empties it): name a folder of its own")
+        if path in build.parents:
+            raise KernelgenError(f"{shown} is inside {name} ({path}): name a folder of its own")
+    kind = inputs.file_kind(build)
+    if kind not in ("missing", "a directory"):
+        raise KernelgenError(f"{shown} is {kind or 'a file'}, not a folder")
+    for name, wanted in (("best_kernels.h", None), ("profiler", None), ("kernels.json", None),
+                         ("manifest.cu", None), ("kernels", "a directory"), ("obj", "a directory"),
+                         ("obj/driver", "a directory")):
+        kind = inputs.file_kind(build / name)
+        if kind not in ("missing", wanted):
+            raise KernelgenError(f"{shown}: {build / name} is {kind or 'a file'}; the build writes "
+                                 f"{'a folder' if wanted else 'a file'} there")
+
+
 def resolve(env) -> Config:
     root = ROOT
+    check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS") if key in env])
+    if "$" in env["NVCC"]:
+        raise KernelgenError(f"NVCC={env['NVCC']!r}: a '$' in the compiler's path is refused (SCons expands the "
+                             "first word of a command once more to find the program)")
+    if not str(env["ARCH"]).isascii():
+        raise KernelgenError(f"ARCH={env['ARCH']!r}: expected a compute capability such as 80, 90 or 90a")
     cutlass_root = Path(env["CUTLASS"]) if env["CUTLASS"] else None
-    if cutlass_root is None or not (cutlass_root / "include" / "cutlass" / "cutlass.h").is_file():
+    if cutlass_root is None or inputs.file_kind(cutlass_root / "include" / "cutlass" / "cutlass.h") is not None:
         raise KernelgenError(f"CUTLASS={env['CUTLASS'] or '(unset)'}: no CUTLASS headers there (expected "
                              "include/cutlass/cutlass.h); install nvidia-cutlass or set CUTLASS=")
     includes = [str(cutlass_root / "include"), str(cutlass_root / "tools" / "util" / "include")]
     set_name, workload_file, problems = load_workloads(env["WORKLOADS"], root / "kernel_specs" / "workloads")
-    try:
-        timeout = float(env["PROFILE_TIMEOUT"])
-    except ValueError:
-        raise KernelgenError(f"PROFILE_TIMEOUT={env['PROFILE_TIMEOUT']!r} is not a number") from None
+    timeout = parse_timeout(env["PROFILE_TIMEOUT"])
+    nvccflags, profile_args = split_flags(env, "NVCCFLAGS"), split_flags(env, "PROFILE_ARGS")
+    results_root, specs_dir, build = _path(env, "RESULTS", root), _path(env, "SPECS", root), _path(env, "BUILD", root)
+    check_build_dir(build, root, {"RESULTS": results_root, "SPECS": specs_dir,
+                                  "kernel_specs": root / "kernel_specs", "profiler": root / "profiler",
+                                  "site_scons": root / "site_scons"}, env["BUILD"])
     cutlass = cutlass_version(includes[0])
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
-        cutlass=cutlass, nvcc=env["NVCC"], nvccflags=shlex.split(env["NVCCFLAGS"]),
-        specs_dir=(root / env["SPECS"]).resolve(), templates_dir=root / "kernel_specs" / "templates",
-        profiler_dir=root / "profiler", results_dir=(root / env["RESULTS"] / set_name).resolve(),
-        build_dir=env["BUILD"], profile_timeout=timeout, profile_args=shlex.split(env["PROFILE_ARGS"]),
-        toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}")
+        cutlass=cutlass, nvcc=env["NVCC"], nvccflags=nvccflags,
+        specs_dir=specs_dir, templates_dir=root / "kernel_specs" / "templates",
+        profiler_dir=root / "profiler", results_dir=results_root / set_name,
+        build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
+        toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
+        results_root=results_root, build_path=build)
 
 
 def require_gpu(targets: list) -> None:
@@ -139,16 +219,17 @@ def build_plan(config: Config) -> plan_module.BuildPlan:
 
 
 def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
-    build = config.root / config.build_dir
+    build = config.build_path
     return plan_module.stale_objects(plan, build / "kernels", build / "obj")
 
 
 def _tool_command(module: str, config: Config, extra: list) -> str:
-    """The command line of a kernelgen tool run on the built profiler (SOURCES[0]) and manifest."""
+    """The command line of a kernelgen tool run on the built profiler (SOURCES[0]) and manifest;
+    every other word is quoted for the shell and escaped for SCons."""
     args = [sys.executable, "-m", module, "--manifest", "${SOURCES[1]}", "--profiler", "${SOURCES[0]}",
             "--workloads", str(config.workload_file), "--sets-dir", str(config.root / "kernel_specs" / "workloads"),
-            "--results", str(config.results_dir.parent), *extra]
-    return " ".join(shlex.quote(a) if not a.startswith("${") else a for a in args)
+            "--results", str(config.results_root), *extra]
+    return " ".join(a if a in ("${SOURCES[0]}", "${SOURCES[1]}") else scons_text(shlex.quote(a)) for a in args)
 
 
 def profile_command(config: Config) -> str:
@@ -169,6 +250,7 @@ def require_torch() -> None:
 
 
 def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
+    """What the header builder reads (an env.Value: data, never substituted by SCons)."""
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
             "specs": str(config.specs_dir), "templates": str(config.templates_dir),
             "project_includes": str(config.profiler_dir), "hashes": plan.hashes}
@@ -184,12 +266,34 @@ def _shown(path: Path, root: Path) -> str:
 
 
 def result_files(config: Config) -> list:
-    """The CSVs the header reads that exist (a missing one is reported by the reducer)."""
+    """The CSVs the header reads that are regular files (SCons hashes each source: a FIFO would
+    block it, a folder stop it). What is missing or not a file is reported by the reducer."""
     paths = (config.results_dir / f"{p.name}.csv" for p in config.problems)
-    return [str(p) for p in paths if p.exists()]
+    return [scons_text(p) for p in paths if inputs.file_kind(p) is None]
 
 
 def header_dependencies(config: Config) -> list:
     package = Path(__file__).parent
-    return sorted(str(p) for p in [*config.templates_dir.glob("*.mako"), *config.specs_dir.glob("*.toml"),
-                                   *package.rglob("*.py"), *config.profiler_dir.glob("*.h")])
+    return sorted(scons_text(p) for p in [*config.templates_dir.glob("*.mako"), *config.specs_dir.glob("*.toml"),
+                                          *package.rglob("*.py"), *config.profiler_dir.glob("*.h")]
+                  if inputs.file_kind(p) is None)
+
+
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_TEMPORARY = r"\..+\.tmp"  # render.write_generated's, left by a killed write
+_BUILD_FILES = {".": re.compile(_TEMPORARY), "kernels": re.compile(rf"{_IDENTIFIER}\.cu|{_TEMPORARY}"),
+                "obj": re.compile(rf"{_IDENTIFIER}\.o"), "obj/driver": re.compile(rf"{_IDENTIFIER}\.o")}
+
+
+def clean_files(config: Config) -> list:
+    """What ``scons -c`` removes besides the targets it knows: the files the build made in BUILD
+    under its own naming (kernel sources and objects of kernels no longer selected, temporaries
+    of an interrupted write), each by name; never a folder, nothing else."""
+    found = []
+    for folder, pattern in _BUILD_FILES.items():
+        try:
+            entries = sorted((config.build_path / folder).iterdir())
+        except OSError:
+            continue
+        found += [p for p in entries if pattern.fullmatch(p.name) and (p.is_symlink() or p.is_file())]
+    return [scons_text(p) for p in found]
