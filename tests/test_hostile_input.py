@@ -29,6 +29,9 @@ from test_scons_build import copy_project, scons
 
 SETS = ROOT / "kernel_specs" / "workloads"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
+# (set, GPU folder) of every committed set that has results
+COMMITTED = [(p.stem, gpu) for p in sorted(SETS.glob("*.txt"))
+             for gpu in results.gpus_with_results(ROOT / "profile_results" / p.stem)]
 LAYER = "conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1\n"
 
 
@@ -294,10 +297,9 @@ def test_the_header_build_holds_each_kernel_to_its_own_tolerance(tmp_path):
 
 def test_the_committed_choices_are_those_of_the_fastest_ok_row():
     """The verification re-check changes no choice made from the committed CSVs."""
-    for stem in sorted(p.stem for p in SETS.glob("*.txt")):
-        folder = ROOT / "profile_results" / stem
-        if not folder.is_dir():
-            continue
+    assert COMMITTED
+    for stem, gpu in COMMITTED:
+        folder = ROOT / "profile_results" / stem / gpu
         problems = load_workloads(stem, SETS)[2]
         frame = reduce.load_set(folder, problems)
         ok = frame[frame["status"] == "ok"].sort_values(["runtime_ms", "kernel"], kind="mergesort")
@@ -453,7 +455,7 @@ def profile_run(tmp_path, workload_file, kernels=KERNEL_HASHES, log=None):
 
 
 def results_of(tmp_path, workload_file):
-    folder = tmp_path / "results" / workload_file.stem
+    folder = tmp_path / "results" / workload_file.stem / "nvidia_h200"
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.csv"))}
 
 
@@ -501,7 +503,8 @@ def test_an_interrupted_run_keeps_rows_of_changed_code_until_measured_again(tmp_
     with pytest.raises(KeyboardInterrupt):
         profile_run(tmp_path, workload_file, kernels=changed, log=interrupt_after(1))
     first = parse_workloads(workload_file.read_text())[0]
-    frame = results.read_csv(tmp_path / "results" / workload_file.stem / f"{first.name}.csv").set_index("kernel")
+    frame = results.read_csv(tmp_path / "results" / workload_file.stem / "nvidia_h200" / f"{first.name}.csv")
+    frame = frame.set_index("kernel")
     assert list(frame.index) == ["kernel_a", "kernel_b", "kernel_c"], "nothing measured is lost"
     assert list(frame["kernel_hash"]) == ["aaaa", "b222", "cccc"], "kernel_c's old row waits for its replacement"
 
@@ -652,10 +655,11 @@ def test_e3_user_paths_never_go_through_scons_substitution(project, tmp_path):
 
 def test_t3_a_folder_named_like_a_csv_is_named_not_a_traceback(project):
     problem = load_workloads("resnet50", SETS)[2][0]
-    (project / "res" / "resnet50" / f"{problem.name}.csv").mkdir(parents=True)
+    (project / "res" / "resnet50" / "nvidia_h200" / f"{problem.name}.csv").mkdir(parents=True)
+    (project / "res" / "resnet50" / "nvidia_h200" / "other.csv").write_text("workload\n")
     out = no_traceback(scons(project, "best_kernels.h", "RESULTS=res", check=False))
     assert out.returncode != 0
-    assert f"res/resnet50/{problem.name}.csv: cannot read: not a regular file (a directory)" in out.stderr
+    assert f"res/resnet50/nvidia_h200/{problem.name}.csv: cannot read: not a regular file (a directory)" in out.stderr
 
 
 def test_clean_removes_only_what_the_build_made(project, tmp_path):
@@ -685,7 +689,7 @@ KNOWN_MISSING = {
                     "(kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c128_stages2_pointwise), "
                     "to be measured on the H200; remove this mark when the row lands"),
 }
-COMMITTED_SETS = sorted(p.stem for p in SETS.glob("*.txt") if (ROOT / "profile_results" / p.stem).is_dir())
+
 
 
 @pytest.fixture(scope="module")
@@ -705,13 +709,13 @@ def clean_clone(tmp_path_factory):
     return dest
 
 
-@pytest.mark.parametrize("set_name", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, raises=MissingRow, reason=KNOWN_MISSING[s]))
-    if s in KNOWN_MISSING else s for s in COMMITTED_SETS])
-def test_every_committed_set_builds_its_header_on_a_clean_clone(clean_clone, set_name, tmp_path):
+@pytest.mark.parametrize("set_name, gpu", [
+    pytest.param(s, g, marks=pytest.mark.xfail(strict=True, raises=MissingRow, reason=KNOWN_MISSING[s]))
+    if s in KNOWN_MISSING else (s, g) for s, g in COMMITTED])
+def test_every_committed_set_builds_its_header_on_a_clean_clone(clean_clone, set_name, gpu, tmp_path):
     out = no_traceback(subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"WORKLOADS={set_name}",
-                                       f"BUILD={tmp_path}"], cwd=clean_clone, capture_output=True, text=True,
-                                      timeout=600))
+                                       f"GPU={gpu}", f"BUILD={tmp_path}"], cwd=clean_clone, capture_output=True,
+                                      text=True, timeout=600))
     if out.returncode != 0 and set_name in KNOWN_MISSING and \
             "has no row for 1 kernel(s) of this build (e.g. " \
             "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c128_stages2_pointwise)" in out.stderr:

@@ -13,7 +13,7 @@ captured in a CUDA graph and replayed, which leaves out the host's cost per call
 dispatch, the library's plan lookup) where a call is too short to hide it. The floor of a layer
 is max(FLOPs / tensor rate, bytes / copy bandwidth), both ceilings measured in the same run
 (a device-to-device copy, an 8192^3 fp16 matrix product). Writes ``compare.csv``,
-``compare.md`` and ``compare.png`` beside the set's CSVs; in ``compare.csv``, ``cudnn_ms``
+``compare.md`` and ``compare.png`` beside the set's CSVs of this GPU; in ``compare.csv``, ``cudnn_ms``
 is the library's time call by call, ``cudnn_graph_ms`` in a graph, and ``library`` names it
 (``cudnn`` or ``cublas``).
 """
@@ -33,6 +33,7 @@ from .profile import NoGpuError, Runner, device_of, query_gpu
 from .reduce import load_set, select_best
 from .render import write_generated
 from .report import layer
+from .results import gpu_dir
 from .workloads import load_workloads
 
 LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
@@ -255,7 +256,7 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
     torch = import_torch()
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, _, problems = load_workloads(workloads, sets_dir)
-    out_dir = Path(results_root) / set_name
+    out_dir = gpu_dir(results_root, set_name, query_gpu()[0])
     hashes = {name: info["hash"] for name, info in manifest["kernels"].items()}
     best = select_best(load_set(out_dir, problems), problems, hashes)
     chosen = list(best["kernel"])

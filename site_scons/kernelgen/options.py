@@ -20,8 +20,9 @@ from SCons.Script import Variables
 from . import inputs
 from . import plan as plan_module
 from .arch import Arch, parse_arch
-from .errors import KernelgenError, one_line
+from .errors import KernelgenError, ResultsError, one_line
 from .profile import NoGpuError, parse_timeout, query_gpu
+from .results import choose_gpu
 from .signature import cutlass_version
 from .workloads import load_workloads
 
@@ -48,10 +49,12 @@ def variables(arguments) -> Variables:
         ("NVCC", "the CUDA compiler", "nvcc"),
         ("NVCCFLAGS", "flags for every nvcc compile", DEFAULT_NVCCFLAGS),
         ("SPECS", "directory of kernel family specs (*.toml)", "kernel_specs/families"),
-        ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/", "profile_results"),
+        ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
         ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),
         ("PROFILE_ARGS", "extra profiler arguments, e.g. '--repeats 30 --batch-ms 2'", ""),
+        ("GPU", "GPU whose results best_kernels.h is built from, a name or its folder name (nvidia_h200); "
+                "default: this machine's GPU, else the only GPU with results", ""),
     )
     return v
 
@@ -65,7 +68,7 @@ def scons_text(text) -> str:
 def help_text(variables_: Variables, env) -> str:
     return ("Targets:\n"
             "  profile          build the profiler, then verify and time every kernel on every workload (GPU)\n"
-            "  best_kernels.h   merge RESULTS/<set>/*.csv into BUILD/best_kernels.h (the default)\n"
+            "  best_kernels.h   merge RESULTS/<set>/<gpu>/*.csv into BUILD/best_kernels.h (the default)\n"
             "  compare          time the chosen kernels, cuDNN and the floor side by side (GPU, PyTorch)\n"
             "  profiler         build the profiler only\n"
             "  -c               remove what the build made (never the results)\n\n"
@@ -99,13 +102,14 @@ class Config:
     specs_dir: Path
     templates_dir: Path
     profiler_dir: Path
-    results_dir: Path  # RESULTS/<set>/, the CSVs best_kernels.h is built from
+    results_dir: Path | None  # RESULTS/<set>/<gpu>/, the CSVs best_kernels.h is built from
     build_dir: str  # BUILD as SCons is given it (absolute, $ escaped)
     profile_timeout: float
     profile_args: list
     toolchain_version: str
     results_root: Path = None  # RESULTS
     build_path: Path = None  # BUILD, resolved
+    header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
 
 
 def _nvcc_version(nvcc: str) -> str:
@@ -167,10 +171,18 @@ def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
                                  f"{'a folder' if wanted else 'a file'} there")
 
 
+def machine_gpu() -> str | None:
+    """This machine's GPU (nvidia-smi), or None without one."""
+    try:
+        return query_gpu()[0]
+    except NoGpuError:
+        return None
+
+
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS") if key in env])
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU") if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={env['NVCC']!r}: a '$' in the compiler's path is refused (SCons expands the "
                              "first word of a command once more to find the program)")
@@ -188,16 +200,22 @@ def resolve(env) -> Config:
     check_build_dir(build, root, {"RESULTS": results_root, "SPECS": specs_dir,
                                   "kernel_specs": root / "kernel_specs", "profiler": root / "profiler",
                                   "site_scons": root / "site_scons"}, env["BUILD"])
+    results_dir, header_error = None, None
+    try:
+        gpu = choose_gpu(results_root / set_name, env.get("GPU") or None, None if env.get("GPU") else machine_gpu())
+        results_dir = results_root / set_name / gpu
+    except ResultsError as e:
+        header_error = str(e)
     cutlass = cutlass_version(includes[0])
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
         cutlass=cutlass, nvcc=env["NVCC"], nvccflags=nvccflags,
         specs_dir=specs_dir, templates_dir=root / "kernel_specs" / "templates",
-        profiler_dir=root / "profiler", results_dir=results_root / set_name,
+        profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
-        results_root=results_root, build_path=build)
+        results_root=results_root, build_path=build, header_error=header_error)
 
 
 def require_gpu(targets: list) -> None:
@@ -250,7 +268,10 @@ def require_torch() -> None:
 
 
 def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
-    """What the header builder reads (an env.Value: data, never substituted by SCons)."""
+    """What the header builder reads (an env.Value: data, never substituted by SCons). With
+    ``error``, no GPU's results could be chosen, and building the header reports it."""
+    if config.header_error is not None:
+        return {"error": config.header_error}
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
             "specs": str(config.specs_dir), "templates": str(config.templates_dir),
             "project_includes": str(config.profiler_dir), "hashes": plan.hashes}
@@ -268,6 +289,8 @@ def _shown(path: Path, root: Path) -> str:
 def result_files(config: Config) -> list:
     """The CSVs the header reads that are regular files (SCons hashes each source: a FIFO would
     block it, a folder stop it). What is missing or not a file is reported by the reducer."""
+    if config.results_dir is None:
+        return []
     paths = (config.results_dir / f"{p.name}.csv" for p in config.problems)
     return [scons_text(p) for p in paths if inputs.file_kind(p) is None]
 

@@ -6,9 +6,9 @@
 One profiler process runs every job (CUDA start-up and allocation paid once). A
 kernel that loses the CUDA context is recorded as ``crashed``, one that stops
 answering as ``timeout``; a fresh process carries on with the remaining jobs. A
-workload's CSV is replaced atomically as soon as its last kernel is done, so an
-interrupted run keeps every finished workload and a later run measures only what
-is missing or out of date.
+workload's CSV (``RESULTS/<set>/<gpu>/``, one folder per GPU) is replaced atomically
+as soon as its last kernel is done, so an interrupted run keeps every finished
+workload and a later run measures only what is missing or out of date.
 
 Nothing measured is deleted before its replacement is measured: a row of code that
 changed since stays until the kernel is measured again; rows of another driver, CUDA
@@ -348,7 +348,9 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_workloads(workloads, sets_dir)
     gpu, driver = query_gpu()
-    runner = Runner(manifest, profiler, Path(results_root) / set_name, timeout, list(extra_args), log)
+    if not results.gpu_slug(gpu):
+        raise KernelgenError(f"nvidia-smi names the GPU {gpu!r}, which gives no folder name for its results")
+    runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, gpu), timeout, list(extra_args), log)
     runner.device = device_of(profiler, driver)
     log(f"profiling {len(problems)} workload(s) of {workload_file} x {len(manifest['kernels'])} kernel(s) "
         f"on {runner.device.gpu} (driver {driver}, CUDA {runner.device.cuda}, CUTLASS {runner.device.cutlass})")
@@ -395,7 +397,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profiler", required=True)
     parser.add_argument("--workloads", required=True, help="set name or workload file")
     parser.add_argument("--sets-dir", required=True)
-    parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/")
+    parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/<gpu>/")
     parser.add_argument("--timeout", type=seconds, default=120.0, help="seconds of silence before a kernel is a timeout")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)

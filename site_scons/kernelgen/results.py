@@ -1,8 +1,9 @@
-"""Profile results: one CSV per workload, ``profile_results/<set>/<workload>.csv``.
+"""Profile results: one CSV per workload and GPU, ``profile_results/<set>/<gpu>/<workload>.csv``.
 
-One row per candidate kernel, including those that cannot run. ``read_csv``
-validates a file before anything uses it; ``write_csv`` replaces a file
-atomically, so a reader never sees half of one.
+One row per candidate kernel, including those that cannot run. ``<gpu>`` is the GPU's name
+as a plain folder name (``gpu_slug``: "NVIDIA H200" is ``nvidia_h200``), so the results of
+one card never replace another's. ``read_csv`` validates a file before anything uses it;
+``write_csv`` replaces a file atomically, so a reader never sees half of one.
 
 A CSV is read as UTF-8 (a byte-order mark is dropped), with LF or CRLF line ends and its
 columns in any order. Anything else is refused naming the file and the line: bytes that are
@@ -34,6 +35,68 @@ PROVENANCE = ("gpu", "driver", "cuda", "cutlass")
 # A number as the profile driver writes it: ASCII decimal or exponent notation, or inf.
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^[+-]?inf(?:inity)?$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def gpu_slug(name: str) -> str:
+    """A GPU's name as a folder name: lower case, runs of anything else than a-z and 0-9 as one
+    ``_`` ("NVIDIA H200" -> ``nvidia_h200``); a slug is its own slug. Empty if nothing is left."""
+    return _SLUG.sub("_", name.lower()).strip("_")[:64]
+
+
+def gpu_dir(results_root, set_name: str, gpu: str) -> Path:
+    """Where the results of ``set_name`` measured on ``gpu`` (a name or a slug) live."""
+    return Path(results_root) / set_name / gpu_slug(gpu)
+
+
+def gpus_with_results(set_dir) -> list[str]:
+    """The GPU folders (plain slugs) of a set that hold at least one CSV file, sorted."""
+    set_dir = Path(set_dir)
+    try:
+        folders = [p for p in set_dir.iterdir() if p.is_dir() and gpu_slug(p.name) == p.name]
+    except OSError:
+        return []
+    return sorted(p.name for p in folders
+                  if any(q.suffix == ".csv" and inputs.file_kind(q) is None for q in _entries(p)))
+
+
+def _entries(folder: Path) -> list:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
+
+
+def choose_gpu(set_dir, requested: str | None, machine: str | None, given_as: str = "GPU=") -> str:
+    """The GPU folder a header is built from: ``requested`` (GPU=, a name or slug; ``given_as``
+    is how an error names it), else this machine's GPU (``machine``, None without one), else
+    the only GPU with results."""
+    set_dir = Path(set_dir)
+    found = gpus_with_results(set_dir)
+    listed = ", ".join(found) if found else "none"
+    if requested is not None:
+        slug = gpu_slug(requested)
+        if not slug:
+            raise ResultsError(set_dir, f"{given_as}{requested!r} names no GPU (GPUs with results here: {listed})")
+        if slug not in found:
+            raise ResultsError(set_dir, f"{given_as}{requested} ({slug}) has no results here (GPUs with results: "
+                               f"{listed})")
+        return slug
+    if machine is not None:
+        slug = gpu_slug(machine)
+        if slug not in found:
+            raise ResultsError(set_dir, f"this machine's GPU, {machine} ({slug}), has no results here (GPUs with "
+                               f"results: {listed}): run scons profile, or name one with GPU=")
+        return slug
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ResultsError(set_dir, f"results of several GPUs ({listed}) and no GPU here: name one with GPU=")
+    loose = sorted(p.name for p in _entries(set_dir) if p.suffix == ".csv")
+    if loose:
+        raise ResultsError(set_dir, f"holds CSVs outside a GPU folder (e.g. {loose[0]}): results live in "
+                           f"{set_dir}/<gpu>/, e.g. {set_dir}/nvidia_h200/; move them there")
+    raise ResultsError(set_dir, "no GPU has results for this set here: run scons profile on a GPU")
 
 
 def read_csv(path) -> pd.DataFrame:

@@ -27,6 +27,9 @@ def _best_kernels_header(target, source, env):
     from kernelgen.workloads import load_workloads
 
     config = json.loads(source[0].read())
+    if "error" in config:  # no GPU's results could be chosen (options.reduce_config)
+        print(f"scons best_kernels.h: {config['error']}", file=sys.stderr)
+        return 1
     try:
         _, _, problems = load_workloads(config["workload_file"], config["workload_file"])
         kernels = {k.name: k for k in load_catalog(config["specs"])}
