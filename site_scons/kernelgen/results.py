@@ -5,7 +5,7 @@ as a plain folder name (``gpu_slug``: "NVIDIA H200" is ``nvidia_h200``), so the 
 one card never replace another's. ``read_csv`` validates a file before anything uses it;
 ``write_csv`` replaces a file atomically, so a reader never sees half of one.
 
-A CSV is read as UTF-8 (a byte-order mark is dropped), with LF or CRLF line ends and its
+A CSV is read as UTF-8 (a byte-order mark is dropped), with LF, CRLF or CR line ends and its
 columns in any order. Anything else is refused naming the file and the line: bytes that are
 not UTF-8, a row with more or fewer fields than the header, the header line again, a control
 character in a field, a number that is not plain ASCII decimal.
@@ -34,7 +34,7 @@ PROVENANCE = ("gpu", "driver", "cuda", "cutlass")
 
 # A number as the profile driver writes it: ASCII decimal or exponent notation, or inf.
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^[+-]?inf(?:inity)?$", re.IGNORECASE)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\ufeff]")  # a BOM past the start: files joined
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
@@ -108,7 +108,7 @@ def read_csv(path) -> pd.DataFrame:
         raise ResultsError(path, f"cannot read: {e.detail}") from None
     if not text.strip():
         raise ResultsError(path, "empty file")
-    if not text.endswith("\n"):
+    if not text.endswith(("\n", "\r")):
         raise ResultsError(path, "truncated: the last line is incomplete")
     header, rows, lines = _parse(text, path)
     frame = pd.DataFrame(rows, columns=header, dtype=str) if rows else pd.DataFrame(columns=header, dtype=str)
@@ -135,16 +135,16 @@ def _parse(text: str, path) -> tuple[list, list, list]:
                 raise ResultsError(path, f"line {start}: control character {bad.group()!r} in the field "
                                    f"{field[:40]!r}")
         if header is None:
-            header = record
+            header, header_line = record, start
             seen = set()
             for name in header:
                 if name in seen:
                     raise ResultsError(path, f"line {start}: column {name!r} is named twice")
                 seen.add(name)
-            _check_columns(header, path)
+            _check_columns(header, path, start)
             continue
-        if record == header:
-            raise ResultsError(path, f"line {start}: the header line again")
+        if sorted(record) == sorted(header):
+            raise ResultsError(path, f"line {start}: the header line again (first on line {header_line})")
         if len(record) != len(header):
             raise ResultsError(path, f"line {start}: {len(record)} field(s), but the header has {len(header)}")
         rows.append(record)
@@ -152,13 +152,15 @@ def _parse(text: str, path) -> tuple[list, list, list]:
     return header, rows, lines
 
 
-def _check_columns(columns: list, path) -> None:
+def _check_columns(columns: list, path, line=None) -> None:
+    where = "" if line is None else f"line {line}: "
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
-        raise ResultsError(path, f"missing required column(s): {', '.join(missing)}")
+        raise ResultsError(path, f"{where}missing required column(s): {', '.join(missing)}")
     unknown = [c for c in columns if c not in COLUMNS]
     if unknown:
-        raise ResultsError(path, f"unknown column(s): {', '.join(map(str, unknown))}")
+        raise ResultsError(path, f"{where}unknown column(s): {', '.join(map(repr, unknown))} (known: "
+                           f"{', '.join(COLUMNS)})")
 
 
 def validate(frame: pd.DataFrame, path, lines=None) -> pd.DataFrame:
