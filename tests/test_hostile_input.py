@@ -35,7 +35,7 @@ COMMITTED = [(p.stem, gpu) for p in sorted(SETS.glob("*.txt"))
 LAYER = "conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1\n"
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def deadline():
     """A case that blocks (a FIFO read) or reads without end (/dev/zero) fails instead of hanging."""
     def expire(signum, frame):
@@ -111,7 +111,7 @@ FILE_CASES = [(reader, *case) for reader in READERS for case in BAD_FILES]
 
 
 @pytest.mark.parametrize("reader, case, make, match", FILE_CASES, ids=[f"{r}-{c}" for r, c, *_ in FILE_CASES])
-def test_only_regular_utf8_files_of_bounded_size_are_read(tmp_path, monkeypatch, reader, case, make, match):
+def test_only_regular_utf8_files_of_bounded_size_are_read(tmp_path, monkeypatch, deadline, reader, case, make, match):
     """T1 (non-UTF-8), T3 (a folder named like the file), T4 (unreadable), H (FIFO, /dev/zero),
     and the size limit, for every reader of user files."""
     name, read, error, limit = READERS[reader]

@@ -398,7 +398,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workloads", required=True, help="set name or workload file")
     parser.add_argument("--sets-dir", required=True)
     parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/<gpu>/")
-    parser.add_argument("--timeout", type=seconds, default=120.0, help="seconds of silence before a kernel is a timeout")
+    parser.add_argument("--timeout", type=seconds, default=120.0,
+                        help="seconds of silence before a kernel is a timeout")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)
 
