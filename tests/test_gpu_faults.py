@@ -11,6 +11,7 @@ import sys
 
 from conftest import ROOT, requires_gpu, workload_file  # noqa: F401  (fixture)
 from kernelgen import results
+from kernelgen.profile import query_gpu
 from kernelgen.workloads import parse_workloads
 
 AWKWARD = """\
@@ -31,6 +32,11 @@ def scons(*args, check=True):
     return out
 
 
+def this_gpu(results_root, set_name):
+    """Where scons profile writes a set's CSVs on this machine: a folder per GPU."""
+    return results.gpu_dir(results_root, set_name, query_gpu()[0])
+
+
 def statuses(path):
     frame = results.read_csv(path)
     return dict(zip(frame["kernel"], frame["status"])), frame.set_index("kernel")
@@ -42,7 +48,7 @@ def test_faulty_kernels_are_recorded_and_never_chosen(tmp_path, workload_file):
               f"BUILD={tmp_path / 'build'}", "PROFILE_TIMEOUT=10"]
     scons("profile", *common)
     for problem in parse_workloads(workload_file.read_text()):
-        found, frame = statuses(tmp_path / "results" / workload_file.stem / f"{problem.name}.csv")
+        found, frame = statuses(this_gpu(tmp_path / "results", workload_file.stem) / f"{problem.name}.csv")
         assert found == {
             "kernelgen_test_direct_fprop_f16_none": "ok",
             "kernelgen_test_direct_fprop_f16_wrong_scale": "incorrect",
@@ -64,11 +70,11 @@ def test_awkward_channel_counts_get_a_verified_kernel(tmp_path):
     common = [f"WORKLOADS={layers}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"]
     scons("profile", f"KERNELS={NARROW},{WIDE},{SM90}", *common)
     rgb, odd, classifier = parse_workloads(AWKWARD)
-    found, _ = statuses(tmp_path / "results" / "awkward" / f"{rgb.name}.csv")
+    found, _ = statuses(this_gpu(tmp_path / "results", "awkward") / f"{rgb.name}.csv")
     assert found == {NARROW: "ok", WIDE: "unsupported", SM90: "unsupported"}
-    found, _ = statuses(tmp_path / "results" / "awkward" / f"{odd.name}.csv")
+    found, _ = statuses(this_gpu(tmp_path / "results", "awkward") / f"{odd.name}.csv")
     assert found[NARROW] == "ok" and found[WIDE] == "unsupported"
-    found, _ = statuses(tmp_path / "results" / "awkward" / f"{classifier.name}.csv")
+    found, _ = statuses(this_gpu(tmp_path / "results", "awkward") / f"{classifier.name}.csv")
     assert found == {NARROW: "ok", WIDE: "ok", SM90: "ok"}
     scons("best_kernels.h", f"KERNELS={NARROW},{WIDE},{SM90}", *common)
 

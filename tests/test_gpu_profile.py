@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, requires_gpu, workload_file  # noqa: F401  (fixture)
 from kernelgen import results
+from kernelgen.profile import query_gpu
 from kernelgen.workloads import parse_workloads
 
 KERNELS = ",".join([
@@ -25,6 +26,11 @@ KERNELS = ",".join([
     "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_256x128x64_2x1x1_0_align8_warpspecialized_cooperative_epi_tma_transposed",
     "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_void_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x32_stores8",
 ])
+
+
+def this_gpu(results_root, set_name):
+    """Where scons profile writes a set's CSVs on this machine: a folder per GPU."""
+    return results.gpu_dir(results_root, set_name, query_gpu()[0])
 
 
 def scons(*args):
@@ -42,7 +48,7 @@ def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastes
     problems = parse_workloads(workload_file.read_text())
     fastest = []
     for problem in problems:
-        frame = results.read_csv(tmp_path / "results" / workload_file.stem / f"{problem.name}.csv")
+        frame = results.read_csv(this_gpu(tmp_path / "results", workload_file.stem) / f"{problem.name}.csv")
         assert sorted(frame["kernel"]) == sorted(KERNELS.split(","))
         assert set(frame["status"]) == {"ok"}, frame[["kernel", "status", "message"]].to_string()
         assert (frame["rel_l2_error"] < 1e-3).all() and (frame["rel_max_error"] < 1e-3).all()
@@ -93,7 +99,7 @@ def test_resident_kernels_are_verified_on_full_and_partial_tiles_and_refuse_othe
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
     scons("profile", f"WORKLOADS={workloads}", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
     for layer, problem in zip(sorted(computes | set(refuses)), parse_workloads(text)):
-        frame = results.read_csv(tmp_path / "results" / "layers" / f"{problem.name}.csv")
+        frame = results.read_csv(this_gpu(tmp_path / "results", "layers") / f"{problem.name}.csv")
         assert list(frame["kernel"]) == [kernel]
         row = frame.iloc[0]
         if layer in computes:

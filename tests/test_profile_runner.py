@@ -26,9 +26,9 @@ def run(tmp_path, profiler, workload_file, kernels=KERNELS, timeout=20.0):
     return logs
 
 
-def csv_of(tmp_path, workload_file, index):
+def csv_of(tmp_path, workload_file, index, gpu="nvidia_h200"):
     problem = parse_workloads(workload_file.read_text())[index]
-    return results.read_csv(tmp_path / "results" / workload_file.stem / f"{problem.name}.csv")
+    return results.read_csv(tmp_path / "results" / workload_file.stem / gpu / f"{problem.name}.csv")
 
 
 def test_every_kernel_gets_a_row_per_workload(tmp_path, fake_gpu, workload_file):
@@ -110,13 +110,25 @@ def test_new_kernels_are_added_without_losing_earlier_rows(tmp_path, fake_gpu, w
     assert list(csv_of(tmp_path, workload_file, 0)["kernel"]) == ["kernel_a", "kernel_b"]
 
 
-def test_rows_from_another_gpu_are_measured_again(tmp_path, fake_gpu, workload_file, monkeypatch):
+def test_rows_from_another_driver_are_measured_again(tmp_path, fake_gpu, workload_file, monkeypatch):
     profiler, log = fake_gpu
     run(tmp_path, profiler, workload_file)
-    monkeypatch.setenv("FAKE_GPU", "NVIDIA H100")
+    monkeypatch.setenv("FAKE_DRIVER", "590.10")
     logs = run(tmp_path, profiler, workload_file)
     assert any("another GPU" in line for line in logs)
-    assert set(csv_of(tmp_path, workload_file, 0)["gpu"]) == {"NVIDIA H100"}
+    assert set(csv_of(tmp_path, workload_file, 0)["driver"]) == {"590.10"}
+    assert len(invocations(log)) == 2
+
+
+def test_another_gpu_writes_its_own_folder_and_the_first_gpus_rows_stay(tmp_path, fake_gpu, workload_file,
+                                                                         monkeypatch):
+    profiler, log = fake_gpu
+    run(tmp_path, profiler, workload_file)
+    before = csv_of(tmp_path, workload_file, 0)
+    monkeypatch.setenv("FAKE_GPU", "NVIDIA H100 80GB HBM3")
+    run(tmp_path, profiler, workload_file)
+    assert set(csv_of(tmp_path, workload_file, 0, "nvidia_h100_80gb_hbm3")["gpu"]) == {"NVIDIA H100 80GB HBM3"}
+    assert csv_of(tmp_path, workload_file, 0).equals(before), "the H200's rows are untouched"
     assert len(invocations(log)) == 2
 
 
@@ -137,7 +149,7 @@ def test_sigterm_keeps_finished_workloads_and_a_rerun_resumes(tmp_path, fake_gpu
     env = dict(os.environ, PYTHONPATH=str(ROOT / "site_scons"),
                FAKE_BEHAVIOUR=json.dumps({f"{second.name}/kernel_b": "hang"}))
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results_dir = tmp_path / "results" / workload_file.stem
+    results_dir = tmp_path / "results" / workload_file.stem / "nvidia_h200"
     deadline = time.monotonic() + 30
     while not (results_dir / f"{first.name}.csv").exists() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -173,7 +173,13 @@ def test_best_kernels_h_without_results_names_the_missing_csv(tmp_path):
     project = copy_project(tmp_path)
     out = scons(project, "best_kernels.h", "RESULTS=nowhere", check=False)
     assert out.returncode != 0
-    assert "nowhere/resnet50/conv2d_fprop_f16_n256_h56_w56_c64_k256" in out.stderr
+    assert "nowhere/resnet50: no GPU has results for this set" in out.stderr
+    assert "run scons profile on a GPU" in out.stderr
+    (project / "nowhere" / "resnet50" / "nvidia_h200").mkdir(parents=True)
+    (project / "nowhere" / "resnet50" / "nvidia_h200" / "other.csv").write_text("workload\n")
+    out = scons(project, "best_kernels.h", "RESULTS=nowhere", check=False)
+    assert out.returncode != 0
+    assert "nowhere/resnet50/nvidia_h200/conv2d_fprop_f16_n256_h56_w56_c64_k256" in out.stderr
     assert "run scons profile on a GPU" in out.stderr
 
 

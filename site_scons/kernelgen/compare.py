@@ -20,7 +20,7 @@ The floor of a layer is max(FLOPs / tensor rate, bytes / copy bandwidth), both c
 measured in the same run (a device-to-device copy, an 8192^3 fp16 matrix product). The
 network total of a column is the sum over layers of ``count`` (how many times the network
 runs the layer) times its time. Writes ``compare.csv``, ``compare.md`` and ``compare.png``
-beside the set's CSVs; ``library`` names the library (``cudnn`` or ``cublas``).
+beside the set's CSVs of this GPU; ``library`` names the library (``cudnn`` or ``cublas``).
 """
 
 import argparse
@@ -38,6 +38,7 @@ from .profile import NoGpuError, Runner, device_of, query_gpu
 from .reduce import load_set, select_best
 from .render import write_generated
 from .report import layer
+from .results import gpu_dir
 from .workloads import load_workloads
 
 LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
@@ -332,7 +333,7 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
     torch = import_torch()
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, _, problems = load_workloads(workloads, sets_dir)
-    out_dir = Path(results_root) / set_name
+    out_dir = gpu_dir(results_root, set_name, query_gpu()[0])
     hashes = {name: info["hash"] for name, info in manifest["kernels"].items()}
     best = select_best(load_set(out_dir, problems), problems, hashes)
     chosen = list(best["kernel"])

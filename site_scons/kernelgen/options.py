@@ -1,7 +1,14 @@
-"""The command-line variables of SConstruct and what they resolve to."""
+"""The command-line variables of SConstruct and what they resolve to.
+
+Every value is checked here, before anything is built: no control characters, numbers as
+plain ASCII decimals, flags with balanced quotes, and a BUILD folder that ``scons -c`` may
+empty (never the project, a folder above it, or one holding RESULTS or SPECS). A path a user
+gives reaches SCons only with ``$`` escaped (``scons_text``), so SCons never expands it.
+"""
 
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -11,10 +18,12 @@ from pathlib import Path
 from SCons.Script import Variables
 
 from . import importer
+from . import inputs
 from . import plan as plan_module
 from .arch import Arch, parse_arch
-from .errors import KernelgenError
-from .profile import NoGpuError, query_gpu
+from .errors import KernelgenError, ResultsError, one_line
+from .profile import NoGpuError, parse_timeout, query_gpu
+from .results import choose_gpu
 from .signature import cutlass_version
 from .workloads import load_workloads
 
@@ -41,7 +50,7 @@ def variables(arguments) -> Variables:
         ("NVCC", "the CUDA compiler", "nvcc"),
         ("NVCCFLAGS", "flags for every nvcc compile", DEFAULT_NVCCFLAGS),
         ("SPECS", "directory of kernel family specs (*.toml)", "kernel_specs/families"),
-        ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/", "profile_results"),
+        ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
         ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),
         ("PROFILE_ARGS", "extra profiler arguments, e.g. '--repeats 30 --batch-ms 2'", ""),
@@ -51,21 +60,33 @@ def variables(arguments) -> Variables:
         ("DTYPE", f"scons workloads: what the layers are profiled as ({' or '.join(importer.DTYPES)})",
          importer.DEFAULT_DTYPE),
         ("NAME", "scons workloads: the set's name (default <model>_b<batch>)", ""),
+        ("GPU", "GPU whose results best_kernels.h is built from, a name or its folder name (nvidia_h200); "
+                "default: this machine's GPU, else the only GPU with results", ""),
     )
     return v
+
+
+def scons_text(text) -> str:
+    """``text`` as SCons must be given it to keep it as it is: ``$`` doubled, so that a path such
+    as ``${...}`` is never substituted (which would run Python)."""
+    return str(text).replace("$", "$$")
 
 
 def help_text(variables_: Variables, env) -> str:
     return ("Targets:\n"
             "  profile          build the profiler, then verify and time every kernel on every workload (GPU)\n"
-            "  best_kernels.h   merge RESULTS/<set>/*.csv into BUILD/best_kernels.h (the default)\n"
+            "  best_kernels.h   merge RESULTS/<set>/<gpu>/*.csv into BUILD/best_kernels.h (the default)\n"
             "  compare          time the chosen kernels, cuDNN and the floor side by side (GPU, PyTorch)\n"
             "  profiler         build the profiler only\n"
             "  workloads        record MODEL's convolutions and linear layers at BATCH, INPUT into\n"
             "                   kernel_specs/workloads/<model>_b<batch>.txt (PyTorch and torchvision;\n"
             "                   no CUTLASS, nvcc or GPU; run alone)\n"
             "  -c               remove what the build made (never the results)\n\n"
-            "Variables (NAME=value):\n" + variables_.GenerateHelpText(env))
+            "Variables (NAME=value):\n" + "".join(
+                # As Variables.GenerateHelpText, without substituting the values (a value is data).
+                variables_.FormatVariableHelpText(env, o.key, o.help, o.default,
+                                                  one_line(env[o.key]) if o.key in env else None, o.aliases)
+                for o in variables_.options))
 
 
 def child_environment() -> dict:
@@ -91,11 +112,14 @@ class Config:
     specs_dir: Path
     templates_dir: Path
     profiler_dir: Path
-    results_dir: Path
-    build_dir: str
+    results_dir: Path | None  # RESULTS/<set>/<gpu>/, the CSVs best_kernels.h is built from
+    build_dir: str  # BUILD as SCons is given it (absolute, $ escaped)
     profile_timeout: float
     profile_args: list
     toolchain_version: str
+    results_root: Path = None  # RESULTS
+    build_path: Path = None  # BUILD, resolved
+    header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
 
 
 def _nvcc_version(nvcc: str) -> str:
@@ -107,27 +131,101 @@ def _nvcc_version(nvcc: str) -> str:
     return lines[-1] if lines else "unknown nvcc"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+
+
+def check_values(env, keys) -> None:
+    """No variable holds a control character (a newline would reach a command or a comment)."""
+    for key in keys:
+        bad = _CONTROL.search(str(env[key]))
+        if bad:
+            raise KernelgenError(f"{key}={env[key]!r}: holds the control character {bad.group()!r}")
+
+
+def split_flags(env, key) -> list:
+    try:
+        return shlex.split(env[key])
+    except ValueError as e:
+        raise KernelgenError(f"{key}={env[key]!r}: {e} (quote as in a shell)") from None
+
+
+def _path(env, key, root: Path) -> Path:
+    if not str(env[key]).strip():
+        raise KernelgenError(f"{key}= is empty: it names a folder")
+    return (root / env[key]).resolve()
+
+
+def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
+    """Refuse a BUILD that ``scons -c`` must not empty, or where the build cannot write its files:
+    the project or a folder above it; one holding, or inside, a folder of ``keep`` (name -> path:
+    RESULTS, SPECS, the project's sources); a file; outputs of the wrong kind."""
+    shown = f"BUILD={given}"
+    if build == root or build in root.parents:
+        raise KernelgenError(f"{shown} is the project or a folder above it ({build}); the build's folder holds "
+                             "only what the build makes (scons -c empties it): name a folder of its own")
+    for name, path in keep.items():
+        if build == path or build in path.parents:
+            raise KernelgenError(f"{shown} holds {name} ({path}); the build's folder holds only what the build "
+                                 "makes (scons -c empties it): name a folder of its own")
+        if path in build.parents:
+            raise KernelgenError(f"{shown} is inside {name} ({path}): name a folder of its own")
+    kind = inputs.file_kind(build)
+    if kind not in ("missing", "a directory"):
+        raise KernelgenError(f"{shown} is {kind or 'a file'}, not a folder")
+    for name, wanted in (("best_kernels.h", None), ("profiler", None), ("kernels.json", None),
+                         ("manifest.cu", None), ("kernels", "a directory"), ("obj", "a directory"),
+                         ("obj/driver", "a directory")):
+        kind = inputs.file_kind(build / name)
+        if kind not in ("missing", wanted):
+            raise KernelgenError(f"{shown}: {build / name} is {kind or 'a file'}; the build writes "
+                                 f"{'a folder' if wanted else 'a file'} there")
+
+
+def machine_gpu() -> str | None:
+    """This machine's GPU (nvidia-smi), or None without one."""
+    try:
+        return query_gpu()[0]
+    except NoGpuError:
+        return None
+
+
 def resolve(env) -> Config:
     root = ROOT
+    check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU") if key in env])
+    if "$" in env["NVCC"]:
+        raise KernelgenError(f"NVCC={env['NVCC']!r}: a '$' in the compiler's path is refused (SCons expands the "
+                             "first word of a command once more to find the program)")
+    if not str(env["ARCH"]).isascii():
+        raise KernelgenError(f"ARCH={env['ARCH']!r}: expected a compute capability such as 80, 90 or 90a")
     cutlass_root = Path(env["CUTLASS"]) if env["CUTLASS"] else None
-    if cutlass_root is None or not (cutlass_root / "include" / "cutlass" / "cutlass.h").is_file():
+    if cutlass_root is None or inputs.file_kind(cutlass_root / "include" / "cutlass" / "cutlass.h") is not None:
         raise KernelgenError(f"CUTLASS={env['CUTLASS'] or '(unset)'}: no CUTLASS headers there (expected "
                              "include/cutlass/cutlass.h); install nvidia-cutlass or set CUTLASS=")
     includes = [str(cutlass_root / "include"), str(cutlass_root / "tools" / "util" / "include")]
     set_name, workload_file, problems = load_workloads(env["WORKLOADS"], root / "kernel_specs" / "workloads")
+    timeout = parse_timeout(env["PROFILE_TIMEOUT"])
+    nvccflags, profile_args = split_flags(env, "NVCCFLAGS"), split_flags(env, "PROFILE_ARGS")
+    results_root, specs_dir, build = _path(env, "RESULTS", root), _path(env, "SPECS", root), _path(env, "BUILD", root)
+    check_build_dir(build, root, {"RESULTS": results_root, "SPECS": specs_dir,
+                                  "kernel_specs": root / "kernel_specs", "profiler": root / "profiler",
+                                  "site_scons": root / "site_scons"}, env["BUILD"])
+    results_dir, header_error = None, None
     try:
-        timeout = float(env["PROFILE_TIMEOUT"])
-    except ValueError:
-        raise KernelgenError(f"PROFILE_TIMEOUT={env['PROFILE_TIMEOUT']!r} is not a number") from None
+        gpu = choose_gpu(results_root / set_name, env.get("GPU") or None, None if env.get("GPU") else machine_gpu())
+        results_dir = results_root / set_name / gpu
+    except ResultsError as e:
+        header_error = str(e)
     cutlass = cutlass_version(includes[0])
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
-        cutlass=cutlass, nvcc=env["NVCC"], nvccflags=shlex.split(env["NVCCFLAGS"]),
-        specs_dir=(root / env["SPECS"]).resolve(), templates_dir=root / "kernel_specs" / "templates",
-        profiler_dir=root / "profiler", results_dir=(root / env["RESULTS"] / set_name).resolve(),
-        build_dir=env["BUILD"], profile_timeout=timeout, profile_args=shlex.split(env["PROFILE_ARGS"]),
-        toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}")
+        cutlass=cutlass, nvcc=env["NVCC"], nvccflags=nvccflags,
+        specs_dir=specs_dir, templates_dir=root / "kernel_specs" / "templates",
+        profiler_dir=root / "profiler", results_dir=results_dir,
+        build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
+        toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
+        results_root=results_root, build_path=build, header_error=header_error)
 
 
 def require_gpu(targets: list) -> None:
@@ -149,16 +247,17 @@ def build_plan(config: Config) -> plan_module.BuildPlan:
 
 
 def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
-    build = config.root / config.build_dir
+    build = config.build_path
     return plan_module.stale_objects(plan, build / "kernels", build / "obj")
 
 
 def _tool_command(module: str, config: Config, extra: list) -> str:
-    """The command line of a kernelgen tool run on the built profiler (SOURCES[0]) and manifest."""
+    """The command line of a kernelgen tool run on the built profiler (SOURCES[0]) and manifest;
+    every other word is quoted for the shell and escaped for SCons."""
     args = [sys.executable, "-m", module, "--manifest", "${SOURCES[1]}", "--profiler", "${SOURCES[0]}",
             "--workloads", str(config.workload_file), "--sets-dir", str(config.root / "kernel_specs" / "workloads"),
-            "--results", str(config.results_dir.parent), *extra]
-    return " ".join(shlex.quote(a) if not a.startswith("${") else a for a in args)
+            "--results", str(config.results_root), *extra]
+    return " ".join(a if a in ("${SOURCES[0]}", "${SOURCES[1]}") else scons_text(shlex.quote(a)) for a in args)
 
 
 def profile_command(config: Config) -> str:
@@ -179,6 +278,10 @@ def require_torch() -> None:
 
 
 def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
+    """What the header builder reads (an env.Value: data, never substituted by SCons). With
+    ``error``, no GPU's results could be chosen, and building the header reports it."""
+    if config.header_error is not None:
+        return {"error": config.header_error}
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
             "specs": str(config.specs_dir), "templates": str(config.templates_dir),
             "project_includes": str(config.profiler_dir), "hashes": plan.hashes}
@@ -194,15 +297,19 @@ def _shown(path: Path, root: Path) -> str:
 
 
 def result_files(config: Config) -> list:
-    """The CSVs the header reads that exist (a missing one is reported by the reducer)."""
+    """The CSVs the header reads that are regular files (SCons hashes each source: a FIFO would
+    block it, a folder stop it). What is missing or not a file is reported by the reducer."""
+    if config.results_dir is None:
+        return []
     paths = (config.results_dir / f"{p.name}.csv" for p in config.problems)
-    return [str(p) for p in paths if p.exists()]
+    return [scons_text(p) for p in paths if inputs.file_kind(p) is None]
 
 
 def header_dependencies(config: Config) -> list:
     package = Path(__file__).parent
-    return sorted(str(p) for p in [*config.templates_dir.glob("*.mako"), *config.specs_dir.glob("*.toml"),
-                                   *package.rglob("*.py"), *config.profiler_dir.glob("*.h")])
+    return sorted(scons_text(p) for p in [*config.templates_dir.glob("*.mako"), *config.specs_dir.glob("*.toml"),
+                                          *package.rglob("*.py"), *config.profiler_dir.glob("*.h")]
+                  if inputs.file_kind(p) is None)
 
 
 def workloads_command(env, targets: list) -> str:
@@ -222,3 +329,23 @@ def workloads_command(env, targets: list) -> str:
             "--input", request.input_text, "--dtype", request.dtype, "--name", request.name,
             "--sets-dir", str(ROOT / "kernel_specs" / "workloads")]
     return " ".join(shlex.quote(a) for a in args)
+
+
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_TEMPORARY = r"\..+\.tmp"  # render.write_generated's, left by a killed write
+_BUILD_FILES = {".": re.compile(_TEMPORARY), "kernels": re.compile(rf"{_IDENTIFIER}\.cu|{_TEMPORARY}"),
+                "obj": re.compile(rf"{_IDENTIFIER}\.o"), "obj/driver": re.compile(rf"{_IDENTIFIER}\.o")}
+
+
+def clean_files(config: Config) -> list:
+    """What ``scons -c`` removes besides the targets it knows: the files the build made in BUILD
+    under its own naming (kernel sources and objects of kernels no longer selected, temporaries
+    of an interrupted write), each by name; never a folder, nothing else."""
+    found = []
+    for folder, pattern in _BUILD_FILES.items():
+        try:
+            entries = sorted((config.build_path / folder).iterdir())
+        except OSError:
+            continue
+        found += [p for p in entries if pattern.fullmatch(p.name) and (p.is_symlink() or p.is_file())]
+    return [scons_text(p) for p in found]

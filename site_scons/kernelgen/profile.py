@@ -6,15 +6,24 @@
 One profiler process runs every job (CUDA start-up and allocation paid once). A
 kernel that loses the CUDA context is recorded as ``crashed``, one that stops
 answering as ``timeout``; a fresh process carries on with the remaining jobs. A
-workload's CSV is replaced atomically as soon as its last kernel is done, so an
-interrupted run keeps every finished workload and a later run measures only what
-is missing or out of date.
+workload's CSV (``RESULTS/<set>/<gpu>/``, one folder per GPU) is replaced atomically
+as soon as its last kernel is done, so an interrupted run keeps every finished
+workload and a later run measures only what is missing or out of date.
+
+Nothing measured is deleted before its replacement is measured: a row of code that
+changed since stays until the kernel is measured again; rows of another driver, CUDA
+or CUTLASS (a CSV holds one stack) are replaced only once every kernel of the file is
+measured with this one, and a run that would not measure them all (``KERNELS=``) is
+refused before it starts. The profiler dies with this process, even on SIGKILL.
 """
 
 import argparse
+import ctypes
 import json
+import math
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -26,8 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import results
-from .errors import KernelgenError
+from . import inputs, results
+from .errors import KernelgenError, one_line
 from .workloads import load_workloads
 
 CRASHED_EXIT = 3
@@ -55,6 +64,8 @@ class WorkloadState:
     kept: list  # rows carried over from an earlier run
     pending: list  # kernel names still to measure
     new: list = field(default_factory=list)
+    superseded: list = field(default_factory=list)  # rows of changed code, kept until measured again
+    foreign: int = 0  # rows of another stack in the file: it is replaced only when complete
 
 
 def query_gpu() -> tuple[str, str]:
@@ -79,12 +90,32 @@ def parse_device_line(fields: list[str], driver: str) -> Device:
     return Device(gpu=fields[1], driver=driver, cuda=fields[5], cutlass=fields[7])
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+    _LIBC.prctl  # every Linux libc has it; elsewhere the profiler is only killed with its session
+except (OSError, AttributeError):
+    _LIBC = None
+_PARENT = [0]  # the pid the profiler is started from
+
+
+def _die_with_parent():
+    """Make the profiler (between fork and exec) receive SIGKILL when this process dies, however
+    it dies: its own session (for killpg) would otherwise outlive a SIGKILL of the driver."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != _PARENT[0]:  # the parent died before prctl took effect
+            os._exit(1)
+
+
 class ProfilerProcess:
     """One running profiler; yields its output records, or None when it stops answering."""
 
     def __init__(self, command: list[str]):
+        _PARENT[0] = os.getpid()
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     bufsize=1, start_new_session=True)
+                                     bufsize=1, start_new_session=True,
+                                     preexec_fn=_die_with_parent if _LIBC is not None else None)
         self.lines: queue.Queue = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
@@ -141,24 +172,40 @@ class Runner:
 
     # ---- planning -------------------------------------------------------------------------
     def plan(self, problems: list) -> list[WorkloadState]:
-        states = []
+        """What each workload still needs. Refuses (KernelgenError, nothing measured yet) when a
+        CSV holds rows of another stack for kernels this build does not measure: rewriting the
+        file for this stack would lose them."""
+        states, losses = [], []
         for problem in problems:
             path = self.results_dir / f"{problem.name}.csv"
-            kept, dropped = [], 0
-            if path.exists():
+            kept, superseded, foreign = [], [], []
+            if inputs.file_kind(path) != "missing":
                 for row in results.rows_of(results.read_csv(path)):
                     if not self.device.matches(row):
-                        dropped += 1
+                        foreign.append(row)
                         continue
                     info = self.kernels.get(row["kernel"])
                     if info is not None and info["hash"] != row["kernel_hash"]:
-                        continue  # the kernel's code changed: its old numbers do not count
+                        superseded.append(row)  # the kernel's code changed: measured again, kept till then
+                        continue
                     kept.append(row)
-            if dropped:
-                self.log(f"  {path}: {dropped} row(s) measured on another GPU or software stack are replaced")
+            unmeasured = sorted({row["kernel"] for row in foreign} - set(self.kernels))
+            if unmeasured:
+                losses.append((path, foreign, unmeasured))
+            elif foreign:
+                self.log(f"  {path}: {len(foreign)} row(s) measured on another GPU or software stack "
+                         f"({_stack(foreign[0])}) are replaced once every kernel is measured again")
             measured = {row["kernel"] for row in kept}
             pending = [name for name in sorted(self.kernels) if name not in measured]
-            states.append(WorkloadState(problem, path, kept, pending))
+            states.append(WorkloadState(problem, path, kept, pending, superseded=superseded, foreign=len(foreign)))
+        if losses:
+            path, foreign, unmeasured = losses[0]
+            more = f" ({len(losses) - 1} more CSV(s) alike)" if len(losses) > 1 else ""
+            raise KernelgenError(
+                f"{path}: {len(foreign)} row(s) were measured with {_stack(foreign[0])}, and {len(unmeasured)} of "
+                f"their kernels are not in this build (e.g. {unmeasured[0]}){more}; measuring with this stack "
+                f"({_stack(vars(self.device))}) would replace the file and lose them. Nothing was profiled: "
+                "profile every kernel (scons profile without KERNELS=), or move the file aside to keep them")
         return states
 
     # ---- running ----------------------------------------------------------------------------
@@ -194,10 +241,23 @@ class Runner:
         if not state.pending:
             self.flush(state)
 
-    def flush(self, state: WorkloadState) -> None:
-        if state.new:
-            results.write_csv(state.csv_path, state.kept + state.new)
-            state.kept, state.new = state.kept + state.new, []
+    def flush(self, state: WorkloadState, partial: bool = False) -> None:
+        """Write what ``state`` measured. A ``partial`` write (an interrupted workload) keeps the rows
+        still to be replaced; a file of another stack is left as it was until the workload is done."""
+        if not state.new:
+            return
+        if partial and state.foreign and state.pending:
+            self.log(f"  {state.csv_path}: left as it was ({state.foreign} row(s) of another stack); "
+                     f"{len(state.new)} new measurement(s) of this workload are not saved")
+            return
+        fresh = {row["kernel"] for row in state.new}
+        carried = [row for row in state.superseded if row["kernel"] not in fresh]
+        try:
+            results.write_csv(state.csv_path, state.kept + state.new + carried)
+        except OSError as e:
+            raise KernelgenError(f"{state.csv_path}: cannot write ({e.strerror or e}); the file is as it "
+                                 "was before") from None
+        state.kept, state.new, state.superseded, state.foreign = state.kept + state.new, [], carried, 0
 
     def result_row(self, state: WorkloadState, fields: list[str]) -> dict:
         # result WORKLOAD KERNEL STATUS RUNTIME MIN MAX ITERATIONS REL_L2 REL_MAX MESSAGE
@@ -263,6 +323,10 @@ class Runner:
                 raise KernelgenError(f"profiler: {fields[1] if len(fields) > 1 else 'fatal error'}")
 
 
+def _stack(row: dict) -> str:
+    return f"GPU {row['gpu']}, driver {row['driver']}, CUDA {row['cuda']}, CUTLASS {row['cutlass']}"
+
+
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
@@ -284,7 +348,9 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_workloads(workloads, sets_dir)
     gpu, driver = query_gpu()
-    runner = Runner(manifest, profiler, Path(results_root) / set_name, timeout, list(extra_args), log)
+    if not results.gpu_slug(gpu):
+        raise KernelgenError(f"nvidia-smi names the GPU {gpu!r}, which gives no folder name for its results")
+    runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, gpu), timeout, list(extra_args), log)
     runner.device = device_of(profiler, driver)
     log(f"profiling {len(problems)} workload(s) of {workload_file} x {len(manifest['kernels'])} kernel(s) "
         f"on {runner.device.gpu} (driver {driver}, CUDA {runner.device.cuda}, CUTLASS {runner.device.cutlass})")
@@ -296,9 +362,33 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
         runner.run(states)
     finally:
         for state in states:
-            runner.flush(state)  # keep what an interrupted workload measured so far
+            try:
+                runner.flush(state, partial=True)  # keep what an interrupted workload measured so far
+            except KernelgenError as e:
+                log(f"  {e}")
     log(f"profiled {runner.done_pairs} (workload, kernel) pair(s) in {_duration(time.monotonic() - runner.started)}; "
         f"results in {runner.results_dir}")
+
+
+MAX_TIMEOUT = 86400.0
+_SECONDS = re.compile(r"^[0-9]+(?:\.[0-9]*)?$|^\.[0-9]+$")
+
+
+def parse_timeout(text: str, what: str = "PROFILE_TIMEOUT") -> float:
+    """Seconds of silence before a kernel is a timeout: a plain positive decimal, at most a day."""
+    value = float(text) if _SECONDS.match(str(text).strip()) else math.nan
+    if not 0 < value <= MAX_TIMEOUT:
+        raise KernelgenError(f"{what}={text!r}: expected a number of seconds, more than 0 and at most "
+                             f"{MAX_TIMEOUT:.0f}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse's type for --timeout."""
+    try:
+        return parse_timeout(text, "--timeout")
+    except KernelgenError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv=None) -> int:
@@ -307,8 +397,9 @@ def main(argv=None) -> int:
     parser.add_argument("--profiler", required=True)
     parser.add_argument("--workloads", required=True, help="set name or workload file")
     parser.add_argument("--sets-dir", required=True)
-    parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a kernel is a timeout")
+    parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/<gpu>/")
+    parser.add_argument("--timeout", type=seconds, default=120.0,
+                        help="seconds of silence before a kernel is a timeout")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)
 
@@ -324,6 +415,9 @@ def main(argv=None) -> int:
         return 2
     except KernelgenError as e:
         print(f"scons profile: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a temporary file on a full disk, say
+        print(f"scons profile: {one_line(e.filename or '')}: {e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("scons profile: interrupted; finished workloads are saved, run the same command to resume",

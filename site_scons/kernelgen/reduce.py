@@ -2,8 +2,10 @@
 
 For each workload: validate its CSV, keep the rows of the kernels this build
 selects, require that each was measured on the code this build compiles, and
-pick the fastest ``ok`` row by a total order (runtime, then kernel name). A
-workload with no ``ok`` kernel is an error that names it. The header is written
+pick the fastest ``ok`` row by a total order (runtime, then kernel name). An ``ok``
+row competes only if the verification errors it recorded (``rel_l2_error``,
+``rel_max_error``) are within the kernel's tolerance: one without them is unverified.
+A workload with no such kernel is an error that names it. The header is written
 atomically: on any error the previous one stays as it was.
 """
 
@@ -12,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import render, results
+from . import inputs, render, results
 from .errors import ResultsError
+from .vocab import VERIFY_TOLERANCE
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"[^\n]*\n', re.MULTILINE)
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once[^\n]*\n", re.MULTILINE)
@@ -25,9 +28,11 @@ def load_set(results_dir, problems) -> pd.DataFrame:
     frames = []
     for problem in problems:
         path = results_dir / f"{problem.name}.csv"
-        if not path.exists():
+        if inputs.file_kind(path) == "missing":
             raise ResultsError(path, f"no results for workload {problem.name}: run scons profile on a GPU")
         frame = results.read_csv(path)
+        if frame.empty:
+            raise ResultsError(path, "holds no rows, only a header: run scons profile on a GPU")
         others = sorted(set(frame["workload"]) - {problem.name})
         if others:
             raise ResultsError(path, f"holds rows of another workload ({others[0]})")
@@ -50,8 +55,20 @@ def _describe(row) -> str:
     return f"GPU {row.gpu}, driver {row.driver}, CUDA {row.cuda}, CUTLASS {row.cutlass}"
 
 
-def select_best(frame: pd.DataFrame, problems, hashes: dict) -> pd.DataFrame:
-    """One row per workload (in the set's order): the fastest ok kernel among ``hashes``' keys."""
+def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
+    """Whether each row's recorded errors are within its kernel's tolerance (``tolerances``: kernel
+    name -> largest error; without it, the strictest tolerance of any kernel). Missing is not."""
+    if tolerances is None:
+        limit = pd.Series(min(VERIFY_TOLERANCE.values()), index=rows.index)
+    else:
+        limit = rows["kernel"].map(tolerances).astype(float)
+    return ((rows["rel_l2_error"] >= 0) & (rows["rel_l2_error"] <= limit)
+            & (rows["rel_max_error"] >= 0) & (rows["rel_max_error"] <= limit))
+
+
+def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None) -> pd.DataFrame:
+    """One row per workload (in the set's order): the fastest ok and verified kernel among
+    ``hashes``' keys (see ``verified`` for ``tolerances``)."""
     chosen = []
     for problem in problems:
         rows = frame[(frame["workload"] == problem.name) & frame["kernel"].isin(hashes)]
@@ -64,9 +81,12 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict) -> pd.DataFrame:
         if len(stale):
             raise ResultsError(source, f"workload {problem.name}: {len(stale)} row(s) measured code that has "
                                f"changed since (e.g. {stale['kernel'].iloc[0]}): run scons profile")
-        ok = rows[rows["status"] == "ok"]
+        trusted = (rows["status"] == "ok") & verified(rows, tolerances)
+        ok = rows[trusted]
         if ok.empty:
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(rows["status"].value_counts().items()))
+            statuses = rows["status"].where(~((rows["status"] == "ok") & ~trusted),
+                                            "ok but unverified (errors missing or over the tolerance)")
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.value_counts().items()))
             raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly ({counts})")
         best = ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]
         chosen.append(best)
@@ -100,10 +120,12 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
          "gflops": p.flops / (row.runtime_ms * 1e6)}
         for p, row in zip(problems, best.itertuples(index=False))
     ]
+    comment = render.comment_text  # text from a CSV or a path reaches C++ only inside a comment, escaped
     return render.render(
         templates, "best_kernels.h.mako", "best_kernels.h",
-        banner=render.BANNER.format(source=f"scons best_kernels.h from {source}"),
-        source=source, gpu=first["gpu"], driver=first["driver"], cuda=first["cuda"], cutlass=first["cutlass"],
+        banner=render.BANNER.format(source=comment(f"scons best_kernels.h from {source}")),
+        source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
+        cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
         includes=includes, embedded=embedded,
         conv_entries=[e for e in entries if e["problem"].op == "conv2d_fprop"],
         gemm_entries=[e for e in entries if e["problem"].op == "gemm"],
@@ -114,7 +136,9 @@ def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, tem
                  project_includes=None) -> pd.DataFrame:
     """Validate, choose, write ``output``; returns the chosen rows."""
     frame = load_set(results_dir, problems)
-    best = select_best(frame, problems, hashes)
+    tolerances = {name: VERIFY_TOLERANCE[kernels_by_name[name].accumulator]
+                  for name in hashes if name in kernels_by_name}
+    best = select_best(frame, problems, hashes, tolerances)
     text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
                        project_includes)
     render.write_generated(output, text)

@@ -1,6 +1,6 @@
 """A markdown table of a set's choices, from its CSVs (what the README shows).
 
-    PYTHONPATH=site_scons python -m kernelgen.report resnet50
+    PYTHONPATH=site_scons python -m kernelgen.report resnet50 [--gpu nvidia_h200]
 """
 
 import argparse
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import KernelgenError
 from .reduce import load_set, select_best
+from .results import choose_gpu
 from .specs import load_catalog
 from .workloads import load_workloads
 
@@ -40,10 +41,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("workloads", help="set name or workload file")
     parser.add_argument("--results", default=str(ROOT / "profile_results"))
+    parser.add_argument("--gpu", help="the GPU's results (a name or folder name); default: the only GPU with results")
     args = parser.parse_args(argv)
     try:
         set_name, _, problems = load_workloads(args.workloads, ROOT / "kernel_specs" / "workloads")
-        frame = load_set(Path(args.results) / set_name, problems)
+        set_dir = Path(args.results) / set_name
+        frame = load_set(set_dir / choose_gpu(set_dir, args.gpu, None, "--gpu "), problems)
         catalog = {k.name for k in load_catalog(ROOT / "kernel_specs" / "families")}
         frame = frame[frame["kernel"].isin(catalog)]  # rows of kernels the specs no longer define are history
         kernels = sorted(set(frame["kernel"]))

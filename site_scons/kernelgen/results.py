@@ -1,17 +1,25 @@
-"""Profile results: one CSV per workload, ``profile_results/<set>/<workload>.csv``.
+"""Profile results: one CSV per workload and GPU, ``profile_results/<set>/<gpu>/<workload>.csv``.
 
-One row per candidate kernel, including those that cannot run. ``read_csv``
-validates a file before anything uses it; ``write_csv`` replaces a file
-atomically, so a reader never sees half of one.
+One row per candidate kernel, including those that cannot run. ``<gpu>`` is the GPU's name
+as a plain folder name (``gpu_slug``: "NVIDIA H200" is ``nvidia_h200``), so the results of
+one card never replace another's. ``read_csv`` validates a file before anything uses it;
+``write_csv`` replaces a file atomically, so a reader never sees half of one.
+
+A CSV is read as UTF-8 (a byte-order mark is dropped), with LF, CRLF or CR line ends and its
+columns in any order. Anything else is refused naming the file and the line: bytes that are
+not UTF-8, a row with more or fewer fields than the header, the header line again, a control
+character in a field, a number that is not plain ASCII decimal.
 """
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import pandas as pd
 
-from .errors import ResultsError
+from . import inputs
+from .errors import InputError, ResultsError
 from .render import write_generated
 
 COLUMNS = (
@@ -24,57 +32,167 @@ STATUSES = ("ok", "unsupported", "incorrect", "failed", "crashed", "timeout")
 NUMERIC = ("runtime_ms", "min_ms", "max_ms", "iterations", "gflops", "rel_l2_error", "rel_max_error")
 PROVENANCE = ("gpu", "driver", "cuda", "cutlass")
 
+# A number as the profile driver writes it: ASCII decimal or exponent notation, or inf.
+_NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^[+-]?inf(?:inity)?$", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\ufeff]")  # a BOM past the start: files joined
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def gpu_slug(name: str) -> str:
+    """A GPU's name as a folder name: lower case, runs of anything else than a-z and 0-9 as one
+    ``_`` ("NVIDIA H200" -> ``nvidia_h200``); a slug is its own slug. Empty if nothing is left."""
+    return _SLUG.sub("_", name.lower()).strip("_")[:64]
+
+
+def gpu_dir(results_root, set_name: str, gpu: str) -> Path:
+    """Where the results of ``set_name`` measured on ``gpu`` (a name or a slug) live."""
+    return Path(results_root) / set_name / gpu_slug(gpu)
+
+
+def gpus_with_results(set_dir) -> list[str]:
+    """The GPU folders (plain slugs) of a set that hold at least one CSV file, sorted."""
+    set_dir = Path(set_dir)
+    try:
+        folders = [p for p in set_dir.iterdir() if p.is_dir() and gpu_slug(p.name) == p.name]
+    except OSError:
+        return []
+    return sorted(p.name for p in folders
+                  if any(q.suffix == ".csv" and inputs.file_kind(q) is None for q in _entries(p)))
+
+
+def _entries(folder: Path) -> list:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
+
+
+def choose_gpu(set_dir, requested: str | None, machine: str | None, given_as: str = "GPU=") -> str:
+    """The GPU folder a header is built from: ``requested`` (GPU=, a name or slug; ``given_as``
+    is how an error names it), else this machine's GPU (``machine``, None without one), else
+    the only GPU with results."""
+    set_dir = Path(set_dir)
+    found = gpus_with_results(set_dir)
+    listed = ", ".join(found) if found else "none"
+    if requested is not None:
+        slug = gpu_slug(requested)
+        if not slug:
+            raise ResultsError(set_dir, f"{given_as}{requested!r} names no GPU (GPUs with results here: {listed})")
+        if slug not in found:
+            raise ResultsError(set_dir, f"{given_as}{requested} ({slug}) has no results here (GPUs with results: "
+                               f"{listed})")
+        return slug
+    if machine is not None:
+        slug = gpu_slug(machine)
+        if slug not in found:
+            raise ResultsError(set_dir, f"this machine's GPU, {machine} ({slug}), has no results here (GPUs with "
+                               f"results: {listed}): run scons profile, or name one with GPU=")
+        return slug
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ResultsError(set_dir, f"results of several GPUs ({listed}) and no GPU here: name one with GPU=")
+    loose = sorted(p.name for p in _entries(set_dir) if p.suffix == ".csv")
+    if loose:
+        raise ResultsError(set_dir, f"holds CSVs outside a GPU folder (e.g. {loose[0]}): results live in "
+                           f"{set_dir}/<gpu>/, e.g. {set_dir}/nvidia_h200/; move them there")
+    raise ResultsError(set_dir, "no GPU has results for this set here: run scons profile on a GPU")
+
 
 def read_csv(path) -> pd.DataFrame:
     """Read and validate one results CSV; raise ResultsError naming the file otherwise."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise ResultsError(path, f"cannot read: {e.strerror}") from None
+        text = inputs.read_text(path, inputs.CSV_LIMIT)
+    except InputError as e:
+        raise ResultsError(path, f"cannot read: {e.detail}") from None
     if not text.strip():
         raise ResultsError(path, "empty file")
-    try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[])
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ResultsError(path, f"not a well-formed CSV: {e}") from None
-    if not text.endswith("\n"):
+    if not text.endswith(("\n", "\r")):
         raise ResultsError(path, "truncated: the last line is incomplete")
-    return validate(frame, path)
+    header, rows, lines = _parse(text, path)
+    frame = pd.DataFrame(rows, columns=header, dtype=str) if rows else pd.DataFrame(columns=header, dtype=str)
+    return validate(frame, path, lines)
 
 
-def validate(frame: pd.DataFrame, path) -> pd.DataFrame:
-    missing = [c for c in REQUIRED if c not in frame.columns]
+def _parse(text: str, path) -> tuple[list, list, list]:
+    """(header, rows, the line each row starts on); every row as long as the header."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header, rows, lines = None, [], []
+    while True:
+        start = reader.line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            raise ResultsError(path, f"line {start}: not a well-formed CSV: {e}") from None
+        if not record:
+            continue  # a blank line
+        for field in record:
+            bad = _CONTROL.search(field)
+            if bad:
+                raise ResultsError(path, f"line {start}: control character {bad.group()!r} in the field "
+                                   f"{field[:40]!r}")
+        if header is None:
+            header, header_line = record, start
+            seen = set()
+            for name in header:
+                if name in seen:
+                    raise ResultsError(path, f"line {start}: column {name!r} is named twice")
+                seen.add(name)
+            _check_columns(header, path, start)
+            continue
+        if sorted(record) == sorted(header):
+            raise ResultsError(path, f"line {start}: the header line again (first on line {header_line})")
+        if len(record) != len(header):
+            raise ResultsError(path, f"line {start}: {len(record)} field(s), but the header has {len(header)}")
+        rows.append(record)
+        lines.append(start)
+    return header, rows, lines
+
+
+def _check_columns(columns: list, path, line=None) -> None:
+    where = "" if line is None else f"line {line}: "
+    missing = [c for c in REQUIRED if c not in columns]
     if missing:
-        raise ResultsError(path, f"missing required column(s): {', '.join(missing)}")
-    unknown = [c for c in frame.columns if c not in COLUMNS]
+        raise ResultsError(path, f"{where}missing required column(s): {', '.join(missing)}")
+    unknown = [c for c in columns if c not in COLUMNS]
     if unknown:
-        raise ResultsError(path, f"unknown column(s): {', '.join(map(str, unknown))}")
+        raise ResultsError(path, f"{where}unknown column(s): {', '.join(map(repr, unknown))} (known: "
+                           f"{', '.join(COLUMNS)})")
+
+
+def validate(frame: pd.DataFrame, path, lines=None) -> pd.DataFrame:
+    """Check a frame of strings; ``lines[i]`` is the line row ``i`` came from (default: i + 2)."""
+    line_of = (lambda i: lines[i]) if lines is not None else (lambda i: i + 2)
+    _check_columns(list(frame.columns), path)
     frame = frame.copy()
     for column in COLUMNS:
         if column not in frame.columns:
             frame[column] = ""
     frame = frame[list(COLUMNS)]
-    for i, row in enumerate(frame.itertuples(index=False), start=2):  # line 1 is the header
+    for i, row in enumerate(frame.itertuples(index=False)):
         if row.status not in STATUSES:
-            raise ResultsError(path, f"line {i}: status {row.status!r} is not one of {', '.join(STATUSES)}")
+            raise ResultsError(path, f"line {line_of(i)}: status {row.status!r} is not one of {', '.join(STATUSES)}")
         if not row.workload or not row.kernel:
-            raise ResultsError(path, f"line {i}: empty workload or kernel")
+            raise ResultsError(path, f"line {line_of(i)}: empty workload or kernel")
     numbers = {}
     for column in NUMERIC:
-        numbers[column] = pd.to_numeric(frame[column].where(frame[column] != ""), errors="coerce")
-        bad = numbers[column].isna() & (frame[column] != "")
+        text = frame[column]
+        bad = text.map(lambda v: v != "" and not _NUMBER.match(v)).astype(bool)
         if bad.any():
-            line = int(bad.to_numpy().nonzero()[0][0]) + 2
-            raise ResultsError(path, f"line {line}: {column} {frame[column][bad].iloc[0]!r} is not a number")
+            line = line_of(int(bad.to_numpy().nonzero()[0][0]))
+            raise ResultsError(path, f"line {line}: {column} {text[bad].iloc[0]!r} is not a number")
+        numbers[column] = pd.to_numeric(text.where(text != ""), errors="coerce")
         frame[column] = numbers[column]
     ok = frame["status"] == "ok"
     timed = frame["runtime_ms"].notna()
     if (ok & ~(timed & (frame["runtime_ms"] > 0))).any():
-        line = int((ok & ~(timed & (frame["runtime_ms"] > 0))).to_numpy().nonzero()[0][0]) + 2
+        line = line_of(int((ok & ~(timed & (frame["runtime_ms"] > 0))).to_numpy().nonzero()[0][0]))
         raise ResultsError(path, f"line {line}: an ok row needs a positive, finite runtime_ms")
     if (~ok & timed).any():
-        line = int((~ok & timed).to_numpy().nonzero()[0][0]) + 2
+        line = line_of(int((~ok & timed).to_numpy().nonzero()[0][0]))
         raise ResultsError(path, f"line {line}: runtime_ms must be empty unless status is ok")
     if ok.any() and not frame.loc[ok, "runtime_ms"].map(lambda v: v < float("inf")).all():
         raise ResultsError(path, "an ok row has an infinite runtime_ms")

@@ -10,6 +10,9 @@ import hashlib
 import re
 from pathlib import Path
 
+from . import inputs
+from .errors import InputError, KernelgenError
+
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _VERSION = re.compile(r"^#define CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)", re.MULTILINE)
 
@@ -29,8 +32,13 @@ def project_headers(source: str, include_dir) -> dict[str, str]:
 
 
 def cutlass_version(cutlass_include) -> str:
-    text = (Path(cutlass_include) / "cutlass" / "version.h").read_text()
-    parts = dict(_VERSION.findall(text))
+    path = Path(cutlass_include) / "cutlass" / "version.h"
+    try:
+        parts = dict(_VERSION.findall(inputs.read_text(path)))
+    except InputError as e:
+        raise KernelgenError(f"{path}: cannot read CUTLASS's version: {e.detail}") from None
+    if not {"MAJOR", "MINOR", "PATCH"} <= set(parts):
+        raise KernelgenError(f"{path}: no CUTLASS_MAJOR, CUTLASS_MINOR and CUTLASS_PATCH defines")
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
 
 

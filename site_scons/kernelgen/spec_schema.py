@@ -5,12 +5,21 @@ values outside a vocabulary raise :class:`SpecError` naming the file, the entry
 and the key.
 """
 
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .errors import SpecError
 
 _MISSING = object()
+_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 8, 4, 80, 80
+
+
+def shown(v) -> str:
+    """A value as an error message quotes it: repr, cut short (a value nested thousands deep or
+    megabytes long is shown in a few dozen characters)."""
+    return _REPR.repr(v)
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class Table:
 def integer(lo: int = None, hi: int = None) -> Callable[[Any], int]:
     def check(v):
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"expected an integer, got {v!r}")
+            raise ValueError(f"expected an integer, got {shown(v)}")
         if lo is not None and v < lo or hi is not None and v > hi:
             raise ValueError(f"{v} is outside [{lo}, {hi}]")
         return v
@@ -61,7 +70,7 @@ def int_tuple(length: int, lo: int = 1, hi: int = None) -> Callable[[Any], tuple
 
     def check(v):
         if not isinstance(v, list) or len(v) != length:
-            raise ValueError(f"expected a list of {length} integers, got {v!r}")
+            raise ValueError(f"expected a list of {length} integers, got {shown(v)}")
         return tuple(item(x) for x in v)
     return check
 
@@ -69,9 +78,9 @@ def int_tuple(length: int, lo: int = 1, hi: int = None) -> Callable[[Any], tuple
 def choice(vocabulary: Mapping) -> Callable[[Any], Any]:
     def check(v):
         if not isinstance(v, str):
-            raise ValueError(f"expected a string, got {v!r}")
+            raise ValueError(f"expected a string, got {shown(v)}")
         if v not in vocabulary:
-            raise ValueError(f"{v!r} is not one of {', '.join(map(str, sorted(vocabulary)))}")
+            raise ValueError(f"{shown(v)} is not one of {', '.join(map(str, sorted(vocabulary)))}")
         return v
     return check
 
@@ -80,7 +89,7 @@ def one_of(values) -> Callable[[Any], int]:
     """An integer from a fixed set (architectures, say)."""
     def check(v):
         if isinstance(v, bool) or not isinstance(v, int) or v not in values:
-            raise ValueError(f"{v!r} is not one of {', '.join(map(str, sorted(values)))}")
+            raise ValueError(f"{shown(v)} is not one of {', '.join(map(str, sorted(values)))}")
         return v
     return check
 
@@ -88,7 +97,7 @@ def one_of(values) -> Callable[[Any], int]:
 def literal(value: str) -> Callable[[Any], str]:
     def check(v):
         if v != value:
-            raise ValueError(f"expected {value!r}, got {v!r}")
+            raise ValueError(f"expected {value!r}, got {shown(v)}")
         return v
     return check
 
@@ -96,10 +105,10 @@ def literal(value: str) -> Callable[[Any], str]:
 def list_of(item: Callable[[Any], Any], min_len: int = 1, unique: bool = True) -> Callable[[Any], tuple]:
     def check(v):
         if not isinstance(v, list) or len(v) < min_len:
-            raise ValueError(f"expected a list of at least {min_len} item(s), got {v!r}")
+            raise ValueError(f"expected a list of at least {min_len} item(s), got {shown(v)}")
         out = tuple(item(x) for x in v)
         if unique and len(set(out)) != len(out):
-            raise ValueError(f"duplicate items in {v!r}")
+            raise ValueError(f"duplicate items in {shown(v)}")
         return out
     return check
 
@@ -107,7 +116,7 @@ def list_of(item: Callable[[Any], Any], min_len: int = 1, unique: bool = True) -
 def text(v):
     """Free text (descriptions). Never rendered into C++."""
     if not isinstance(v, str):
-        raise ValueError(f"expected a string, got {v!r}")
+        raise ValueError(f"expected a string, got {shown(v)}")
     return v
 
 

@@ -5,8 +5,10 @@ import re
 import tomllib
 from pathlib import Path
 
-from .errors import SpecError
+from . import inputs
+from .errors import InputError, SpecError
 from .families import FAMILIES
+from .spec_schema import shown
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -18,13 +20,20 @@ def load_family(path: Path) -> list:
         raise SpecError(path, "a family's file name must be a plain identifier (it names the family "
                         "in generated code)")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(inputs.read_text(path))
+    except InputError as e:
+        raise SpecError(path, f"cannot read: {e.detail}") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(path, f"not valid TOML: {e}") from None
+    except RecursionError:
+        raise SpecError(path, "not valid TOML: arrays or tables nested too deeply") from None
     kind = raw.get("kind")
-    if kind not in FAMILIES:
-        raise SpecError(path, f"unknown kind {kind!r} (known: {', '.join(sorted(FAMILIES))})", None, "kind")
-    return FAMILIES[kind].expand(path, raw)
+    if not isinstance(kind, str) or kind not in FAMILIES:
+        raise SpecError(path, f"unknown kind {shown(kind)} (known: {', '.join(sorted(FAMILIES))})", None, "kind")
+    try:
+        return FAMILIES[kind].expand(path, raw)
+    except RecursionError:
+        raise SpecError(path, "values nested too deeply") from None
 
 
 def load_catalog(specs_dir) -> list:
@@ -43,18 +52,24 @@ def load_catalog(specs_dir) -> list:
 
 
 def globs_of(patterns: str) -> list[str]:
-    """Comma-separated globs; ``@FILE`` reads more from FILE, one per line, ``#`` comments."""
+    """Comma-separated globs; ``@FILE`` reads more from FILE, one per line, ``#`` comments.
+    No glob at all (``KERNELS=``, ``KERNELS=,,``, an empty FILE) is an error, not every kernel."""
     globs = []
     for item in (p.strip() for p in patterns.split(",")):
         if item.startswith("@"):
             try:
-                lines = Path(item[1:]).read_text().splitlines()
-            except OSError as e:
-                raise SpecError(item[1:], f"cannot read the kernel list: {e.strerror}") from None
-            globs += [l.split("#", 1)[0].strip() for l in lines if l.split("#", 1)[0].strip()]
+                lines = inputs.read_text(item[1:]).split("\n")
+            except InputError as e:
+                raise SpecError(item[1:], f"cannot read the kernel list: {e.detail}") from None
+            listed = [l.split("#", 1)[0].strip() for l in lines if l.split("#", 1)[0].strip()]
+            if not listed:
+                raise SpecError(item[1:], "the kernel list names no kernel (KERNELS=@FILE: one glob a line)")
+            globs += listed
         elif item:
             globs.append(item)
-    return globs or ["*"]
+    if not globs:
+        raise SpecError(f"KERNELS={patterns!r}", "names no kernel glob (KERNELS='*' selects every kernel)")
+    return globs
 
 
 def select(kernels: list, patterns: str, arch) -> list:

@@ -11,14 +11,25 @@ B^T with B (n x k, row-major), which is the 1x1 convolution of m pixels with k
 channels by n filters; it is profiled as that convolution. ``dtype`` (default
 ``f16``) is the element type of the operands and the output. ``count`` (default 1) is how
 many times the network runs the problem: metadata for network totals, not part of the
-problem or its name. A named set ``NAME`` is the file ``kernel_specs/workloads/NAME.txt``.
+problem or its name. A named set ``NAME`` is the file
+``kernel_specs/workloads/NAME.txt``; a set's name is a plain name (letters, digits, ``_``,
+``-`` and ``.``, not first), as it names the set's results folder. Every size fits a C++ ``int``,
+and so does every tensor's element count (the header's problem types and CUTLASS's extents are
+``int``).
 """
 
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .errors import WorkloadError
+from . import inputs
+from .errors import InputError, WorkloadError
 from .vocab import DATA_TYPES
+
+INT_MAX = 2**31 - 1
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits only: int() would also take "١٢" and "1_0"
+_SET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -145,10 +156,9 @@ def _read_values(path, lineno, pairs: dict, keys: set, shorthands: dict) -> dict
                 raise WorkloadError(path, f"dtype '{raw}' is not one of {', '.join(sorted(DATA_TYPES))}", lineno)
             values["dtype"] = raw
             continue
-        try:
-            number = int(raw, 10)
-        except ValueError:
-            raise WorkloadError(path, f"'{key}={raw}' is not an integer", lineno) from None
+        if not _INTEGER.match(raw):
+            raise WorkloadError(path, f"'{key}={raw}' is not an integer", lineno)
+        number = int(raw, 10)
         for t in targets:
             if t in values:
                 raise WorkloadError(path, f"'{t}' is given twice", lineno)
@@ -166,6 +176,15 @@ def _check_sizes(path, lineno, values: dict, required) -> None:
         low = 0 if key.startswith("pad") else 1
         if v < low:
             raise WorkloadError(path, f"'{key}' must be at least {low}, got {v}", lineno)
+        if v > INT_MAX:
+            raise WorkloadError(path, f"'{key}' must be at most {INT_MAX} (a C++ int), got {v}", lineno)
+
+
+def _check_products(path, lineno, products: dict) -> None:
+    """Each product must fit a C++ int: {"n*h*w*c (the input's elements)": value, ...}."""
+    for what, value in products.items():
+        if value > INT_MAX:
+            raise WorkloadError(path, f"{what} = {value} exceeds {INT_MAX}, the largest C++ int", lineno)
 
 
 def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
@@ -175,12 +194,20 @@ def _parse_conv2d(path, lineno, pairs: dict) -> Conv2dProblem:
     if problem.p < 1 or problem.q < 1:
         raise WorkloadError(
             path, f"the filter, padding and stride leave no output ({problem.p}x{problem.q})", lineno)
+    p = problem
+    _check_products(path, lineno, {"h+2*pad_h": p.h + 2 * p.pad_h, "w+2*pad_w": p.w + 2 * p.pad_w,
+                                   "n*h*w*c (the input's elements)": p.n * p.h * p.w * p.c,
+                                   "k*r*s*c (the filter's elements)": p.k * p.r * p.s * p.c,
+                                   "n*p*q*k (the output's elements)": p.n * p.p * p.q * p.k})
     return problem
 
 
 def _parse_gemm(path, lineno, pairs: dict) -> GemmProblem:
     values = _read_values(path, lineno, pairs, {"m", "n", "k", "dtype", "count"}, {})
     _check_sizes(path, lineno, values, ("m", "n", "k"))
+    m, n, k = values["m"], values["n"], values["k"]
+    _check_products(path, lineno, {"m*k (A's elements)": m * k, "n*k (B's elements)": n * k,
+                                   "m*n (D's elements)": m * n})
     return GemmProblem(**values)
 
 
@@ -189,7 +216,10 @@ PARSERS = {"conv2d_fprop": _parse_conv2d, "gemm": _parse_gemm}
 
 def parse_workloads(text: str, path="<workloads>") -> list:
     problems, seen = [], {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        bad = _CONTROL.search(line.removesuffix("\r"))
+        if bad:
+            raise WorkloadError(path, f"control character {bad.group()!r} in the line", lineno)
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
@@ -218,16 +248,29 @@ def resolve_workload_file(spec: str, sets_dir: Path) -> tuple[str, Path]:
     """Map ``WORKLOADS=`` (a set name or a file path) to (set name, file)."""
     candidate = Path(spec)
     if candidate.suffix or "/" in spec:
-        if not candidate.is_file():
+        if inputs.file_kind(candidate) == "missing":
             raise WorkloadError(spec, "no such workload file")
+        check_set_name(candidate.stem, spec)
         return candidate.stem, candidate
+    check_set_name(spec, spec)
     path = Path(sets_dir) / f"{spec}.txt"
-    if not path.is_file():
+    if inputs.file_kind(path) == "missing":
         known = sorted(p.stem for p in Path(sets_dir).glob("*.txt"))
         raise WorkloadError(spec, f"unknown workload set (known sets: {', '.join(known)}; or give a file path)")
     return spec, path
 
 
+def check_set_name(name: str, given) -> None:
+    """A set's name names its results folder: a plain name, never ``..``, a path or ``$``."""
+    if not _SET_NAME.match(name):
+        raise WorkloadError(given, f"the set name {name!r} is not a plain name (letters, digits, '_', '-' "
+                            "and '.', not first; at most 100): it names the set's results folder")
+
+
 def load_workloads(spec: str, sets_dir: Path) -> tuple[str, Path, list]:
     set_name, path = resolve_workload_file(spec, sets_dir)
-    return set_name, path, parse_workloads(path.read_text(), path)
+    try:
+        text = inputs.read_text(path)
+    except InputError as e:
+        raise WorkloadError(path, f"cannot read: {e.reason}", e.line) from None
+    return set_name, path, parse_workloads(text, path)

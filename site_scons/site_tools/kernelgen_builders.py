@@ -24,11 +24,14 @@ def _best_kernels_header(target, source, env):
     from kernelgen.errors import KernelgenError
     from kernelgen.reduce import build_header
     from kernelgen.specs import load_catalog
-    from kernelgen.workloads import parse_workloads
+    from kernelgen.workloads import load_workloads
 
     config = json.loads(source[0].read())
+    if "error" in config:  # no GPU's results could be chosen (options.reduce_config)
+        print(f"scons best_kernels.h: {config['error']}", file=sys.stderr)
+        return 1
     try:
-        problems = parse_workloads(open(config["workload_file"]).read(), config["workload_file"])
+        _, _, problems = load_workloads(config["workload_file"], config["workload_file"])
         kernels = {k.name: k for k in load_catalog(config["specs"])}
         best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
                             target[0].get_abspath(), config["project_includes"])

@@ -5,7 +5,8 @@ Construction variables:
   NVCCFLAGS       flags for every .cu compile
   NVCC_GENCODE    -gencode flags (set from ARCH by kernelgen.arch)
   NVCC_SYSTEM_INCLUDES  directories passed with -isystem: external headers (CUTLASS) that
-                  are versioned as a whole and not scanned header by header
+                  are versioned as a whole and not scanned header by header; paths as they are
+                  (a '$' in one is not expanded)
   NVCCCOMSTR      one-line display of a compile
 """
 
@@ -15,14 +16,20 @@ import SCons.Scanner.C
 import SCons.Tool
 
 
+def _isystem_flags(target, source, env, for_signature):
+    """-isystem DIR for each of NVCC_SYSTEM_INCLUDES, '$' escaped: SCons substitutes what this
+    returns once more, and _concat twice, which would expand a '$' in a path."""
+    return [flag for d in env.get("NVCC_SYSTEM_INCLUDES", []) for flag in ("-isystem", str(d).replace("$", "$$"))]
+
+
 def generate(env):
     env.SetDefault(
         NVCC="nvcc",
         NVCCFLAGS=[],
         NVCC_GENCODE=[],
         NVCC_SYSTEM_INCLUDES=[],
-        _NVCC_ISYSTEM="${_concat('-isystem ', NVCC_SYSTEM_INCLUDES, '', __env__)}",
     )
+    env["_NVCC_ISYSTEM"] = _isystem_flags
     env["NVCCCOM"] = ("$NVCC -c -o $TARGET $NVCCFLAGS $NVCC_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS "
                       "$_NVCC_ISYSTEM $SOURCES")
     static_obj, _ = SCons.Tool.createObjBuilders(env)
