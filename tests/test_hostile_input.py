@@ -680,45 +680,10 @@ def test_clean_removes_only_what_the_build_made(project, tmp_path):
 
 # ---- CI: every committed set builds its header on a clean clone ----------------------------------
 
-class MissingRow(Exception):
-    """The header build failed only because the committed CSVs lack a kernel's row."""
-
-
-KNOWN_MISSING = {
-    "resnet50_fc": ("the committed resnet50_fc results lack a row for the 128-channel pointwise kernel "
-                    "(kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c128_stages2_pointwise), "
-                    "to be measured on the H200; remove this mark when the row lands"),
-}
-
-
-
-@pytest.fixture(scope="module")
-def clean_clone(tmp_path_factory):
-    """The files of this checkout that git keeps (tracked, or new and not ignored), as a clone of it
-    holds them: no generated/, no .sconsign, no .venv."""
-    dest = tmp_path_factory.mktemp("clone")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True)
-    if listed.returncode != 0:
-        pytest.skip("needs git to list the tracked files")
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
-    return dest
-
-
-@pytest.mark.parametrize("set_name, gpu", [
-    pytest.param(s, g, marks=pytest.mark.xfail(strict=True, raises=MissingRow, reason=KNOWN_MISSING[s]))
-    if s in KNOWN_MISSING else (s, g) for s, g in COMMITTED])
+@pytest.mark.parametrize("set_name, gpu", COMMITTED)
 def test_every_committed_set_builds_its_header_on_a_clean_clone(clean_clone, set_name, gpu, tmp_path):
     out = no_traceback(subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"WORKLOADS={set_name}",
                                        f"GPU={gpu}", f"BUILD={tmp_path}"], cwd=clean_clone, capture_output=True,
                                       text=True, timeout=600))
-    if out.returncode != 0 and set_name in KNOWN_MISSING and \
-            "has no row for 1 kernel(s) of this build (e.g. " \
-            "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c128_stages2_pointwise)" in out.stderr:
-        raise MissingRow(out.stderr)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "#pragma once" in (tmp_path / "best_kernels.h").read_text()
