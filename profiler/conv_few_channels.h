@@ -7,23 +7,23 @@
 // Implicit GEMM: M = N*P*Q output pixels, N = K output channels, reduction over (r, s, c). For one
 // pixel and filter row r the S*C inputs are contiguous in memory (dilation 1), so the reduction
 // is laid out by filter row: row r occupies `row` = S*C rounded up to 8 columns, and the whole
-// reduction R*row rounded up to 16 (7x7x3: 7 * 24 -> 176; 3x3x3: 3 * 16 -> 48). Each filter
-// row's run of S*C halves is copied with 16-byte loads of the chunks that hold it and funnel
-// shifts, whatever its alignment; columns past S*C hold zeros.
+// reduction R*row rounded up to 16 (7x7x3: 7 * 24 -> 176; 3x3x3: 3 * 16 -> 48); columns past S*C
+// hold zeros.
 //
 // A CTA keeps a BN-channel slice of the filter, [BN x reduction], in shared memory for its whole
-// (persistent) life and walks pixel tiles: per tile its threads build the im2col tile
-// [BM x reduction] in shared memory from the NHWC input (zero fill for padding), the warps
-// (WM x WN of them) multiply it with the filter slice (ldmatrix + mma.sync), and the fp32
-// accumulators go through shared memory (fp16) to 16-byte coalesced stores. Several CTAs per SM
-// overlap one's loads with another's multiply-adds and a third's stores.
+// (persistent) life and walks tiles of BM consecutive output pixels: per tile its threads build
+// the im2col tile [BM x reduction] in shared memory from the NHWC input (each filter row's run of
+// S*C halves by 16-byte loads of the chunks that hold it, shifted into place whatever its
+// alignment; zero fill for padding), the warps (WM x WN of them) multiply it with the filter slice
+// (ldmatrix + mma.sync), and the fp32 accumulators go through shared memory (fp16) to 16-byte
+// coalesced stores. Several CTAs per SM overlap one's loads with another's multiply-adds.
 //
 // Use: `Kernel::unsupported(n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h,
 // dilation_w)` (nullptr when the kernel can run the convolution), then `Kernel::initialize(args,
 // x, w, y, <the same 13 integers>)` once per set of operands (nullptr on success, else what
-// failed; x and y must be 16-byte aligned), then `Kernel::run(args, multiprocessor_count, stream)`.
-// The kernel reads whole 16-byte chunks around the pixels it needs, never past the 16-byte chunk
-// that holds a tensor's last element.
+// failed; x, w and y must be 16-byte aligned), then `Kernel::run(args, multiprocessor_count,
+// stream)`. The kernel reads whole 16-byte chunks around the pixels it needs, never past the
+// 16-byte chunk that holds a tensor's last element.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -40,6 +40,7 @@ constexpr int kPiece = 8;  // halves per 16-byte chunk of shared memory
 
 __host__ __device__ constexpr int round_up(int n, int to) { return (n + to - 1) / to * to; }
 __host__ __device__ constexpr int max_of(int a, int b) { return a > b ? a : b; }
+__host__ __device__ constexpr int min_of(int a, int b) { return a < b ? a : b; }
 
 // The columns filter row r takes in the reduction, and the whole reduction.
 __host__ __device__ constexpr int row_columns(int s, int c) { return round_up(s * c, kPiece); }
@@ -64,43 +65,104 @@ struct Shape {
   int channel_blocks;  // filter slices of BN output channels
 };
 
-__device__ __forceinline__ uint4 load_chunk(const uint4* p) { return __ldg(p); }
+// A run to copy: halves [lo, hi) of the run of a filter row's S*C inputs that starts at element e0
+// of the source go to the same offsets of dst (16-byte aligned shared memory); every other half of
+// dst's 16-byte pieces is zero (padding, channels past K, columns past S*C). The 16-byte chunks of
+// the source that hold a half of [lo, hi) are loaded, kGroup + 1 at once, and shifted into place;
+// other chunks are never read.
+struct Run {
+  const uint4* chunk;  // the 16-byte chunk of the source holding element e0
+  int o;               // e0's place in it
+  int lo, hi;
+  uint32_t dst;  // shared memory address
+};
 
-// Copies the run of `len` halves starting at element e0 of `src` to `dst` (16-byte aligned) as
-// `pieces` 16-byte chunks, the halves past `len` zero: the 16-byte chunks of src that hold the
-// run are loaded once each and shifted into place.
-__device__ __forceinline__ void copy_run(const __half* src, long long e0, int len, __half* dst, int pieces) {
-  const uint4* chunk = reinterpret_cast<const uint4*>(src + (e0 & ~7LL));
-  const int o = int(e0 & 7);
-  const int chunks = (o + len + 7) >> 3;
-  const int shift = (o & 1) * 16, word = o >> 1;
-  uint4 cur = load_chunk(chunk);
-  for (int p = 0; p < pieces; ++p) {
-    const uint4 next = p + 1 < chunks ? load_chunk(chunk + p + 1) : make_uint4(0, 0, 0, 0);
-    const uint32_t v[8] = {cur.x, cur.y, cur.z, cur.w, next.x, next.y, next.z, next.w};
-    uint32_t out[4];
+// What every run of one copy shares: its 16-byte pieces, the run's length, and which halves of
+// the last piece lie inside the run.
+struct Copy {
+  int pieces, len;
+  uint32_t tail[4];
+};
+
+__device__ __forceinline__ Copy make_copy(int pieces, int len) {
+  Copy copy{pieces, len, {}};
+  const int last = len - (pieces - 1) * kPiece;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = word == 0 ? v[i] : word == 1 ? v[i + 1] : word == 2 ? v[i + 2] : v[i + 3];
-      const uint32_t hi = word == 0 ? v[i + 1] : word == 1 ? v[i + 2] : word == 2 ? v[i + 3] : v[i + 4];
-      out[i] = __funnelshift_r(lo, hi, shift);
-    }
-    const int valid = len - p * kPiece;
-    if (valid < kPiece) {
+  for (int i = 0; i < 4; ++i) copy.tail[i] = 2 * i >= last ? 0u : 2 * i + 1 >= last ? 0xFFFFu : ~0u;
+  return copy;
+}
+
+__device__ __forceinline__ Run make_run(const __half* src, long long e0, int lo, int hi, uint32_t dst) {
+  return Run{reinterpret_cast<const uint4*>(src + (e0 & ~7LL)), int(e0 & 7), lo, hi, dst};
+}
+
+__device__ __forceinline__ void store_shared(uint32_t address, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+}
+
+constexpr int kGroup = 3;  // pieces stored per group of kGroup + 1 chunks
+
+__device__ __forceinline__ void load_group(const Run& run, int group, uint4 (&c)[kGroup + 1]) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) out[i] = 2 * i >= valid ? 0u : 2 * i + 1 >= valid ? out[i] & 0xFFFFu : out[i];
+  for (int i = 0; i <= kGroup; ++i) {
+    const int k = group * kGroup + i, first = k * kPiece - run.o;  // the run's half at chunk k's start
+    c[i] = first < run.hi && first + kPiece > run.lo ? __ldg(run.chunk + k) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+__device__ __forceinline__ void store_group(const Run& run, int group, const Copy& copy,
+                                            const uint4 (&c)[kGroup + 1]) {
+  const int shift = (run.o & 1) * 16;
+  const bool two = run.o & 4, one = run.o & 2;  // the run starts (o >> 1) words into the chunk
+  const bool whole = run.lo == 0 && run.hi == copy.len;
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j) {
+    const int p = group * kGroup + j;
+    if (p >= copy.pieces) break;
+    const uint32_t v[8] = {c[j].x, c[j].y, c[j].z, c[j].w, c[j + 1].x, c[j + 1].y, c[j + 1].z, c[j + 1].w};
+    uint32_t u[6], t[5], keep[4];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) u[i] = two ? v[i + 2] : v[i];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) t[i] = one ? u[i + 1] : u[i];  // t[i] = v[i + (o >> 1)]
+    if (whole) {  // only the last piece has halves past the run
+#pragma unroll
+      for (int i = 0; i < 4; ++i) keep[i] = p + 1 == copy.pieces ? copy.tail[i] : ~0u;
+    } else {  // at the image's edge (or a filter slice past K): halves outside [lo, hi) are zero
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int h = p * kPiece + 2 * i;
+        keep[i] = (h >= run.lo && h < run.hi ? 0xFFFFu : 0u) | (h + 1 >= run.lo && h + 1 < run.hi ? 0xFFFF0000u : 0u);
+      }
     }
-    *reinterpret_cast<uint4*>(dst + p * kPiece) = make_uint4(out[0], out[1], out[2], out[3]);
-    cur = next;
+    // run halves 8p + 2i and 8p + 2i + 1 are halves 2i + o and 2i + o + 1 of v
+    store_shared(run.dst + p * 16, __funnelshift_r(t[0], t[1], shift) & keep[0],
+                 __funnelshift_r(t[1], t[2], shift) & keep[1], __funnelshift_r(t[2], t[3], shift) & keep[2],
+                 __funnelshift_r(t[3], t[4], shift) & keep[3]);
+  }
+}
+
+// Copies runs 0 .. count - 1 (`make(i)` gives run i), two per thread at a time so that the loads
+// of both are in flight together.
+template <class MakeRun>
+__device__ __forceinline__ void copy_runs(int count, const Copy& copy, const MakeRun& make) {
+  const int groups = (copy.pieces + kGroup - 1) / kGroup;
+  for (int t = threadIdx.x; t < count; t += 2 * blockDim.x) {
+    const Run a = make(t);
+    const Run b = t + int(blockDim.x) < count ? make(t + blockDim.x) : a;
+    for (int g = 0; g < groups; ++g) {
+      uint4 ca[kGroup + 1], cb[kGroup + 1];
+      load_group(a, g, ca);
+      load_group(b, g, cb);
+      store_group(a, g, copy, ca);
+      store_group(b, g, copy, cb);
+    }
   }
 }
 
 __device__ __forceinline__ void zero_run(__half* dst, int pieces) {
   for (int p = 0; p < pieces; ++p) *reinterpret_cast<uint4*>(dst + p * kPiece) = make_uint4(0, 0, 0, 0);
-}
-
-__device__ __forceinline__ uint32_t pack(__half lo, __half hi) {
-  return uint32_t(__half_as_ushort(lo)) | uint32_t(__half_as_ushort(hi)) << 16;
 }
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -141,17 +203,17 @@ __global__ void __launch_bounds__(WM * WN * 32, Blocks)
   const int k0 = channel_block * BN;
   const int pieces = g.row / kPiece, run = g.s * g.c;
   const bool tail = g.r * g.row < g.reduction;  // one zero chunk closes each row
+  const Copy copy = make_copy(pieces, run);
+  const uint32_t filter_address = shared_address(filter), tile_address = shared_address(tile);
 
   // The filter slice: output channel k0 + i, filter row r -> shared row i, columns r * row + ...
-  for (int t = threadIdx.x; t < BN * g.r; t += kThreads) {
+  copy_runs(BN * g.r, copy, [&](int t) {
     const int i = t / g.r, r = t - i * g.r;
-    __half* dst = filter + i * fstride + r * g.row;
-    if (k0 + i < g.k) {
-      copy_run(w, (long long)(k0 + i) * g.r * run + (long long)r * run, run, dst, pieces);
-    } else {
-      zero_run(dst, pieces);
-    }
-    if (tail && r == 0) zero_run(filter + i * fstride + g.r * g.row, 1);
+    return make_run(w, (long long)(k0 + i) * g.r * run + (long long)r * run, 0, k0 + i < g.k ? run : 0,
+                    filter_address + (i * fstride + r * g.row) * 2);
+  });
+  if (tail) {
+    for (int i = threadIdx.x; i < BN; i += kThreads) zero_run(filter + i * fstride + g.r * g.row, 1);
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -168,47 +230,47 @@ __global__ void __launch_bounds__(WM * WN * 32, Blocks)
   const int pq = g.p * g.q;
   for (int t = first; t < g.tiles; t += stride) {
     const long long pixel0 = (long long)t * BM;
-    // Each pixel's image row offset, first input row and column (and whether its S inputs of
-    // every filter row lie inside the image, contiguous).
+    // Each pixel's first input element (n, h0, w0, 0), first input row h0, the halves [lo, hi) of
+    // a filter row's run inside the image (dilation 1), and first input column w0.
     for (int m = threadIdx.x; m < BM; m += kThreads) {
       const long long index = pixel0 + m;
       int4 v = make_int4(0, INT_MIN / 2, 0, 0);  // past the last pixel: every row is padding
       if (index < g.pixels) {
-        const int image = int(index / pq), rest = int(index - (long long)image * pq);
-        const int p = rest / g.q, q = rest - p * g.q;
+        const unsigned image = unsigned(index) / unsigned(pq), rest = unsigned(index) - image * unsigned(pq);
+        const int p = int(rest / unsigned(g.q)), q = int(rest - unsigned(p) * unsigned(g.q));
         const int h0 = p * g.stride_h - g.pad_h, w0 = q * g.stride_w - g.pad_w;
-        v = make_int4(image * g.h, h0, w0, g.dilation_w == 1 && w0 >= 0 && w0 + g.s <= g.w);
+        const int lo = max_of(0, -w0) * g.c, hi = max_of(0, min_of(g.s, g.w - w0)) * g.c;
+        v = make_int4((int(image) * g.h + h0) * g.w * g.c + w0 * g.c, h0, lo | hi << 16, w0);
       }
       pixel[m] = v;
     }
     __syncthreads();
 
-    // im2col: one (pixel, filter row) run per task, consecutive threads on consecutive pixels
-    for (int task = threadIdx.x; task < BM * g.r; task += kThreads) {
-      const int r = task / BM, m = task - r * BM;
-      const int4 v = pixel[m];
-      const int h = v.y + r * g.dilation_h;
-      __half* dst = tile + m * fstride + r * g.row;
-      if (h < 0 || h >= g.h) {
+    // im2col: one run per (pixel, filter row), consecutive threads on consecutive pixels
+    const int row_step = g.dilation_h * g.w * g.c;  // elements between the input rows of two filter rows
+    if (g.dilation_w == 1) {
+      copy_runs(BM * g.r, copy, [&](int task) {
+        const int r = task / BM, m = task - r * BM;
+        const int4 v = pixel[m];
+        const int h = v.y + r * g.dilation_h;
+        const bool inside = h >= 0 && h < g.h;  // else padding: nothing loaded, zeros stored
+        const int e0 = int(unsigned(v.x) + unsigned(r) * unsigned(row_step));
+        return make_run(x, inside ? e0 : 0, v.z & 0xFFFF, inside ? v.z >> 16 : 0,
+                        tile_address + (m * fstride + r * g.row) * 2);
+      });
+    } else {  // dilated: the S inputs of a filter row are not contiguous; element by element
+      for (int task = threadIdx.x; task < BM * g.r; task += kThreads) {
+        const int r = task / BM, m = task - r * BM;
+        const int4 v = pixel[m];
+        const int h = v.y + r * g.dilation_h;
+        __half* dst = tile + m * fstride + r * g.row;
         zero_run(dst, pieces);
-      } else if (v.w) {
-        copy_run(x, ((long long)(v.x + h) * g.w + v.z) * g.c, run, dst, pieces);
-      } else {  // at the image's left or right edge, or dilated: element by element
-        const long long row0 = (long long)(v.x + h) * g.w;
-        for (int piece = 0; piece < pieces; ++piece) {
-          uint32_t out[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            __half e[2];
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const int col = piece * kPiece + 2 * i + j, s = col / g.c, c = col - s * g.c;
-              const int wi = v.z + s * g.dilation_w;
-              e[j] = col < run && wi >= 0 && wi < g.w ? x[(row0 + wi) * g.c + c] : __ushort_as_half(0);
-            }
-            out[i] = pack(e[0], e[1]);
-          }
-          *reinterpret_cast<uint4*>(dst + piece * kPiece) = make_uint4(out[0], out[1], out[2], out[3]);
+        if (h < 0 || h >= g.h) continue;
+        const long long row0 = (long long)v.x - (long long)v.w * g.c + (long long)r * row_step;  // (n, h, 0, 0)
+        for (int s = 0; s < g.s; ++s) {
+          const int wi = v.w + s * g.dilation_w;
+          if (wi < 0 || wi >= g.w) continue;
+          for (int c = 0; c < g.c; ++c) dst[s * g.c + c] = x[row0 + (long long)wi * g.c + c];
         }
       }
     }
@@ -299,8 +361,7 @@ struct FewChannelsFprop {
     const long long p = (h + 2LL * pad_h - (long long)dilation_h * (r - 1) - 1) / stride_h + 1;
     const long long q = (w + 2LL * pad_w - (long long)dilation_w * (s - 1) - 1) / stride_w + 1;
     if (p < 1 || q < 1) return "the convolution has no output";
-    if ((long long)n * h * w * c >= INT_MAX || (long long)n * h >= INT_MAX / 2 ||
-        n * p * q / BM >= INT_MAX || n * p * q * k >= (1LL << 62))
+    if ((long long)n * h * w * c >= INT_MAX || (long long)n * h >= INT_MAX / 2 || n * p * q >= INT_MAX)
       return "the tensors are too large for this kernel's index arithmetic";
     return nullptr;
   }

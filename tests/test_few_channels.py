@@ -47,8 +47,8 @@ def write(tmp_path, text):
 def test_the_committed_spec_builds_a_handful_of_tiles_with_procedural_names():
     kernels = load_family(SPEC)
     assert [(k.tile, k.warps, k.reduction, k.blocks) for k in kernels] == [
-        ((128, 64), (4, 2), 256, 3), ((64, 64), (2, 2), 256, 4), ((128, 32), (4, 1), 256, 4),
-        ((128, 128), (2, 4), 256, 2), ((64, 32), (2, 2), 768, 2)]
+        ((128, 64), (4, 2), 256, 3), ((128, 64), (2, 2), 256, 4), ((64, 64), (2, 2), 256, 4),
+        ((128, 32), (4, 1), 256, 4), ((128, 128), (2, 4), 256, 2), ((64, 32), (2, 2), 768, 2)]
     assert kernels[0].name == GOLDEN_KERNEL
     assert all(k.name.startswith(PREFIX) for k in kernels)
     assert all(k.arch == 80 and not k.arch_specific for k in kernels), "mma.sync: SM80 and later, sm_90a included"
