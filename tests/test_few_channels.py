@@ -24,6 +24,7 @@ TEMPLATES = ROOT / "kernel_specs" / "templates"
 GOLDEN = Path(__file__).parent / "golden"
 PREFIX = "kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_few_channels_"
 GOLDEN_KERNEL = PREFIX + "128x64_k256_warps4x2_blocks3"
+GOLDEN_ROWS_KERNEL = PREFIX + "rows_256x64_k224_staged3072_warps8x1_blocks2"
 
 FAMILY = """\
 kind = "conv2d_fprop_few_channels"
@@ -33,9 +34,11 @@ output = "f16"
 kernels = [
   { tile = [128, 64], warps = [4, 2], reduction = 256, blocks = 3 },
   { tile = [64, 32], warps = [2, 2], reduction = 768, blocks = 2 },
+  { mode = "rows", tile = [256, 64], warps = [8, 1], reduction = 224, staged = 3072, blocks = 2 },
 ]
 """
 FIRST = "{ tile = [128, 64], warps = [4, 2], reduction = 256, blocks = 3 }"
+ROWS = '{ mode = "rows", tile = [256, 64], warps = [8, 1], reduction = 224, staged = 3072, blocks = 2 }'
 
 
 def write(tmp_path, text):
@@ -46,10 +49,14 @@ def write(tmp_path, text):
 
 def test_the_committed_spec_builds_a_handful_of_tiles_with_procedural_names():
     kernels = load_family(SPEC)
-    assert [(k.tile, k.warps, k.reduction, k.blocks) for k in kernels] == [
-        ((128, 64), (4, 2), 256, 3), ((64, 64), (2, 2), 256, 4), ((128, 32), (4, 1), 256, 4),
-        ((128, 128), (2, 4), 256, 2), ((64, 32), (2, 2), 768, 2)]
-    assert kernels[0].name == GOLDEN_KERNEL
+    assert [(k.mode, k.tile, k.warps, k.reduction, k.staged, k.blocks) for k in kernels] == [
+        ("im2col", (128, 64), (4, 2), 256, None, 3), ("im2col", (128, 64), (2, 2), 256, None, 4),
+        ("im2col", (64, 64), (2, 2), 256, None, 4), ("im2col", (128, 32), (4, 1), 256, None, 4),
+        ("im2col", (128, 128), (2, 4), 256, None, 2), ("im2col", (64, 32), (2, 2), 768, None, 2),
+        ("rows", (256, 64), (8, 1), 224, 3072, 2), ("rows", (256, 64), (4, 2), 224, 3072, 2),
+        ("rows", (128, 32), (4, 1), 224, 2560, 4)]
+    assert kernels[0].name == GOLDEN_KERNEL and kernels[6].name == GOLDEN_ROWS_KERNEL
+    assert [k.name.startswith(PREFIX + "rows_") for k in kernels] == [k.mode == "rows" for k in kernels]
     assert all(k.name.startswith(PREFIX) for k in kernels)
     assert all(k.arch == 80 and not k.arch_specific for k in kernels), "mma.sync: SM80 and later, sm_90a included"
     assert all(k.shared_bytes <= fc.SMEM_LIMIT_BYTES for k in kernels)
@@ -67,11 +74,25 @@ def test_shared_memory_counts_the_filter_slice_im2col_tile_staging_and_pixel_tab
     assert fc.shared_bytes(bm, bn, reduction) == expected
 
 
+@pytest.mark.parametrize("bm, bn, reduction, staged, expected", [
+    # 2 * bn * (reduction + 8) + 8 * staged + 2 * bm * (bn + 8)
+    (128, 64, 224, 2560, 2 * 64 * 232 + 8 * 2560 + 2 * 128 * 72),  # ResNet-50's 7x7/2: 11 rows of 230 pixels
+    (64, 32, 48, 912, 2 * 32 * 56 + 8 * 912 + 2 * 64 * 40),
+])
+def test_rows_shared_memory_counts_the_filter_slice_staged_pixels_and_staging(bm, bn, reduction, staged, expected):
+    assert fc.rows_shared_bytes(bm, bn, reduction, staged) == expected
+
+
 def test_a_family_expands_its_entries_with_values_for_the_template(tmp_path):
     kernels = load_family(write(tmp_path, FAMILY))
-    assert [k.name for k in kernels] == [PREFIX + "128x64_k256_warps4x2_blocks3", PREFIX + "64x32_k768_warps2x2_blocks2"]
-    assert kernels[1].values() == {"bm": 64, "bn": 32, "wm": 2, "wn": 2, "reduction": 768, "blocks": 2,
-                                   "threads": 128, "shared_bytes": 150016}
+    assert [k.name for k in kernels] == [PREFIX + "128x64_k256_warps4x2_blocks3", PREFIX + "64x32_k768_warps2x2_blocks2",
+                                         GOLDEN_ROWS_KERNEL]
+    assert kernels[1].values() == {"mode": "im2col", "type": "FewChannelsFprop", "bm": 64, "bn": 32, "wm": 2, "wn": 2,
+                                   "reduction": 768, "staged": None, "blocks": 2, "threads": 128,
+                                   "shared_bytes": 150016}
+    assert kernels[2].values() == {"mode": "rows", "type": "FewChannelsRowsFprop", "bm": 256, "bn": 64, "wm": 8,
+                                   "wn": 1, "reduction": 224, "staged": 3072, "blocks": 2, "threads": 256,
+                                   "shared_bytes": 91136}
 
 
 @pytest.mark.parametrize("text, entry, key, message", [
@@ -100,6 +121,22 @@ def test_a_family_expands_its_entries_with_values_for_the_template(tmp_path):
     (FAMILY.replace('element = "f16"', 'element = "bf16"'), None, "element", "written for element f16, not bf16"),
     (FAMILY.replace('accumulator = "f32"', 'accumulator = "f16"'), None, "accumulator", "written for accumulator f32"),
     (FAMILY[:FAMILY.index("kernels = [")] + "kernels = []\n", None, "kernels", "non-empty list of tables"),
+    (FAMILY.replace(ROWS, ROWS.replace("3072", "16384")), "kernels[2]", "staged",
+     "tile 256x64 with reduction 224 and 16384 staged pixels needs 197632 bytes of shared memory, more than SM80's"),
+    (FAMILY.replace(ROWS, ROWS.replace("reduction = 224", "reduction = 1024")), "kernels[2]", "staged",
+     "needs 193536 bytes of shared memory"),
+    (FAMILY.replace(ROWS, ROWS.replace(", staged = 3072", "")), "kernels[2]", "staged", "a rows kernel needs staged"),
+    (FAMILY.replace(ROWS, ROWS.replace("3072", "3073")), "kernels[2]", "staged", "staged 3073 is odd"),
+    (FAMILY.replace(ROWS, ROWS.replace("3072", "1")), "kernels[2]", "staged", "1 is outside [2, 65536]"),
+    (FAMILY.replace(FIRST, FIRST.replace("blocks = 3", "staged = 2560, blocks = 3")), "kernels[0]", "staged",
+     "only a rows kernel stages input rows"),
+    (FAMILY.replace(ROWS, ROWS.replace('"rows"', '"columns"')), "kernels[2]", "mode",
+     "'columns' is not one of im2col, rows"),
+    (FAMILY.replace(ROWS, ROWS.replace('"rows"', "2")), "kernels[2]", "mode", "expected a string"),
+    (FAMILY.replace(ROWS, ROWS.replace("blocks = 2", "blocks = 3")), "kernels[2]", "blocks",
+     "needs about 120 registers; 3 CTAs of 256 threads per SM leave it 80"),
+    (FAMILY.replace(ROWS, ROWS.replace("reduction = 224", "reduction = 200")), "kernels[2]", "reduction",
+     "not a multiple of 16"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, text, entry, key, message):
     path = write(tmp_path, text)
@@ -111,10 +148,11 @@ def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, text, entry
     assert "\n" not in str(error), "one line"
 
 
-def test_kernel_source_matches_golden():
-    kernel = next(k for k in load_family(SPEC) if k.name == GOLDEN_KERNEL)
+@pytest.mark.parametrize("name", [GOLDEN_KERNEL, GOLDEN_ROWS_KERNEL])
+def test_kernel_source_matches_golden(name):
+    kernel = next(k for k in load_family(SPEC) if k.name == name)
     text = render.kernel_source(render.lookup(TEMPLATES), kernel)
-    assert text == (GOLDEN / f"{GOLDEN_KERNEL}.cu").read_text()
+    assert text == (GOLDEN / f"{name}.cu").read_text()
 
 
 def test_the_first_layers_set_holds_the_targets_of_issue_11_each_with_few_channels():
@@ -138,19 +176,26 @@ def test_every_committed_kernel_type_compiles_with_the_spec_counts(tmp_path):
 
 
 # Small odd layers, each computed by every kernel of the family (ok, verified against the
-# reference) or refused (unsupported, with a word of the reason): C = 1, 3 and 4, partial pixel
-# tiles, partial channel slices (K = 8, 96), padding wider than the filter's reach, stride 2 and 4,
-# dilation 2, a non-square image and filter.
+# reference) or refused (unsupported, with a word of the reason): C = 1 to 4, partial pixel tiles
+# (tiles of a rows kernel end at each image's last pixel), partial channel slices (K = 8, 40, 96),
+# padding wider than the filter's reach (odd pad_w: pixels stored 8 bytes at a time), stride 1 to 4
+# (odd: A fragments by 32-bit loads; even: by ldmatrix), dilation along H, a non-square image and
+# filter. Rows kernels refuse dilation along W, filters whose reduction they cannot hold and images
+# too wide for their staged rows.
 ALL = "*"
 LAYERS = {
     "n=3 h=13 w=17 c=3 k=8 r=3 s=3 pad=1 stride=1": {},
     "n=2 h=15 w=11 c=4 k=96 r=7 s=7 pad=3 stride=2": {},
-    "n=2 h=20 w=23 c=3 k=64 r=5 s=5 pad=4 stride=1 dilation=2": {},
+    "n=2 h=20 w=23 c=3 k=64 r=5 s=5 pad=4 stride=1 dilation=2": {"rows": "dilation_w"},
     "n=1 h=32 w=36 c=3 k=32 r=4 s=4 pad=0 stride=4": {},
     "n=2 h=9 w=10 c=1 k=16 r=3 s=2 pad_h=0 pad_w=1 stride_h=2 stride_w=1": {},
-    "n=1 h=48 w=32 c=3 k=40 r=16 s=16 pad=0 stride=16": {"k256": "too large"},
+    "n=1 h=48 w=32 c=3 k=40 r=16 s=16 pad=0 stride=16": {"k256": "too large", "rows": "too large"},
     "n=2 h=8 w=8 c=8 k=64 r=3 s=3 pad=1 stride=1": {ALL: "1 to 4 input channels"},
     "n=2 h=8 w=8 c=3 k=12 r=3 s=3 pad=1 stride=1": {ALL: "multiple of 8 output channels"},
+    "n=2 h=12 w=14 c=2 k=40 r=5 s=5 pad=2 stride=1": {},
+    "n=3 h=21 w=19 c=3 k=64 r=7 s=7 pad=3 stride=2": {},
+    "n=2 h=17 w=13 c=1 k=24 r=3 s=3 pad=1 stride=3 dilation_h=2 dilation_w=1": {},
+    "n=1 h=6 w=1200 c=3 k=8 r=7 s=7 pad=3 stride=1": {"rows": "too wide"},
 }
 
 

@@ -42,7 +42,7 @@ def test_catalog_holds_each_family():
     pointwise = [k for k in kernels if k.family == "conv2d_fprop_sm90_pointwise"]
     assert [(k.channels, k.stages) for k in pointwise] == [(128, 2), (64, 4)]
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
-    assert len(few) == 5
+    assert len(few) == 9
     assert len(kernels) == (len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few))
     names = [k.name for k in kernels]
@@ -65,9 +65,9 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 148
-    assert len(select(kernels, "*", parse_arch("90"))) == 47, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 47
+    assert len(select(kernels, "*", parse_arch("90a"))) == 152
+    assert len(select(kernels, "*", parse_arch("90"))) == 51, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 51
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

@@ -11,6 +11,13 @@ up to 8, rounded up to 16; 7x7x3 takes 176) and ``blocks`` (CTAs per SM the kern
 for: its ``__launch_bounds__``). Tiles that cannot work are refused before anything is
 generated: warps that do not divide the tile into 16 x 16 blocks, more threads than an SM
 holds, more registers than ``blocks`` CTAs leave a thread, more shared memory than SM80 has.
+
+``mode`` picks the tiling: ``"im2col"`` (the default) builds the im2col tile as above;
+``"rows"`` builds none: each tile's input rows are staged in shared memory once, every pixel
+widened to 4 halves, and the MMA's A fragments are read straight from them (reduction column
+s*4 + c of filter row r; S*4 rounded up to 16 a row, 7x7 -> 224). A rows entry names
+``staged``, the most input pixels (8 bytes each) a tile stages: a layer whose tile needs more
+(a wide image) is ``unsupported``, as is dilation along W. Rows kernels are named ``..._rows_``.
 """
 
 from dataclasses import dataclass
@@ -32,11 +39,17 @@ MAX_REGISTERS_PER_THREAD = 255
 # (addresses, indices, the im2col copy's 16-byte chunks), as ptxas allots them.
 BASE_REGISTERS = 32
 
+# The tiling modes and the C++ kernel template each one instantiates (profiler/conv_few_channels.h).
+MODES = {"im2col": "FewChannelsFprop", "rows": "FewChannelsRowsFprop"}
+ROWS_PIXEL_BYTES = 8  # a staged input pixel: C channels padded to 4 halves
+
 FAMILY = S.Table((*family_keys(KIND), S.Key("kernels", lambda v: v)))
 ENTRY = S.Table((
+    S.Key("mode", S.choice(MODES), "im2col"),
     S.Key("tile", S.int_tuple(2, 16, 512)),
     S.Key("warps", S.int_tuple(2, 1, 16)),
     S.Key("reduction", S.integer(16, 4096)),
+    S.Key("staged", S.integer(2, 1 << 16), None),  # rows mode only
     S.Key("blocks", S.integer(1, 32)),
 ))
 
@@ -46,6 +59,13 @@ def shared_bytes(bm: int, bn: int, reduction: int) -> int:
     im2col tile (which doubles as the epilogue's [bm x (bn + 8)] staging), each row padded by one
     16-byte chunk, and 16 bytes of pixel table per pixel."""
     return 2 * (bn * (reduction + PIECE) + bm * (max(reduction, bn) + PIECE)) + 16 * bm
+
+
+def rows_shared_bytes(bm: int, bn: int, reduction: int, staged: int) -> int:
+    """Shared memory a rows-mode CTA asks for at most (few_channels::rows_shared_bytes): the filter
+    slice (rows padded by one 16-byte chunk), ``staged`` input pixels of 8 bytes and the epilogue's
+    [bm x (bn + 8)] staging."""
+    return 2 * bn * (reduction + PIECE) + ROWS_PIXEL_BYTES * staged + 2 * bm * (bn + PIECE)
 
 
 def registers(bm: int, bn: int, wm: int, wn: int) -> int:
@@ -58,9 +78,11 @@ def registers(bm: int, bn: int, wm: int, wn: int) -> int:
 @dataclass(frozen=True)
 class Conv2dFpropFewChannels:
     family: str
+    mode: str
     tile: tuple
     warps: tuple
     reduction: int
+    staged: object  # int in rows mode, None in im2col mode
     blocks: int
 
     element = TYPES["element"]
@@ -80,22 +102,33 @@ class Conv2dFpropFewChannels:
 
     @property
     def name(self) -> str:
-        return (f"kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_few_channels_{self.tile[0]}x{self.tile[1]}"
-                f"_k{self.reduction}_warps{self.warps[0]}x{self.warps[1]}_blocks{self.blocks}")
+        mode = f"rows_{self.tile[0]}x{self.tile[1]}_k{self.reduction}_staged{self.staged}" if self.mode == "rows" \
+            else f"{self.tile[0]}x{self.tile[1]}_k{self.reduction}"
+        return (f"kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_few_channels_{mode}"
+                f"_warps{self.warps[0]}x{self.warps[1]}_blocks{self.blocks}")
 
     @property
     def shared_bytes(self) -> int:
+        if self.mode == "rows":
+            return rows_shared_bytes(*self.tile, self.reduction, self.staged)
         return shared_bytes(*self.tile, self.reduction)
 
     def values(self) -> dict:
-        return {"bm": self.tile[0], "bn": self.tile[1], "wm": self.warps[0], "wn": self.warps[1],
-                "reduction": self.reduction, "blocks": self.blocks, "threads": self.threads,
-                "shared_bytes": self.shared_bytes}
+        return {"mode": self.mode, "type": MODES[self.mode], "bm": self.tile[0], "bn": self.tile[1],
+                "wm": self.warps[0], "wn": self.warps[1], "reduction": self.reduction, "staged": self.staged,
+                "blocks": self.blocks, "threads": self.threads, "shared_bytes": self.shared_bytes}
 
 
 def check(path, entry, kernel) -> None:
     """Refuse a kernel that cannot be built or cannot run, naming the key at fault."""
     (bm, bn), (wm, wn) = kernel.tile, kernel.warps
+    if kernel.mode == "rows" and kernel.staged is None:
+        raise SpecError(path, "a rows kernel needs staged: the most input pixels a tile stages", entry, "staged")
+    if kernel.mode == "im2col" and kernel.staged is not None:
+        raise SpecError(path, "only a rows kernel stages input rows (mode = \"rows\")", entry, "staged")
+    if kernel.mode == "rows" and kernel.staged % 2:
+        raise SpecError(path, f"staged {kernel.staged} is odd: staged rows hold whole 16-byte pairs of pixels",
+                        entry, "staged")
     if kernel.threads > MAX_THREADS_PER_CTA:
         raise SpecError(path, f"{wm}x{wn} warps are {kernel.threads} threads, more than a CTA's "
                         f"{MAX_THREADS_PER_CTA}", entry, "warps")
@@ -114,6 +147,10 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, f"a thread of a {bm}x{bn} tile on {wm}x{wn} warps needs about {need} registers; "
                         f"{kernel.blocks} CTAs of {kernel.threads} threads per SM leave it {budget}", entry,
                         "blocks")
+    if kernel.shared_bytes > SMEM_LIMIT_BYTES and kernel.mode == "rows":
+        raise SpecError(path, f"tile {bm}x{bn} with reduction {kernel.reduction} and {kernel.staged} staged pixels "
+                        f"needs {kernel.shared_bytes} bytes of shared memory, more than SM80's {SMEM_LIMIT_BYTES}",
+                        entry, "staged")
     if kernel.shared_bytes > SMEM_LIMIT_BYTES:
         raise SpecError(path, f"tile {bm}x{bn} with reduction {kernel.reduction} needs {kernel.shared_bytes} bytes "
                         f"of shared memory, more than SM80's {SMEM_LIMIT_BYTES}", entry, "reduction")
