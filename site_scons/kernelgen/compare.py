@@ -132,6 +132,9 @@ def _sets(operand_bytes: int, l2_bytes: int) -> int:
     return max(1, min(64, math.ceil(4 * l2_bytes / operand_bytes)))
 
 
+ATTRIBUTED_EXCESS = 1.05  # the most attributed / recorded GPU time accepted
+
+
 def kernel_us(event, cpu) -> float:
     """Microseconds of GPU work (kernels and memsets) the operators under ``event`` launched."""
     own = sum(k.duration for k in event.kernels if not k.name.startswith(MARK))
@@ -148,7 +151,10 @@ def kernel_ms_per_call(events, calls: int, cpu) -> float:
     per_call = sorted(kernel_us(e, cpu) / 1e3 for e in marks)
     device = sum(e.time_range.elapsed_us() for e in events
                  if e.device_type != cpu and not e.name.startswith(MARK)) / 1e3
-    if not per_call[0] > 0 or abs(sum(per_call) - device) > 0.01 * device:
+    # The kernels' own durations run about 2% over their events' time ranges on the H200 (torch
+    # 2.11), so the sum may exceed what was recorded by a little; less than recorded means work
+    # that no call accounts for.
+    if not per_call[0] > 0 or not 0.99 * device <= sum(per_call) <= ATTRIBUTED_EXCESS * device:
         raise KernelgenError(f"torch.profiler attributed {sum(per_call):.4f} ms of GPU work to the calls, of "
                              f"{device:.4f} ms recorded (least per call: {per_call[0]:.4f} ms)")
     mid = len(per_call) // 2
