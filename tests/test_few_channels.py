@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, requires_gpu, requires_nvcc
 from kernelgen import render, results
+from kernelgen.profile import query_gpu
 from kernelgen.errors import SpecError
 from kernelgen.families import conv2d_few_channels as fc
 from kernelgen.options import default_cutlass_root
@@ -219,7 +220,7 @@ def test_each_kernel_verifies_on_small_odd_layers_and_refuses_others(tmp_path):
                          capture_output=True, text=True, timeout=3600)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     for layer, problem in zip(LAYERS, parse_workloads(text)):
-        frame = results.read_csv(tmp_path / "results" / "odd" / f"{problem.name}.csv")
+        frame = results.read_csv(results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0]) / f"{problem.name}.csv")
         assert sorted(frame["kernel"]) == kernels
         for row in frame.itertuples():
             word = expected_refusal(layer, row.kernel)
