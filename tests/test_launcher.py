@@ -1,5 +1,5 @@
 """The header's launcher as rendered: the kernels it dispatches to, through which adapter, in
-which order, the profiler adapters it embeds, and the device target its kernels need.
+which order, the profiler adapters it embeds, and the device target its flag checks demand.
 (test_header_compile.py compiles it.)"""
 
 import re
@@ -131,6 +131,20 @@ def test_the_target_every_device_pass_must_have(kernels, expected):
     assert target_arch([CATALOG[k] for k in kernels]) == expected
 
 
+@pytest.mark.parametrize("winners, check, message", [
+    ([SM80] * 4, "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n",
+     "compile for sm_80 or later (-gencode=arch=compute_80,code=sm_80)"),
+    ([SM80, SM80, GEMM, SM80],
+     "#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))\n",
+     "compile for sm_90a only (-gencode=arch=compute_90a,code=sm_90a)"),
+])
+def test_the_header_demands_its_kernels_target(tmp_path, winners, check, message):
+    text = header(tmp_path, winners)
+    guard = text.index(check)
+    assert text.index(message) > guard and text.index("#if !defined(BEST_KERNELS_WRONG_FLAGS)") > guard
+    assert message.split("(")[1].rstrip(")") in text[:text.index("#pragma once")], "the opening comment names it"
+
+
 def test_the_launcher_is_deterministic_and_compiled_only_where_asked(tmp_path):
     text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
     assert header(tmp_path, [HALO, PERSISTENT, GEMM, SM80]) == text
@@ -142,3 +156,4 @@ def test_the_launcher_is_deterministic_and_compiled_only_where_asked(tmp_path):
                         "cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a",
                         "const char* kernel_for(const GemmProblem& problem);"):
         assert declaration in declarations
+    assert text.rstrip().endswith("#endif  // !BEST_KERNELS_WRONG_FLAGS")

@@ -10,6 +10,19 @@ ${banner}
 // For each workload, the fastest kernel whose output matched a reference convolution on
 // the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}.
 //
+// Flags. Compile this header as the profiler compiled the kernels it measured: nvcc, the CUTLASS
+// include directories (include/ and tools/util/include/), and
+<% target = f"compute_{device_arch}{'a' if arch_specific else ''},code=sm_{device_arch}{'a' if arch_specific else ''}" %>\
+//     -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -gencode=arch=${target}
+// Built without one of them it stops with an #error naming it. Without -DNDEBUG, CUTLASS's
+// device-side asserts make ptxas serialize the wgmma instructions (warning C7510): the kernels
+// run slower than measured (-DBEST_KERNELS_ALLOW_ASSERTS accepts that, for a debug build).
+% if arch_specific:
+// The kernels use sm_${device_arch}a instructions: every device pass must be compute_${device_arch}a.
+% else:
+// The kernels need sm_${device_arch} or later: no device pass may target an older GPU.
+% endif
+//
 // Launcher: device pointers, each 16-byte aligned; x NHWC, w KRSC, y NPQK (as for find() below),
 // a, b, d as for a GEMM workload below.
 //   size_t          best_kernels::workspace_size(problem)     bytes of workspace a launch needs
@@ -57,6 +70,37 @@ ${banner}
 // else what failed), then `Kernel::run(args, multiprocessor_count, stream)`.
 // A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
 #pragma once
+
+// The flags the kernels were measured with; without one, an #error names it and nothing else is
+// compiled.
+#if !defined(__CUDACC__)
+#error "best_kernels.h: compile it with nvcc (in a .cu file): it holds CUDA kernels"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+#if __cplusplus < 201703L
+#error "best_kernels.h: compile with -std=c++17 (or later), as its kernels were measured"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+#if !defined(NDEBUG) && !defined(BEST_KERNELS_ALLOW_ASSERTS)
+#error "best_kernels.h: compile with -DNDEBUG, as its kernels were measured: with CUTLASS's asserts ptxas serializes wgmma (C7510) and the kernels run slower (-DBEST_KERNELS_ALLOW_ASSERTS accepts that)"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+#if !defined(__CUDACC_RELAXED_CONSTEXPR__)
+#error "best_kernels.h: compile with --expt-relaxed-constexpr, as its kernels were measured"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+% if arch_specific:
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != ${device_arch}0 || !defined(__CUDA_ARCH_FEAT_SM${device_arch}_ALL))
+#error "best_kernels.h: compile for sm_${device_arch}a only (-gencode=arch=compute_${device_arch}a,code=sm_${device_arch}a): its kernels were measured as sm_${device_arch}a code and run on no other target"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+% else:
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < ${device_arch}0
+#error "best_kernels.h: compile for sm_${device_arch} or later (-gencode=arch=compute_${device_arch},code=sm_${device_arch}): its kernels need it"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+% endif
+#if !defined(BEST_KERNELS_WRONG_FLAGS)
 
 #include <cstddef>
 #include <cstdint>
@@ -356,3 +400,5 @@ cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a, const
 #endif  // BEST_KERNELS_IMPLEMENTATION
 
 }  // namespace best_kernels
+
+#endif  // !BEST_KERNELS_WRONG_FLAGS
