@@ -331,10 +331,11 @@ inline cutlass::Status check(const kernelgen::Conv2dProblem& p) {
   return cutlass::Status::kSuccess;
 }
 
-// The index in kLaunchers of the kernel that runs `p` (`chosen` if it accepts it), else -1.
+// The index in kLaunchers of the kernel that runs `p`: `chosen` (measured on `p`, so its
+// can_implement accepted it), else the first that accepts it, else -1.
 inline int pick(const kernelgen::Conv2dProblem& p, int chosen) {
   if (check(p) != cutlass::Status::kSuccess) return -1;
-  if (chosen >= 0 && kLaunchers[chosen].supports(p)) return chosen;
+  if (chosen >= 0) return chosen;
   for (int i = 0; i < kLauncherCount; ++i) {
     if (kLaunchers[i].supports(p)) return i;
   }
