@@ -126,10 +126,16 @@ int main() {
 
 # The launcher compiled and linked, on a header whose kernels are quick to compile: a CUTLASS
 # 2.x conv (the generic CUTLASS adapter) and a pointwise kernel (the resident adapter), serving
-# convolutions and a GEMM workload.
+# convolutions and a GEMM workload. It runs one problem given on its command line through
+# kernel_for and the launcher and prints the status and the kernel: pointers are addresses
+# (0: null), for inputs the launcher refuses before it touches the GPU.
 LAUNCHER = """\
 #define BEST_KERNELS_IMPLEMENTATION
 #include "best_kernels.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 using namespace best_kernels;
 
@@ -139,18 +145,34 @@ static_assert(BEST_KERNELS_CONV2D_FPROP_COUNT == 3 && BEST_KERNELS_GEMM_COUNT ==
 using Fc = Gemm<256, 1000, 2048>::Kernel;
 using Pointwise = Conv2dFprop<8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
 
-int main(int argc, char**) {
+//   launcher conv N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W X W Y WORKSPACE BYTES
+//   launcher gemm M N K A B D WORKSPACE BYTES
+int main(int argc, char** argv) {
   Fc::Arguments fc{};
   Pointwise::Arguments pointwise{};
   (void)fc;
   (void)pointwise;
-  Conv2dFpropProblem problem{8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1};
-  GemmProblem product{256, 1000, 2048};
-  if (argc > 1) {  // never run here: it needs a GPU
-    conv2d_fprop(problem, nullptr, nullptr, nullptr, nullptr, workspace_size(problem), nullptr);
-    gemm(product, nullptr, nullptr, nullptr, nullptr, workspace_size(product), nullptr);
+  auto number = [&](int i) { return std::strtoll(argv[i], nullptr, 0); };
+  auto pointer = [&](int i) { return reinterpret_cast<cutlass::half_t*>(uintptr_t(number(i))); };
+  cutlass::Status status;
+  const char* kernel;
+  if (argc == 20 && std::strcmp(argv[1], "conv") == 0) {
+    int v[13];
+    for (int i = 0; i < 13; ++i) v[i] = int(number(2 + i));
+    Conv2dFpropProblem p{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
+    kernel = kernel_for(p);
+    status = conv2d_fprop(p, pointer(15), pointer(16), pointer(17), pointer(18), size_t(number(19)), nullptr);
+  } else if (argc == 10 && std::strcmp(argv[1], "gemm") == 0) {
+    GemmProblem p{int(number(2)), int(number(3)), int(number(4))};
+    kernel = kernel_for(p);
+    status = gemm(p, pointer(5), pointer(6), pointer(7), pointer(8), size_t(number(9)), nullptr);
+  } else {
+    std::fprintf(stderr, "usage: launcher conv N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W X W Y "
+                         "WORKSPACE BYTES | gemm M N K A B D WORKSPACE BYTES\\n");
+    return 2;
   }
-  return kernel_for(problem) != nullptr && kernel_for(product) != nullptr ? 0 : 1;
+  std::printf("%s\\n%s\\n", cutlassGetStatusString(status), kernel ? kernel : "(none)");
+  return 0;
 }
 """
 
