@@ -1,11 +1,51 @@
 ## The header other builds include: per workload the chosen kernel, its CUTLASS type,
-## its measured time, and lookups from a problem to its kernel.
+## its measured time, lookups from a problem to its kernel, and a launcher that runs them.
 ## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, embedded (project headers
-## the kernels need: name -> text), type_definitions, conv_entries, gemm_entries.
+## the kernels and their profiler adapters need: name -> text), type_definitions, conv_entries,
+## gemm_entries (each with 'launcher', its kernel's index in launchers), launchers (the kernels in
+## the launcher's fallback order: name, adapter), device_arch (the kernels' compute capability,
+## e.g. 90) and arch_specific (whether they need sm_<device_arch>a).
 ${banner}
 //
 // For each workload, the fastest kernel whose output matched a reference convolution on
 // the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}.
+//
+// Flags. Compile this header as the profiler compiled the kernels it measured: nvcc, the CUTLASS
+// include directories (include/ and tools/util/include/), and
+<% target = f"compute_{device_arch}{'a' if arch_specific else ''},code=sm_{device_arch}{'a' if arch_specific else ''}" %>\
+//     -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -gencode=arch=${target}
+// Built without one of them it stops with an #error naming it. Without -DNDEBUG, CUTLASS's
+// device-side asserts make ptxas serialize the wgmma instructions (warning C7510): the kernels
+// run slower than measured (-DBEST_KERNELS_ALLOW_ASSERTS accepts that, for a debug build).
+% if arch_specific:
+// The kernels use sm_${device_arch}a instructions: every device pass must be compute_${device_arch}a.
+% else:
+// The kernels need sm_${device_arch} or later: no device pass may target an older GPU.
+% endif
+//
+// Launcher: device pointers, each 16-byte aligned; x NHWC, w KRSC, y NPQK (as for find() below),
+// a, b, d as for a GEMM workload below.
+//   size_t          best_kernels::workspace_size(problem)     bytes of workspace a launch needs
+//   cutlass::Status best_kernels::conv2d_fprop(problem, x, w, y, workspace, workspace_bytes, stream)
+//   cutlass::Status best_kernels::gemm(problem, a, b, d, workspace, workspace_bytes, stream)
+//   const char*     best_kernels::kernel_for(problem)         the kernel a launch runs, or nullptr
+// Define BEST_KERNELS_IMPLEMENTATION before including this header in exactly one .cu file of a
+// program: that file compiles the launcher and every kernel below (up to a minute of one core per
+// CUTLASS 3.x kernel); other files see the declarations. A problem listed below runs its chosen
+// kernel. Any other problem runs the first kernel of detail::kLaunchers that its profiler
+// adapter's can_implement accepts: the kernels below in the order they are first chosen in
+// kConv2dFprop, then in kGemm. A launch is asynchronous on `stream`; it returns
+//   kSuccess                 launched
+//   kErrorInvalidProblem     an extent below 1, padding below 0, a stride or dilation below 1, an empty
+//                            output, or a null x, w, y (a, b, d)
+//   kErrorMisalignedOperand  an operand, or the workspace, not 16-byte aligned
+//   kErrorWorkspaceNull      workspace_bytes below workspace_size(problem), or a null workspace that
+//                            is needed
+//   kErrorNotSupported       no kernel of this header runs the problem (or a tensor holds 2^31 or more
+//                            elements)
+//   kErrorInternal           the kernel could not be set up or launched (e.g. not an sm_${device_arch} GPU;
+//                            cudaGetLastError() says why)
+// and launches nothing unless it returns kSuccess or kErrorInternal.
 //
 // Runtime lookup:      best_kernels::find(best_kernels::Conv2dFpropProblem{...}),
 //                      best_kernels::find(best_kernels::GemmProblem{m, n, k})
@@ -31,6 +71,45 @@ ${banner}
 // A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
 #pragma once
 
+// The flags the kernels were measured with; without one, an #error names it and nothing else is
+// compiled.
+#if !defined(__CUDACC__)
+#error "best_kernels.h: compile it with nvcc (in a .cu file): it holds CUDA kernels"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+#if __cplusplus < 201703L
+#error "best_kernels.h: compile with -std=c++17 (or later), as its kernels were measured"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+#if !defined(NDEBUG) && !defined(BEST_KERNELS_ALLOW_ASSERTS)
+#error "best_kernels.h: compile with -DNDEBUG, as its kernels were measured: with CUTLASS's asserts ptxas serializes wgmma (C7510) and the kernels run slower (-DBEST_KERNELS_ALLOW_ASSERTS accepts that)"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+#if !defined(__CUDACC_RELAXED_CONSTEXPR__)
+#error "best_kernels.h: compile with --expt-relaxed-constexpr, as its kernels were measured"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+% if arch_specific:
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != ${device_arch}0 || !defined(__CUDA_ARCH_FEAT_SM${device_arch}_ALL))
+#error "best_kernels.h: compile for sm_${device_arch}a only (-gencode=arch=compute_${device_arch}a,code=sm_${device_arch}a): its kernels were measured as sm_${device_arch}a code and run on no other target"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+% else:
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < ${device_arch}0
+#error "best_kernels.h: compile for sm_${device_arch} or later (-gencode=arch=compute_${device_arch},code=sm_${device_arch}): its kernels need it"
+#define BEST_KERNELS_WRONG_FLAGS
+#endif
+% endif
+#if !defined(BEST_KERNELS_WRONG_FLAGS)
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+#include <cuda_runtime.h>
+
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_types.h"
 % for header in includes:
 #include "${header}"
 % endfor
@@ -39,6 +118,10 @@ ${banner}
 // ---- ${header}, from kernelgen, embedded so that this header needs only CUTLASS ----
 ${text}
 % endfor
+
+// How many entries kConv2dFprop and kGemm hold (an empty table is left out), for #if.
+#define BEST_KERNELS_CONV2D_FPROP_COUNT ${len(conv_entries)}
+#define BEST_KERNELS_GEMM_COUNT ${len(gemm_entries)}
 
 namespace best_kernels {
 
@@ -142,4 +225,181 @@ struct Gemm<${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}> {
 };
 % endfor
 
+// The launcher (see the top of this header).
+size_t workspace_size(const Conv2dFpropProblem& problem);
+size_t workspace_size(const GemmProblem& problem);
+const char* kernel_for(const Conv2dFpropProblem& problem);
+const char* kernel_for(const GemmProblem& problem);
+cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::half_t* x, const cutlass::half_t* w,
+                             cutlass::half_t* y, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a, const cutlass::half_t* b,
+                     cutlass::half_t* d, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+#if defined(BEST_KERNELS_IMPLEMENTATION)
+namespace detail {
+
+// One kernel behind the adapter the profiler measured it through (embedded above).
+struct Launcher {
+  const char* kernel;
+  bool (*supports)(const kernelgen::Conv2dProblem&);
+  size_t (*workspace)(const kernelgen::Conv2dProblem&);
+  bool (*launch)(const kernelgen::Conv2dProblem&, const kernelgen::Conv2dBinding&, cudaStream_t);
+};
+
+template <typename Operation>
+struct Adapted {
+  static bool supports(const kernelgen::Conv2dProblem& p) { return Operation().can_implement(p).empty(); }
+  static size_t workspace(const kernelgen::Conv2dProblem& p) { return Operation().workspace_bytes(p); }
+  static bool launch(const kernelgen::Conv2dProblem& p, const kernelgen::Conv2dBinding& b, cudaStream_t stream) {
+    Operation operation;
+    return operation.prepare(p, {b}, stream).empty() && operation.run(0, stream);
+  }
+};
+
+template <typename Operation>
+constexpr Launcher adapted(const char* kernel) {
+  return {kernel, &Adapted<Operation>::supports, &Adapted<Operation>::workspace, &Adapted<Operation>::launch};
+}
+
+// The fallback order: the kernels as first chosen in kConv2dFprop, then in kGemm.
+inline constexpr Launcher kLaunchers[] = {
+% for launcher in launchers:
+    adapted<${launcher['adapter']}>(
+        "${launcher['name']}"),
+% endfor
+};
+constexpr int kLauncherCount = int(sizeof(kLaunchers) / sizeof(kLaunchers[0]));
+% if conv_entries:
+
+// kConv2dFprop[i]'s kernel is kLaunchers[kConv2dFpropLauncher[i]].
+inline constexpr int kConv2dFpropLauncher[] = {${", ".join(str(e['launcher']) for e in conv_entries)}};
+% endif
+% if gemm_entries:
+
+// kGemm[i]'s kernel is kLaunchers[kGemmLauncher[i]].
+inline constexpr int kGemmLauncher[] = {${", ".join(str(e['launcher']) for e in gemm_entries)}};
+% endif
+
+// A GEMM is the 1x1 convolution of m pixels with k channels by n filters, as it was profiled.
+inline kernelgen::Conv2dProblem as_conv(const Conv2dFpropProblem& p) {
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
+}
+inline kernelgen::Conv2dProblem as_conv(const GemmProblem& p) { return {p.m, 1, 1, p.k, p.n, 1, 1, 0, 0, 1, 1, 1, 1}; }
+
+inline int chosen(const Conv2dFpropProblem& problem) {
+% if conv_entries:
+  const Choice* choice = find(problem);
+  return choice ? kConv2dFpropLauncher[choice - kConv2dFprop] : -1;
+% else:
+  (void)problem;
+  return -1;
+% endif
+}
+
+inline int chosen(const GemmProblem& problem) {
+% if gemm_entries:
+  const GemmChoice* choice = find(problem);
+  return choice ? kGemmLauncher[choice - kGemm] : -1;
+% else:
+  (void)problem;
+  return -1;
+% endif
+}
+
+// Whether the product of `extents` stays below 2^31 (every kernel indexes with int).
+inline bool fits_int(std::initializer_list<long long> extents) {
+  long long product = 1;
+  for (long long e : extents) {
+    product *= e;
+    if (product > 2147483647LL) return false;
+  }
+  return true;
+}
+
+// kSuccess when `p` is a convolution some kernel may run; its output extents in 64 bits.
+inline cutlass::Status check(const kernelgen::Conv2dProblem& p) {
+  if (p.n < 1 || p.h < 1 || p.w < 1 || p.c < 1 || p.k < 1 || p.r < 1 || p.s < 1 || p.pad_h < 0 || p.pad_w < 0 ||
+      p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1)
+    return cutlass::Status::kErrorInvalidProblem;
+  long long p_out = (p.h + 2LL * p.pad_h - 1LL * p.dilation_h * (p.r - 1) - 1) / p.stride_h + 1;
+  long long q_out = (p.w + 2LL * p.pad_w - 1LL * p.dilation_w * (p.s - 1) - 1) / p.stride_w + 1;
+  if (p.h + 2LL * p.pad_h < 1LL * p.dilation_h * (p.r - 1) + 1 ||
+      p.w + 2LL * p.pad_w < 1LL * p.dilation_w * (p.s - 1) + 1)
+    return cutlass::Status::kErrorInvalidProblem;  // the filter does not fit the padded input
+  if (!fits_int({p.n, p.h, p.w, p.c}) || !fits_int({p.k, p.r, p.s, p.c}) || !fits_int({p.n, p_out, q_out, p.k}))
+    return cutlass::Status::kErrorNotSupported;
+  return cutlass::Status::kSuccess;
+}
+
+// The index in kLaunchers of the kernel that runs `p`: `chosen` (measured on `p`, so its
+// can_implement accepted it), else the first that accepts it, else -1.
+inline int pick(const kernelgen::Conv2dProblem& p, int chosen) {
+  if (check(p) != cutlass::Status::kSuccess) return -1;
+  if (chosen >= 0) return chosen;
+  for (int i = 0; i < kLauncherCount; ++i) {
+    if (kLaunchers[i].supports(p)) return i;
+  }
+  return -1;
+}
+
+inline bool aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+
+inline cutlass::Status launch(const kernelgen::Conv2dProblem& p, int chosen, const void* x, const void* w, void* y,
+                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  cutlass::Status status = check(p);
+  if (status != cutlass::Status::kSuccess) return status;
+  if (x == nullptr || w == nullptr || y == nullptr) return cutlass::Status::kErrorInvalidProblem;
+  if (!aligned(x) || !aligned(w) || !aligned(y) || !aligned(workspace)) return cutlass::Status::kErrorMisalignedOperand;
+  const int index = pick(p, chosen);
+  if (index < 0) return cutlass::Status::kErrorNotSupported;
+  const size_t needed = kLaunchers[index].workspace(p);
+  if (workspace_bytes < needed || (needed > 0 && workspace == nullptr)) return cutlass::Status::kErrorWorkspaceNull;
+  return kLaunchers[index].launch(p, {x, w, y, needed > 0 ? workspace : nullptr}, stream)
+             ? cutlass::Status::kSuccess
+             : cutlass::Status::kErrorInternal;
+}
+
+inline size_t workspace(const kernelgen::Conv2dProblem& p, int chosen) {
+  const int index = pick(p, chosen);
+  return index < 0 ? 0 : kLaunchers[index].workspace(p);
+}
+
+inline const char* kernel(const kernelgen::Conv2dProblem& p, int chosen) {
+  const int index = pick(p, chosen);
+  return index < 0 ? nullptr : kLaunchers[index].kernel;
+}
+
+}  // namespace detail
+
+size_t workspace_size(const Conv2dFpropProblem& problem) {
+  return detail::workspace(detail::as_conv(problem), detail::chosen(problem));
+}
+
+size_t workspace_size(const GemmProblem& problem) {
+  return detail::workspace(detail::as_conv(problem), detail::chosen(problem));
+}
+
+const char* kernel_for(const Conv2dFpropProblem& problem) {
+  return detail::kernel(detail::as_conv(problem), detail::chosen(problem));
+}
+
+const char* kernel_for(const GemmProblem& problem) {
+  return detail::kernel(detail::as_conv(problem), detail::chosen(problem));
+}
+
+cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::half_t* x, const cutlass::half_t* w,
+                             cutlass::half_t* y, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  return detail::launch(detail::as_conv(problem), detail::chosen(problem), x, w, y, workspace, workspace_bytes,
+                        stream);
+}
+
+cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a, const cutlass::half_t* b,
+                     cutlass::half_t* d, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  return detail::launch(detail::as_conv(problem), detail::chosen(problem), a, b, d, workspace, workspace_bytes,
+                        stream);
+}
+#endif  // BEST_KERNELS_IMPLEMENTATION
+
 }  // namespace best_kernels
+
+#endif  // !BEST_KERNELS_WRONG_FLAGS

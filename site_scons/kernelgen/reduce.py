@@ -96,7 +96,9 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
 def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, source: str,
                 project_includes=None) -> str:
     """The header's text. A winner's include found in ``project_includes`` (a project header,
-    not CUTLASS's) is embedded, so that the header needs nothing but CUTLASS to compile."""
+    not CUTLASS's) is embedded, so that the header needs nothing but CUTLASS to compile; so is
+    the profiler adapter each winner was measured through (``adapter_header``), which the
+    header's launcher dispatches to (``adapter``), whatever the kernel's family."""
     winners = sorted(set(best["kernel"]))
     includes, embedded = [], {}
 
@@ -114,22 +116,39 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
     for name in winners:
         for header in kernels_by_name[name].includes:
             include(header)
+    for name in winners:
+        include(kernels_by_name[name].adapter_header)
     first = best.iloc[0]
     entries = [
         {"problem": p, "kernel": row.kernel, "runtime_ms": row.runtime_ms,
          "gflops": p.flops / (row.runtime_ms * 1e6)}
         for p, row in zip(problems, best.itertuples(index=False))
     ]
+    conv_entries = [e for e in entries if e["problem"].op == "conv2d_fprop"]
+    gemm_entries = [e for e in entries if e["problem"].op == "gemm"]
+    order = list(dict.fromkeys(e["kernel"] for e in conv_entries + gemm_entries))  # the launcher's fallback order
+    for e in entries:
+        e["launcher"] = order.index(e["kernel"])
+    device_arch, arch_specific = target_arch([kernels_by_name[n] for n in winners])
     comment = render.comment_text  # text from a CSV or a path reaches C++ only inside a comment, escaped
     return render.render(
         templates, "best_kernels.h.mako", "best_kernels.h",
         banner=render.BANNER.format(source=comment(f"scons best_kernels.h from {source}")),
         source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
         cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
-        includes=includes, embedded=embedded,
-        conv_entries=[e for e in entries if e["problem"].op == "conv2d_fprop"],
-        gemm_entries=[e for e in entries if e["problem"].op == "gemm"],
+        includes=includes, embedded=embedded, conv_entries=conv_entries, gemm_entries=gemm_entries,
+        launchers=[{"name": n, "adapter": f"{kernels_by_name[n].adapter}<{n}>"} for n in order],
+        device_arch=device_arch, arch_specific=arch_specific,
         type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
+
+
+def target_arch(kernels) -> tuple:
+    """(compute capability, whether only its ``a`` target runs them) that every device pass of a
+    build of the header must target: the arch-specific kernels' (sm_90a), else the newest arch."""
+    specific = sorted({k.arch for k in kernels if k.arch_specific})
+    if specific:
+        return specific[-1], True
+    return max(k.arch for k in kernels), False
 
 
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,

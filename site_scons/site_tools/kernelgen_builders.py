@@ -6,6 +6,7 @@
 """
 
 import json
+import os
 import sys
 import time
 
@@ -44,24 +45,43 @@ def _best_kernels_header(target, source, env):
     return 0
 
 
+def estimate_left(elapsed: float, finished: int, total: int):
+    """Seconds left at the rate compiles have finished so far (with -j, several run at once), or
+    None before the first has finished: the first jobs' start times say nothing of how long one takes."""
+    if finished <= 0:
+        return None
+    return elapsed / finished * max(total - finished, 0)
+
+
 class CompileProgress:
-    """Prints `[k/N] nvcc NAME (elapsed, ~left)` for kernel compiles, other commands as they are."""
+    """Prints `[k/N] nvcc NAME (elapsed, ~left)` for kernel compiles, other commands as they are.
+    A compile has finished once its object is written; `~left` appears after the first has."""
 
     def __init__(self, total: int):
-        self.total, self.started, self.t0 = total, 0, None
+        self.total, self.started, self.t0 = total, [], None
 
     def __call__(self, line, target, source, env):
         if not line.startswith("nvcc ") or "kernels/" not in line:
             sys.stdout.write(line + "\n")
             return
-        self.t0 = self.t0 or time.monotonic()
-        self.started += 1
-        elapsed = time.monotonic() - self.t0
-        shown = max(self.total, self.started)
-        left = elapsed / max(self.started - 1, 1) * (shown - self.started) if self.started > 1 else 0
+        now = time.monotonic()
+        self.t0 = self.t0 or now
+        finished = sum(_written_since(path, began) for path, began in self.started)
+        self.started.append((target[0].get_abspath(), time.time()))
+        elapsed = now - self.t0
+        shown = max(self.total, len(self.started))
+        left = estimate_left(elapsed, finished, shown)
+        estimate = "" if left is None else f", ~{left:.0f} s left"
         name = str(source[0]).rsplit("/", 1)[-1]
-        sys.stdout.write(f"[{self.started}/{shown}] nvcc {name} ({elapsed:.0f} s, ~{left:.0f} s left)\n")
+        sys.stdout.write(f"[{len(self.started)}/{shown}] nvcc {name} ({elapsed:.0f} s{estimate})\n")
         sys.stdout.flush()
+
+
+def _written_since(path: str, began: float) -> bool:
+    try:
+        return os.stat(path).st_mtime >= began - 1  # file systems keep whole seconds at worst
+    except OSError:
+        return False
 
 
 def generate(env):

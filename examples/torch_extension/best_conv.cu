@@ -1,0 +1,44 @@
+// The launcher of best_kernels.h, compiled here once with the flags its kernels were measured
+// with (setup.py), behind the plain interface of best_conv.h.
+#define BEST_KERNELS_IMPLEMENTATION
+#include "best_kernels.h"
+
+#include "best_conv.h"
+
+namespace best_conv {
+namespace {
+
+best_kernels::Conv2dFpropProblem convert(const Problem& p) {
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
+}
+
+}  // namespace
+
+size_t workspace_size(const Problem& problem) { return best_kernels::workspace_size(convert(problem)); }
+
+const char* kernel_for(const Problem& problem) { return best_kernels::kernel_for(convert(problem)); }
+
+const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, void* workspace,
+                         size_t workspace_bytes, void* stream) {
+  cutlass::Status status = best_kernels::conv2d_fprop(
+      convert(problem), static_cast<const cutlass::half_t*>(x), static_cast<const cutlass::half_t*>(w),
+      static_cast<cutlass::half_t*>(y), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
+  return status == cutlass::Status::kSuccess ? "" : cutlassGetStatusString(status);
+}
+
+#if BEST_KERNELS_CONV2D_FPROP_COUNT
+int profiled_count() { return BEST_KERNELS_CONV2D_FPROP_COUNT; }
+
+Problem profiled(int index) {
+  const best_kernels::Conv2dFpropProblem& p = best_kernels::kConv2dFprop[index].problem;
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
+}
+
+double profiled_ms(int index) { return best_kernels::kConv2dFprop[index].runtime_ms; }
+#else
+int profiled_count() { return 0; }
+Problem profiled(int) { return {}; }
+double profiled_ms(int) { return 0; }
+#endif
+
+}  // namespace best_conv

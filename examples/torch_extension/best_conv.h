@@ -1,0 +1,29 @@
+// What extension.cpp needs of best_kernels.h, without CUDA or CUTLASS types: a C++ file built by
+// the host compiler cannot include best_kernels.h (it holds CUDA kernels), so best_conv.cu does.
+#pragma once
+
+#include <cstddef>
+
+namespace best_conv {
+
+// A forward convolution: NHWC activations, KRSC filters, NPQK output (best_kernels::Conv2dFpropProblem).
+struct Problem {
+  int n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
+};
+
+size_t workspace_size(const Problem& problem);
+
+// The kernel conv2d_fprop runs for `problem`, or nullptr when none of the header's kernels can.
+const char* kernel_for(const Problem& problem);
+
+// best_kernels::conv2d_fprop on fp16 device tensors; `stream` is a cudaStream_t. Empty on success,
+// else the launcher's status.
+const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, void* workspace,
+                         size_t workspace_bytes, void* stream);
+
+// The problems best_kernels.h was profiled on, and the time of each one's chosen kernel.
+int profiled_count();
+Problem profiled(int index);
+double profiled_ms(int index);
+
+}  // namespace best_conv

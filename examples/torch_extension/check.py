@@ -1,0 +1,112 @@
+"""Checks best_conv.conv2d against torch.nn.functional.conv2d on every problem of best_kernels.h
+and on a few it was not profiled on, and times both with CUDA events; a bad input must raise.
+
+    python check.py [--repeats N]      (after python setup.py build_ext --inplace; needs a GPU)
+
+Prints one row per problem; exit status 0 when every output matched (relative L2 error and the
+largest element error, relative to the largest reference element, both within 1e-3, as the
+profiler verifies) and every bad input raised.
+"""
+
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import best_conv
+
+TOLERANCE = 1e-3
+
+
+def operands(n, h, w, c, k, r, s):
+    x = torch.empty(n, c, h, w, device="cuda").uniform_(-1, 1).half().to(memory_format=torch.channels_last)
+    wt = torch.empty(k, c, r, s, device="cuda").uniform_(-1, 1).half().to(memory_format=torch.channels_last)
+    return x, wt
+
+
+def time_ms(function, repeats):
+    """The median over `repeats` batches of about 1 ms of the time per call."""
+    for _ in range(10):
+        function()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def batch(count):
+        start.record()
+        for _ in range(count):
+            function()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) / count
+
+    count = max(1, round(1.0 / max(batch(10), 1e-4)))
+    return sorted(batch(count) for _ in range(repeats))[repeats // 2]
+
+
+def check(label, problem, profiled_ms, repeats) -> bool:
+    n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
+    x, wt = operands(n, h, w, c, k, r, s)
+    args = ((stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
+    kernel = best_conv.kernel_for(x, wt, *args)
+    y = best_conv.conv2d(x, wt, *args)
+    expected = F.conv2d(x.float(), wt.float(), None, *args)
+    error = (y.float() - expected)
+    rel_l2 = (error.norm() / expected.norm()).item()
+    rel_max = (error.abs().max() / expected.abs().max()).item()
+    ok = bool(torch.isfinite(y).all()) and rel_l2 <= TOLERANCE and rel_max <= TOLERANCE
+    ours = time_ms(lambda: best_conv.conv2d(x, wt, *args), repeats)
+    torch_ms = time_ms(lambda: F.conv2d(x, wt, None, *args), repeats)
+    shown = f"{profiled_ms:.4f}" if profiled_ms else "-"
+    print(f"{label:<22} {ours:8.4f} {shown:>8} {torch_ms:8.4f} {rel_l2:9.2e} {rel_max:9.2e} "
+          f"{'ok' if ok else 'MISMATCH'} {kernel}", flush=True)
+    return ok
+
+
+def refuses(label, call) -> bool:
+    try:
+        call()
+    except (RuntimeError, ValueError, TypeError) as e:
+        print(f"{label:<40} refused: {str(e).splitlines()[0]}")
+        return True
+    print(f"{label:<40} NOT REFUSED")
+    return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    repeats = max(1, parser.parse_args().repeats)
+    torch.backends.cudnn.allow_tf32 = False  # the fp32 reference in fp32
+    profiled = best_conv.profiled()
+    print(f"{'problem':<22} {'ms':>8} {'profiled':>8} {'torch ms':>8} {'rel_l2':>9} {'rel_max':>9} result kernel")
+    ok = [check(f"conv {i}", problem, ms, repeats) for i, (problem, ms) in enumerate(profiled)]
+    if profiled:  # problems not profiled: the launcher's fallback kernels
+        first = profiled[0][0]
+        ok.append(check("conv 0, batch 3", (3, *first[1:]), 0, repeats))
+    ok.append(check("3x3, 96 channels", (2, 20, 20, 96, 128, 3, 3, 1, 1, 1, 1, 1, 1), 0, repeats))
+
+    x, wt = operands(2, 16, 16, 64, 64, 3, 3)
+    ok += [
+        refuses("float32 x", lambda: best_conv.conv2d(x.float(), wt, 1, 1)),
+        refuses("x not channels_last", lambda: best_conv.conv2d(x.contiguous(), wt, 1, 1)),
+        refuses("x on the CPU", lambda: best_conv.conv2d(x.cpu(), wt, 1, 1)),
+        refuses("channels of x and w differ", lambda: best_conv.conv2d(x, wt[:, :32].contiguous(
+            memory_format=torch.channels_last), 1, 1)),
+        refuses("stride 0", lambda: best_conv.conv2d(x, wt, 0, 1)),
+        refuses("padding of three values", lambda: best_conv.conv2d(x, wt, 1, (1, 1, 1))),
+        refuses("filter larger than the input", lambda: best_conv.conv2d(x, wt, 1, 0, 9)),
+        refuses("x 2 bytes off 16-byte alignment", lambda: best_conv.conv2d(
+            torch.empty(1 * 16 * 16 * 64 + 1, device="cuda", dtype=torch.half)[1:].view(1, 16, 16, 64)
+            .permute(0, 3, 1, 2), wt, 1, 1)),
+    ]
+    rgb = (1, 32, 32, 3, 64, 3, 3, 1, 1, 1, 1, 1, 1)  # 3 channels: only a few-channel kernel takes them
+    if best_conv.kernel_for(*operands(*rgb[:7]), 1, 1) is None:
+        ok.append(refuses("3 channels (no kernel takes them)", lambda: best_conv.conv2d(*operands(*rgb[:7]), 1, 1)))
+    else:
+        ok.append(check("3 channels", rgb, 0, repeats))
+    print(f"{sum(ok)} of {len(ok)} checks passed")
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+// best_conv.conv2d(x, w, stride=1, padding=0, dilation=1): the convolution of channels_last fp16
+// CUDA tensors x (N, C, H, W) and w (K, C, R, S) through best_kernels.h's launcher, as
+// torch.nn.functional.conv2d(x, w, None, stride, padding, dilation) computes it (no bias, one group).
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "best_conv.h"
+
+namespace {
+
+namespace py = pybind11;
+
+// An int, or a sequence of one or two ints, as (height, width).
+std::array<int, 2> pair(const py::object& value, const char* name, int least) {
+  std::vector<int64_t> values;
+  if (py::isinstance<py::int_>(value)) {
+    values = {value.cast<int64_t>(), value.cast<int64_t>()};
+  } else {
+    try {
+      values = value.cast<std::vector<int64_t>>();
+    } catch (const py::cast_error&) {
+      TORCH_CHECK(false, "best_conv.conv2d: ", name, " must be an int or a pair of ints");
+    }
+    if (values.size() == 1) values.push_back(values[0]);
+  }
+  TORCH_CHECK(values.size() == 2, "best_conv.conv2d: ", name, " must be an int or a pair of ints, got ",
+              values.size(), " values");
+  for (int64_t v : values) {
+    TORCH_CHECK(v >= least && v <= (1 << 30), "best_conv.conv2d: ", name, " must be at least ", least, ", got ", v);
+  }
+  return {int(values[0]), int(values[1])};
+}
+
+void check_operand(const torch::Tensor& t, const char* name, const char* dims) {
+  TORCH_CHECK(t.is_cuda(), "best_conv.conv2d: ", name, " must be a CUDA tensor");
+  TORCH_CHECK(t.scalar_type() == torch::kHalf, "best_conv.conv2d: ", name, " must be float16, got ", t.scalar_type());
+  TORCH_CHECK(t.dim() == 4, "best_conv.conv2d: ", name, " must be 4-D ", dims, ", got ", t.dim(), "-D");
+  TORCH_CHECK(t.is_contiguous(torch::MemoryFormat::ChannelsLast), "best_conv.conv2d: ", name,
+              " must be channels_last (", name, ".to(memory_format=torch.channels_last))");
+  for (int64_t extent : t.sizes()) {
+    TORCH_CHECK(extent >= 1 && extent <= (1 << 30), "best_conv.conv2d: ", name, " has an extent ", extent);
+  }
+}
+
+best_conv::Problem problem_of(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
+                              const py::object& padding, const py::object& dilation) {
+  check_operand(x, "x", "(N, C, H, W)");
+  check_operand(w, "w", "(K, C, R, S)");
+  TORCH_CHECK(x.device() == w.device(), "best_conv.conv2d: x and w are on different devices");
+  TORCH_CHECK(w.size(1) == x.size(1), "best_conv.conv2d: w has ", w.size(1), " input channels, x has ", x.size(1));
+  auto [stride_h, stride_w] = pair(stride, "stride", 1);
+  auto [pad_h, pad_w] = pair(padding, "padding", 0);
+  auto [dilation_h, dilation_w] = pair(dilation, "dilation", 1);
+  return {int(x.size(0)), int(x.size(2)), int(x.size(3)), int(x.size(1)), int(w.size(0)), int(w.size(2)),
+          int(w.size(3)), pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w};
+}
+
+torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
+                     const py::object& padding, const py::object& dilation) {
+  const best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
+  const int64_t out_h = (int64_t(p.h) + 2 * p.pad_h - int64_t(p.dilation_h) * (p.r - 1) - 1) / p.stride_h + 1;
+  const int64_t out_w = (int64_t(p.w) + 2 * p.pad_w - int64_t(p.dilation_w) * (p.s - 1) - 1) / p.stride_w + 1;
+  TORCH_CHECK(out_h >= 1 && out_w >= 1, "best_conv.conv2d: the ", p.r, "x", p.s,
+              " filter does not fit the padded ", p.h, "x", p.w, " input");
+  const c10::cuda::CUDAGuard guard(x.device());
+  torch::Tensor y = torch::empty({p.n, p.k, out_h, out_w}, x.options().memory_format(torch::MemoryFormat::ChannelsLast));
+  const size_t bytes = best_conv::workspace_size(p);
+  torch::Tensor workspace = torch::empty({int64_t(bytes)}, x.options().dtype(torch::kUInt8));
+  const std::string error = best_conv::conv2d_fprop(p, x.data_ptr(), w.data_ptr(), y.data_ptr(),
+                                                    bytes ? workspace.data_ptr() : nullptr, bytes,
+                                                    c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(error.empty(), "best_conv.conv2d: best_kernels::conv2d_fprop refused x ", x.sizes(), ", w ", w.sizes(),
+              ", stride (", p.stride_h, ", ", p.stride_w, "), padding (", p.pad_h, ", ", p.pad_w, "), dilation (",
+              p.dilation_h, ", ", p.dilation_w, "): ", error);
+  return y;
+}
+
+py::object kernel_for(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
+                      const py::object& padding, const py::object& dilation) {
+  const char* name = best_conv::kernel_for(problem_of(x, w, stride, padding, dilation));
+  return name ? py::object(py::str(name)) : py::object(py::none());
+}
+
+// [((n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w), ms), ...]
+py::list profiled() {
+  py::list out;
+  for (int i = 0; i < best_conv::profiled_count(); ++i) {
+    const best_conv::Problem p = best_conv::profiled(i);
+    out.append(py::make_tuple(py::make_tuple(p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h,
+                                             p.stride_w, p.dilation_h, p.dilation_w),
+                              best_conv::profiled_ms(i)));
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "Convolutions through the launcher of kernelgen's best_kernels.h";
+  m.def("conv2d", &conv2d, "conv2d(x, w, stride=1, padding=0, dilation=1): channels_last fp16 CUDA tensors",
+        py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
+  m.def("kernel_for", &kernel_for, "the kernel conv2d would run, or None", py::arg("x"), py::arg("w"),
+        py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
+  m.def("profiled", &profiled, "the problems of best_kernels.h and their profiled times (ms)");
+}

@@ -1,0 +1,201 @@
+"""Headers built once per test session, and the nvcc compiles of consumers of them.
+
+The compiles take about a minute of one core in all, so they start in the background as soon as
+a test asks for them (tests/test_header_compile.py, early in the run) and are waited for where
+their result is checked (tests/test_using_the_header.py, late in the run): the rest of the suite
+runs meanwhile on the other core.
+"""
+
+import atexit
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from conftest import ROOT
+from kernelgen.options import default_cutlass_root
+
+# What the profiler compiles kernels with (kernelgen.options.DEFAULT_NVCCFLAGS and ARCH=90a),
+# less -O3: these compiles only check that the code compiles, and nvcc optimises device code anyway.
+MEASURED_FLAGS = ["-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a"]
+
+_state = {}
+
+
+def session_dir() -> Path:
+    if "dir" not in _state:
+        _state["dir"] = Path(tempfile.mkdtemp(prefix="kernelgen-header-"))
+        atexit.register(_clean_up)
+    return _state["dir"]
+
+
+def _clean_up():
+    for process, _ in _state.get("jobs", {}).values():
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    shutil.rmtree(_state["dir"], ignore_errors=True)
+
+
+def nvcc_command(directory: Path, source: str, flags, output=None) -> list:
+    """nvcc on directory/source, which includes directory/best_kernels.h; -c unless `output`."""
+    cutlass = default_cutlass_root()
+    out = ["-o", str(directory / output)] if output else ["-c", "-o", str(directory / (source + ".o"))]
+    return ["nvcc", *flags, f"-I{directory}", "-isystem", f"{cutlass}/include", "-isystem",
+            f"{cutlass}/tools/util/include", *out, str(directory / source)]
+
+
+def committed_header() -> Path:
+    """The directory of the best_kernels.h that `scons best_kernels.h` builds from the committed
+    results, built once (the scons run's output is kept beside it as scons.log)."""
+    if "committed" not in _state:
+        directory = session_dir() / "committed"
+        out = subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"BUILD={directory}"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+        directory.mkdir(exist_ok=True)
+        (directory / "scons.log").write_text(out.stdout + out.stderr)
+        assert out.returncode == 0, out.stdout + out.stderr
+        _state["committed"] = directory
+    return _state["committed"]
+
+
+def start(name: str, directory: Path, source_name: str, source: str, flags, output=None) -> None:
+    """Starts compiling `source` in the background (once per session under `name`)."""
+    jobs = _state.setdefault("jobs", {})
+    if name in jobs:
+        return
+    (directory / source_name).write_text(source)
+    log = directory / f"{name}.log"
+    with open(log, "w") as f:
+        jobs[name] = (subprocess.Popen(nvcc_command(directory, source_name, flags, output), stdout=f,
+                                       stderr=subprocess.STDOUT), log)
+
+
+def result(name: str, timeout=900) -> tuple:
+    """(exit status, output) of the compile started under `name`, once it has finished."""
+    process, log = _state["jobs"][name]
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return process.returncode, log.read_text()
+
+
+# A consumer of the committed header: its lookups, the types of chosen kernels of each family
+# (persistent conv, GEMM kernel chosen for a convolution, halo), and the launcher's declarations.
+CONSUMER = """\
+#include "best_kernels.h"
+
+using namespace best_kernels;
+
+constexpr Conv2dFpropProblem kFirst{256, 56, 56, 64, 256, 1, 1, 0, 0, 1, 1, 1, 1};
+static_assert(find(kFirst) != nullptr, "the first ResNet-50 layer has a kernel");
+static_assert(find(kFirst)->runtime_ms > 0, "with its measured time");
+static_assert(find(Conv2dFpropProblem{1, 8, 8, 8, 8, 1, 1, 0, 0, 1, 1, 1, 1}) == nullptr, "others have none");
+static_assert(sizeof(kConv2dFprop) / sizeof(kConv2dFprop[0]) == 19, "one choice per layer");
+static_assert(BEST_KERNELS_CONV2D_FPROP_COUNT == 19 && BEST_KERNELS_GEMM_COUNT == 0, "the tables' sizes");
+
+using First = Conv2dFprop<256, 56, 56, 64, 256, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
+using Last = Conv2dFprop<256, 7, 7, 2048, 512, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
+using Stage1Conv3x3 = Conv2dFprop<256, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1>::Kernel;
+using GemmForConv = Conv2dFprop<256, 28, 28, 128, 512, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
+
+// Declared here, defined where BEST_KERNELS_IMPLEMENTATION is.
+cutlass::Status launch(const cutlass::half_t* x, const cutlass::half_t* w, cutlass::half_t* y, void* workspace,
+                       cudaStream_t stream) {
+  size_t bytes = workspace_size(kFirst) + workspace_size(GemmProblem{8, 8, 8});
+  if (kernel_for(kFirst) == nullptr || kernel_for(GemmProblem{8, 8, 8}) == nullptr) return cutlass::Status::kInvalid;
+  cutlass::Status status = conv2d_fprop(kFirst, x, w, y, workspace, bytes, stream);
+  return status != cutlass::Status::kSuccess ? status : gemm(GemmProblem{8, 8, 8}, x, w, y, workspace, bytes, stream);
+}
+
+int main() {
+  First::Arguments first{};
+  Last::Arguments last{};
+  Stage1Conv3x3::Arguments stage1{};
+  GemmForConv::Arguments gemm_for_conv{};
+  (void)first;
+  (void)last;
+  (void)stage1;
+  (void)gemm_for_conv;
+  return 0;
+}
+"""
+
+# The launcher compiled and linked, on a header whose kernels are quick to compile: a CUTLASS
+# 2.x conv (the generic CUTLASS adapter) and a pointwise kernel (the resident adapter), serving
+# convolutions and a GEMM workload. It runs one problem given on its command line through
+# kernel_for and the launcher and prints the status and the kernel: pointers are addresses
+# (0: null), for inputs the launcher refuses before it touches the GPU.
+LAUNCHER = """\
+#define BEST_KERNELS_IMPLEMENTATION
+#include "best_kernels.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+using namespace best_kernels;
+
+static_assert(find(GemmProblem{256, 1000, 2048}) != nullptr, "the GEMM workload has a kernel");
+static_assert(find(GemmProblem{256, 1000, 2049}) == nullptr, "others have none");
+static_assert(BEST_KERNELS_CONV2D_FPROP_COUNT == 3 && BEST_KERNELS_GEMM_COUNT == 1, "the tables' sizes");
+using Fc = Gemm<256, 1000, 2048>::Kernel;
+using Pointwise = Conv2dFprop<8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
+
+//   launcher conv N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W X W Y WORKSPACE BYTES
+//   launcher gemm M N K A B D WORKSPACE BYTES
+int main(int argc, char** argv) {
+  Fc::Arguments fc{};
+  Pointwise::Arguments pointwise{};
+  (void)fc;
+  (void)pointwise;
+  auto number = [&](int i) { return std::strtoll(argv[i], nullptr, 0); };
+  auto pointer = [&](int i) { return reinterpret_cast<cutlass::half_t*>(uintptr_t(number(i))); };
+  cutlass::Status status;
+  const char* kernel;
+  if (argc == 20 && std::strcmp(argv[1], "conv") == 0) {
+    int v[13];
+    for (int i = 0; i < 13; ++i) v[i] = int(number(2 + i));
+    Conv2dFpropProblem p{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
+    kernel = kernel_for(p);
+    status = conv2d_fprop(p, pointer(15), pointer(16), pointer(17), pointer(18), size_t(number(19)), nullptr);
+  } else if (argc == 10 && std::strcmp(argv[1], "gemm") == 0) {
+    GemmProblem p{int(number(2)), int(number(3)), int(number(4))};
+    kernel = kernel_for(p);
+    status = gemm(p, pointer(5), pointer(6), pointer(7), pointer(8), size_t(number(9)), nullptr);
+  } else {
+    std::fprintf(stderr, "usage: launcher conv N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W X W Y "
+                         "WORKSPACE BYTES | gemm M N K A B D WORKSPACE BYTES\\n");
+    return 2;
+  }
+  std::printf("%s\\n%s\\n", cutlassGetStatusString(status), kernel ? kernel : "(none)");
+  return 0;
+}
+"""
+
+
+def launcher_header() -> Path:
+    from test_launcher import SM80, header  # its set: a 3x3 layer, a 1x1 layer, a GEMM, a strided 1x1 layer
+
+    directory = session_dir() / "launcher"
+    if not (directory / "best_kernels.h").exists():
+        directory.mkdir(exist_ok=True)
+        pointwise = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
+        header(directory, [SM80, pointwise, SM80, SM80])
+    return directory
+
+
+def start_compiles() -> None:
+    """Both compiles, in the background (once): about 50 and 17 s of one core."""
+    # The consumer through nvcc's front ends (-cuda: the host code as the host compiler would get
+    # it; -fdevice-syntax-only: device code checked, not generated), which is where a header that
+    # does not compile fails: about 50 s, where compiling it to an object takes 65.
+    start("consumer", committed_header(), "consumer.cu", CONSUMER,
+          [*MEASURED_FLAGS, "-fdevice-syntax-only", "-cuda"], output="consumer.cu.ii")
+    # The launcher's device code only to the end of the front end: it checks that the kernels
+    # instantiate, without the minutes of code generation (the profiler build generates it).
+    start("launcher", launcher_header(), "launcher.cu", LAUNCHER, [*MEASURED_FLAGS, "-fdevice-syntax-only"],
+          output="launcher")

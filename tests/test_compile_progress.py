@@ -1,0 +1,54 @@
+"""The compile progress line: its time-left estimate comes from finished compiles only."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "site_scons" / "site_tools"))
+from kernelgen_builders import CompileProgress, estimate_left  # noqa: E402
+
+
+@pytest.mark.parametrize("elapsed, finished, total, expected", [
+    (0.0, 0, 10, None),      # the first compile starts
+    (40.0, 0, 10, None),     # with -j16, sixteen started and none finished: no guess
+    (40.0, 1, 10, 360.0),    # one finished in 40 s: nine more at that rate
+    (40.0, 4, 10, 60.0),     # four finished in 40 s (in parallel): six more at that rate
+    (40.0, 10, 10, 0.0),
+    (40.0, 12, 10, 0.0),     # more than the planned count (the plan counted fewer): never negative
+])
+def test_the_estimate_uses_finished_compiles_only(elapsed, finished, total, expected):
+    assert estimate_left(elapsed, finished, total) == expected
+
+
+class Node:
+    def __init__(self, path):
+        self.path = str(path)
+
+    def get_abspath(self):
+        return self.path
+
+    def __str__(self):
+        return self.path
+
+
+def test_no_estimate_is_printed_until_an_object_is_written(tmp_path, capsys):
+    progress = CompileProgress(3)
+    objects = [tmp_path / f"k{i}.o" for i in range(3)]
+
+    def start(i):
+        progress(f"nvcc kernels/k{i}.cu", [Node(objects[i])], [Node(Path("kernels") / f"k{i}.cu")], None)
+        return capsys.readouterr().out
+
+    first, second = start(0), start(1)  # -j2: both start at once
+    assert first.startswith("[1/3] nvcc k0.cu (") and "left" not in first + second
+    objects[0].write_text("object")  # the first compile finishes
+    line = start(2)
+    assert line.startswith("[3/3] nvcc k2.cu (") and line.rstrip().endswith(" s left)")
+
+
+def test_other_commands_are_printed_as_they_are(capsys):
+    CompileProgress(3)("link generated/profiler", [Node("generated/profiler")], [], None)
+    assert capsys.readouterr().out == "link generated/profiler\n"

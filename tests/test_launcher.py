@@ -1,0 +1,159 @@
+"""The header's launcher as rendered: the kernels it dispatches to, through which adapter, in
+which order, the profiler adapters it embeds, and the device target its flag checks demand.
+(test_header_compile.py compiles it.)"""
+
+import re
+import shutil
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import ROOT
+from kernelgen import render, results
+from kernelgen.reduce import build_header, target_arch
+from kernelgen.specs import load_catalog
+from kernelgen.workloads import parse_workloads
+
+TEMPLATES = ROOT / "kernel_specs" / "templates"
+CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
+SM80 = "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8"
+GEMM = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x256x64_1x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma"
+HALO = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"
+PERSISTENT = ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8"
+              "_warpspecialized_pingpong_epi_tma_64x128")
+PROBLEMS = parse_workloads("conv2d_fprop n=8 h=56 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1\n"
+                           "conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 pad=0 stride=1\n"
+                           "gemm m=256 n=1000 k=2048\n"
+                           "conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 pad=0 stride=2\n")
+
+
+def write_set(directory, winners, catalog):
+    """One CSV per problem of PROBLEMS, `winners[i]` the fastest ok kernel of problem i and
+    every other kernel of `winners` slower; returns the hashes of the kernels."""
+    hashes = {name: f"h{i}" for i, name in enumerate(sorted(set(winners)))}
+    for problem, winner in zip(PROBLEMS, winners):
+        rows = []
+        for name in hashes:
+            r = {c: None for c in results.COLUMNS}
+            r.update(workload=problem.name, kernel=name, status="ok", runtime_ms=0.1 if name == winner else 0.2,
+                     kernel_hash=hashes[name], gpu="NVIDIA H200", driver="580.159.04", cuda="13.0", cutlass="4.2.0")
+            rows.append(r)
+        results.write_csv(directory / f"{problem.name}.csv", rows)
+    return hashes
+
+
+def header(tmp_path, winners, catalog=CATALOG, project_includes=ROOT / "profiler"):
+    hashes = write_set(tmp_path, winners, catalog)
+    out = tmp_path / "best_kernels.h"
+    build_header(tmp_path, PROBLEMS, hashes, catalog, TEMPLATES, out, project_includes)
+    return out.read_text()
+
+
+def launchers(text):
+    """(adapter, kernel) of each row of detail::kLaunchers, in order."""
+    table = text[text.index("inline constexpr Launcher kLaunchers[] = {"):]
+    table = table[:table.index("};")]
+    return re.findall(r'adapted<(.+?)<(\w+)>>\(\n\s+"(\w+)"\)', table)
+
+
+def test_the_launcher_dispatches_each_winner_through_its_own_adapter_in_first_chosen_order(tmp_path):
+    text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
+    rows = launchers(text)
+    # conv problems first (halo, persistent, SM80), then the GEMM table's (the GEMM kernel).
+    assert [(adapter, kernel) for adapter, kernel, _ in rows] == [
+        (CATALOG[HALO].adapter, HALO), (CATALOG[PERSISTENT].adapter, PERSISTENT), (CATALOG[SM80].adapter, SM80),
+        (CATALOG[GEMM].adapter, GEMM)]
+    assert all(kernel == name for _, kernel, name in rows), "the row's name is its kernel's"
+    assert "inline constexpr int kConv2dFpropLauncher[] = {0, 1, 2};" in text
+    assert "inline constexpr int kGemmLauncher[] = {3};" in text
+
+
+def test_a_kernel_chosen_twice_is_one_launcher(tmp_path):
+    text = header(tmp_path, [PERSISTENT, PERSISTENT, PERSISTENT, SM80])
+    assert [kernel for _, kernel, _ in launchers(text)] == [PERSISTENT, SM80]
+    assert "inline constexpr int kConv2dFpropLauncher[] = {0, 0, 1};" in text
+    assert "inline constexpr int kGemmLauncher[] = {0};" in text
+
+
+def test_the_adapters_and_what_they_include_are_embedded_before_their_users(tmp_path):
+    text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
+    embedded = re.findall(r"^// ---- (\S+), from kernelgen, embedded", text, re.MULTILINE)
+    for name in ("operation.h", "adapter_common.h", "resident_adapter.h", "conv2d_adapter_3x.h",
+                 "gemm_adapter_3x.h", "conv2d_adapter_2x.h"):
+        assert embedded.count(name) == 1, name
+    assert embedded.index("operation.h") < embedded.index("adapter_common.h") < embedded.index("gemm_adapter_3x.h")
+    assert embedded.index("operation.h") < embedded.index("resident_adapter.h")
+    assert not set(re.findall(r'#include "([^"]+)"', text)) & {p.name for p in (ROOT / "profiler").iterdir()}
+    assert "direct_adapter.h" not in embedded, "only the winners' adapters"
+
+
+@dataclass(frozen=True)
+class NewFamilyKernel:
+    """A kernel of a family the launcher has never seen: only its adapter is new."""
+
+    name = "kernelgen_test_direct_fprop_f16_none"
+    family = "new_family"
+    op = "conv2d_fprop"
+    arch = 80
+    arch_specific = False
+    template = "test_faults.mako"
+    includes = ("cuda_fp16.h",)
+    adapter = "kernelgen::NewFamilyOperation"
+    adapter_header = "new_family_adapter.h"
+
+    def values(self):
+        return {"fault": 0}
+
+
+def test_a_new_family_is_launched_through_its_adapter_without_template_changes(tmp_path):
+    includes = tmp_path / "profiler"
+    shutil.copytree(ROOT / "profiler", includes)
+    (includes / "new_family_adapter.h").write_text(
+        '#pragma once\n#include "direct_adapter.h"\nnamespace kernelgen {\n'
+        "template <typename K> using NewFamilyOperation = DirectOperation<K>;\n}\n")
+    kernel = NewFamilyKernel()
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
+    text = header(results_dir, [kernel.name, SM80, kernel.name, SM80], {**CATALOG, kernel.name: kernel}, includes)
+    assert [(adapter, name) for adapter, name, _ in launchers(text)] == [
+        ("kernelgen::NewFamilyOperation", kernel.name), (CATALOG[SM80].adapter, SM80)]
+    embedded = re.findall(r"^// ---- (\S+), from kernelgen, embedded", text, re.MULTILINE)
+    assert embedded.index("direct_adapter.h") < embedded.index("new_family_adapter.h")
+
+
+@pytest.mark.parametrize("kernels, expected", [
+    ([SM80], (80, False)),
+    ([SM80, GEMM], (90, True)),
+    ([HALO], (90, True)),
+    ([PERSISTENT, HALO, SM80], (90, True)),
+])
+def test_the_target_every_device_pass_must_have(kernels, expected):
+    assert target_arch([CATALOG[k] for k in kernels]) == expected
+
+
+@pytest.mark.parametrize("winners, check, message", [
+    ([SM80] * 4, "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n",
+     "compile for sm_80 or later (-gencode=arch=compute_80,code=sm_80)"),
+    ([SM80, SM80, GEMM, SM80],
+     "#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))\n",
+     "compile for sm_90a only (-gencode=arch=compute_90a,code=sm_90a)"),
+])
+def test_the_header_demands_its_kernels_target(tmp_path, winners, check, message):
+    text = header(tmp_path, winners)
+    guard = text.index(check)
+    assert text.index(message) > guard and text.index("#if !defined(BEST_KERNELS_WRONG_FLAGS)") > guard
+    assert message.split("(")[1].rstrip(")") in text[:text.index("#pragma once")], "the opening comment names it"
+
+
+def test_the_launcher_is_deterministic_and_compiled_only_where_asked(tmp_path):
+    text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
+    assert header(tmp_path, [HALO, PERSISTENT, GEMM, SM80]) == text
+    body = text[text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)"):text.index("#endif  // BEST_KERNELS_IMPLEMENTATION")]
+    assert "inline constexpr Launcher kLaunchers[]" in body
+    declarations = text[:text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)")]
+    for declaration in ("size_t workspace_size(const Conv2dFpropProblem& problem);",
+                        "cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::half_t* x",
+                        "cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a",
+                        "const char* kernel_for(const GemmProblem& problem);"):
+        assert declaration in declarations
+    assert text.rstrip().endswith("#endif  // !BEST_KERNELS_WRONG_FLAGS")

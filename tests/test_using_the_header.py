@@ -1,0 +1,84 @@
+"""A consumer of the header compiles, the launcher compiles and links, and the linked launcher
+refuses bad input with an error status before it touches the GPU (the compiles began in
+tests/test_header_compile.py)."""
+
+import subprocess
+
+import pytest
+
+import header_builds
+from conftest import requires_nvcc
+from test_launcher import SM80
+
+POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
+
+
+@requires_nvcc
+def test_a_consumer_of_the_committed_header_compiles():
+    header_builds.start_compiles()  # already running, unless this file runs on its own
+    status, output = header_builds.result("consumer")
+    assert status == 0, output[-5000:]
+
+
+@requires_nvcc
+def test_the_launcher_compiles_and_links():
+    header_builds.start_compiles()
+    status, output = header_builds.result("launcher")
+    assert status == 0, output[-5000:]
+
+
+# The launcher header's problems (tests/header_builds.py): a 3x3 layer (chosen: SM80), a 1x1
+# layer (pointwise), a GEMM (SM80), a strided 1x1 layer (SM80); its fallback order: SM80, pointwise.
+LAYER_3X3 = [8, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1]
+LAYER_1X1 = [8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1]
+OPERANDS = [0x10000, 0x20000, 0x30000]  # 16-byte aligned addresses, never dereferenced by a refusal
+
+
+def conv(problem, x=OPERANDS[0], w=OPERANDS[1], y=OPERANDS[2], workspace=0, workspace_bytes=0):
+    return ["conv", *problem, x, w, y, workspace, workspace_bytes]
+
+
+def gemm(m, n, k, a=OPERANDS[0], b=OPERANDS[1], d=OPERANDS[2]):
+    return ["gemm", m, n, k, a, b, d, 0, 0]
+
+
+def changed(problem, **fields):
+    names = ["n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w", "dilation_h", "dilation_w"]
+    return [fields.get(name, value) for name, value in zip(names, problem)]
+
+
+INVALID, MISALIGNED, UNSUPPORTED = "Error Invalid Problem", "Error Misaligned Operand", "Error Not Supported"
+
+
+@requires_nvcc
+@pytest.mark.parametrize("args, status, kernel", [
+    (conv(LAYER_3X3, x=0), INVALID, SM80),
+    (conv(LAYER_3X3, w=0), INVALID, SM80),
+    (conv(LAYER_1X1, y=0), INVALID, POINTWISE),  # a profiled problem: its chosen kernel
+    (conv(LAYER_3X3, x=OPERANDS[0] + 2), MISALIGNED, SM80),
+    (conv(LAYER_3X3, y=OPERANDS[2] + 8), MISALIGNED, SM80),
+    (conv(LAYER_3X3, workspace=0x40004, workspace_bytes=1 << 20), MISALIGNED, SM80),
+    (conv(changed(LAYER_3X3, n=0), x=0), INVALID, "(none)"),  # the problem is checked first
+    (conv(changed(LAYER_3X3, k=-64)), INVALID, "(none)"),
+    (conv(changed(LAYER_3X3, pad_h=-1)), INVALID, "(none)"),
+    (conv(changed(LAYER_3X3, stride_w=0)), INVALID, "(none)"),
+    (conv(changed(LAYER_3X3, dilation_h=0)), INVALID, "(none)"),
+    (conv(changed(LAYER_3X3, h=1, w=1, pad_h=0, pad_w=0)), INVALID, "(none)"),  # 3x3 filter, 1x1 input
+    (conv(changed(LAYER_3X3, n=32768, h=256, w=256)), UNSUPPORTED, "(none)"),  # 2^37 activations
+    (conv(changed(LAYER_3X3, c=3)), UNSUPPORTED, "(none)"),  # no kernel here takes 3 channels
+    (conv(changed(LAYER_1X1, n=2, h=7, w=7), x=0), INVALID, SM80),  # not profiled: the first that takes it
+    (gemm(256, 1000, 2048, a=0), INVALID, SM80),
+    (gemm(256, 1000, 2048, d=OPERANDS[2] + 4), MISALIGNED, SM80),
+    (gemm(0, 1000, 2048), INVALID, "(none)"),
+    (gemm(256, 1000, 3), UNSUPPORTED, "(none)"),
+], ids=["null-x", "null-w", "null-y", "x-off-2-bytes", "y-off-8-bytes", "workspace-off-4-bytes", "batch-0",
+        "negative-k", "negative-padding", "stride-0", "dilation-0", "filter-over-input", "2^37-activations",
+        "3-channels", "unprofiled-null-x", "gemm-null-a", "gemm-d-off-4-bytes", "gemm-m-0", "gemm-k-3"])
+def test_the_launcher_refuses_bad_input_with_a_status(args, status, kernel):
+    header_builds.start_compiles()
+    built, output = header_builds.result("launcher")
+    assert built == 0, output[-5000:]
+    out = subprocess.run([str(header_builds.launcher_header() / "launcher"), *map(str, args)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [status, kernel]
