@@ -1,4 +1,5 @@
-"""What kernel families share: the spec keys every family has, and the SM90 tile and cluster checks."""
+"""What kernel families share: the spec keys every family has, the expansion of a family of
+entries written for fixed types, and the SM90 tile and cluster checks."""
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -13,6 +14,27 @@ def family_keys(kind: str) -> tuple:
         S.Key("accumulator", S.choice(DATA_TYPES)),
         S.Key("output", S.choice(DATA_TYPES)),
     )
+
+
+def fixed_type_family(kind: str) -> S.Table:
+    """A family of entries: the common keys, then ``kernels``, a list of entry tables."""
+    return S.Table((*family_keys(kind), S.Key("kernels", lambda v: v)))
+
+
+def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, types: dict, check) -> list:
+    """The kernels of a family whose kernels are written for fixed ``types`` (key -> data type):
+    one ``cls(family=..., **entry)`` per entry of ``kernels``, refused by ``check(path, entry
+    name, kernel)`` if the family cannot build it."""
+    fam = family.read(path, raw)
+    for key, value in types.items():
+        if fam[key] != value:
+            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
+    kernels = []
+    for name, spec in S.read_entries(path, fam["kernels"], "kernels", entry):
+        kernel = cls(family=path.stem, **spec)
+        check(path, name, kernel)
+        kernels.append(kernel)
+    return kernels
 
 
 def check_sm90_tile_k(path, entry, element: str, k: int, key=None) -> None:

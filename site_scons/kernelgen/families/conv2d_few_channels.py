@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import family_keys
+from .common import expand_fixed_type_entries, fixed_type_family
 from .conv2d_2x import SMEM_LIMIT_BYTES
 
 KIND = "conv2d_fprop_few_channels"
@@ -43,7 +43,7 @@ BASE_REGISTERS = 32
 MODES = {"im2col": "FewChannelsFprop", "rows": "FewChannelsRowsFprop"}
 ROWS_PIXEL_BYTES = 8  # a staged input pixel: C channels padded to 4 halves
 
-FAMILY = S.Table((*family_keys(KIND), S.Key("kernels", lambda v: v)))
+FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
     S.Key("mode", S.choice(MODES), "im2col"),
     S.Key("tile", S.int_tuple(2, 16, 512)),
@@ -157,13 +157,4 @@ def check(path, entry, kernel) -> None:
 
 
 def expand(path, raw: dict) -> list:
-    fam = FAMILY.read(path, raw)
-    for key, value in TYPES.items():
-        if fam[key] != value:
-            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
-    kernels = []
-    for name, spec in S.read_entries(path, fam["kernels"], "kernels", ENTRY):
-        kernel = Conv2dFpropFewChannels(family=path.stem, **spec)
-        check(path, name, kernel)
-        kernels.append(kernel)
-    return kernels
+    return expand_fixed_type_entries(Conv2dFpropFewChannels, FAMILY, ENTRY, path, raw, TYPES, check)

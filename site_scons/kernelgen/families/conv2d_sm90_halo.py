@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, family_table, mma_type, round_up,
+from .common import fixed_type_family
+from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, mma_type, round_up,
                        shared_bytes)
 
 KIND = "conv2d_fprop_sm90_halo"
 TEMPLATE = "conv2d_fprop_sm90_halo.mako"
 
-FAMILY = family_table(KIND)
+FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
     S.Key("width", S.integer(1, 254)),
     S.Key("rows", S.integer(1, 254)),

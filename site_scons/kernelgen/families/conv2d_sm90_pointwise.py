@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .resident import BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, family_table, mma_type, shared_bytes
+from .common import fixed_type_family
+from .resident import BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, mma_type, shared_bytes
 
 KIND = "conv2d_fprop_sm90_pointwise"
 TEMPLATE = "conv2d_fprop_sm90_pointwise.mako"
 PIXELS = 256  # per tile: wgmma's N
 
-FAMILY = family_table(KIND)
+FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
     S.Key("channels", S.integer(64, 128)),
     S.Key("stages", S.integer(2, 8)),

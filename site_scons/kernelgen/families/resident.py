@@ -4,7 +4,7 @@ out), their wgmma type and spec checks."""
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import family_keys
+from .common import expand_fixed_type_entries
 from .conv2d_sm90 import SMEM_LIMIT_BYTES
 
 INCLUDES = ("conv_sm90_resident.h",)
@@ -12,11 +12,6 @@ CHANNELS = 64  # channels per 128-byte line (a pixel, a filter row), output chan
 LINE = 128
 BLOCK = CHANNELS * LINE  # a 64 x 64 filter block
 TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what the kernels are written for
-
-
-def family_table(kind: str) -> S.Table:
-    """A family of entries: the common keys, then ``kernels``, a list of entry tables."""
-    return S.Table((*family_keys(kind), S.Key("kernels", lambda v: v)))
 
 
 def round_up(n: int, to: int) -> int:
@@ -55,16 +50,9 @@ def expand_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, check)
     by ``check(path, entry name, kernel)`` if the family cannot build it, or if it needs more
     shared memory than SM90 has (``kernel.shared_bytes``; the error names ``kernel.fits_key``
     and ``kernel.summary``)."""
-    fam = family.read(path, raw)
-    for key, value in TYPES.items():
-        if fam[key] != value:
-            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
-    kernels = []
-    for name, spec in S.read_entries(path, fam["kernels"], "kernels", entry):
-        kernel = cls(family=path.stem, **spec)
+    def fits(path, name, kernel):
         check(path, name, kernel)
         if kernel.shared_bytes > SMEM_LIMIT_BYTES:
             raise SpecError(path, f"{kernel.summary} needs {kernel.shared_bytes} bytes of shared memory, more than "
                             f"SM90's {SMEM_LIMIT_BYTES}", name, kernel.fits_key)
-        kernels.append(kernel)
-    return kernels
+    return expand_fixed_type_entries(cls, family, entry, path, raw, TYPES, fits)
