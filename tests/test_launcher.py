@@ -4,11 +4,13 @@ which order, the profiler adapters it embeds, and the device target its flag che
 
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 
 import pytest
 
-from conftest import ROOT
+import header_builds
+from conftest import ROOT, requires_nvcc
 from kernelgen import render, results
 from kernelgen.reduce import build_header, target_arch
 from kernelgen.specs import load_catalog
@@ -158,3 +160,83 @@ def test_the_launcher_is_deterministic_and_compiled_only_where_asked(tmp_path):
                         "const char* kernel_for(const GemmProblem& problem);"):
         assert declaration in declarations
     assert text.rstrip().endswith("#endif  // !BEST_KERNELS_WRONG_FLAGS")
+
+
+# A family whose adapter counts how often the launcher prepares it and never touches the GPU, to
+# show that a launch repeated with the same problem, operands and stream skips the host-side setup.
+COUNTING_ADAPTER = """\
+#pragma once
+#include "operation.h"
+namespace kernelgen {
+inline int prepared = 0;
+template <typename K>
+class CountingOperation final : public Operation {
+ public:
+  std::string can_implement(const Conv2dProblem&) override { return {}; }
+  size_t workspace_bytes(const Conv2dProblem&) override { return 0; }
+  std::string prepare(const Conv2dProblem&, const std::vector<Conv2dBinding>&, cudaStream_t) override {
+    ++prepared;
+    return {};
+  }
+  bool run(size_t, cudaStream_t) override { return true; }
+};
+}  // namespace kernelgen
+"""
+
+COUNTING_MAIN = """\
+#define BEST_KERNELS_IMPLEMENTATION
+#include "best_kernels.h"
+#include <cstdio>
+
+int main() {
+  using namespace best_kernels;
+  Conv2dFpropProblem p{8, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1};
+  auto* x = reinterpret_cast<cutlass::half_t*>(0x10000);
+  auto* w = reinterpret_cast<cutlass::half_t*>(0x20000);
+  auto* y = reinterpret_cast<cutlass::half_t*>(0x30000);
+  auto* other = reinterpret_cast<cutlass::half_t*>(0x40000);
+  auto* stream = reinterpret_cast<cudaStream_t>(0x50000);
+  int status = 0;
+  auto launch = [&](cutlass::half_t* out, cudaStream_t s) {
+    status |= int(conv2d_fprop(p, x, w, out, nullptr, 0, s));
+    std::printf("%d ", kernelgen::prepared);
+  };
+  launch(y, nullptr);
+  launch(y, nullptr);
+  launch(y, nullptr);
+  launch(other, nullptr);
+  launch(y, nullptr);
+  launch(y, stream);
+  p.n = 4;
+  launch(y, stream);
+  std::printf("status %d\\n", status);
+  return 0;
+}
+"""
+
+
+@dataclass(frozen=True)
+class CountingKernel(NewFamilyKernel):
+    name = "kernelgen_test_counting_fprop_f16_none"
+    family = "counting_family"
+    adapter = "kernelgen::CountingOperation"
+    adapter_header = "counting_adapter.h"
+
+
+@requires_nvcc
+def test_a_repeated_launch_reuses_the_prepared_kernel_and_any_change_prepares_it_again(tmp_path):
+    includes = tmp_path / "profiler"
+    shutil.copytree(ROOT / "profiler", includes)
+    (includes / "counting_adapter.h").write_text(COUNTING_ADAPTER)
+    kernel = CountingKernel()
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
+    header(results_dir, [kernel.name] * len(PROBLEMS), {**CATALOG, kernel.name: kernel}, includes)
+    (results_dir / "main.cu").write_text(COUNTING_MAIN)
+    build = subprocess.run(header_builds.nvcc_command(results_dir, "main.cu", header_builds.MEASURED_FLAGS,
+                                                      output="main"), capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stderr[-5000:]
+    out = subprocess.run([str(results_dir / "main")], capture_output=True, text=True, timeout=60)
+    # Same problem, operands and stream: prepared once; a new output pointer, the old one again, a
+    # new stream and a new problem each prepare it again.
+    assert out.stdout.split() == ["1", "1", "1", "2", "3", "4", "5", "status", "0"], out.stdout + out.stderr
