@@ -22,6 +22,7 @@ from . import inputs
 from . import plan as plan_module
 from .arch import Arch, parse_arch
 from .errors import KernelgenError, ResultsError, one_line
+from .ops import check_served
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
@@ -243,6 +244,7 @@ def build_plan(config: Config) -> plan_module.BuildPlan:
     if not plan.kernels:
         raise KernelgenError(f"KERNELS={config.kernels!r} with ARCH={config.arch} selects no kernel of "
                              f"{config.specs_dir}")
+    check_served(config.problems, plan.kernels, _shown(config.workload_file, config.root))
     return plan
 
 

@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import inputs, results
+from .ops import check_served, op_of, serves
 from .errors import KernelgenError, one_line
 from .workloads import load_workloads
 
@@ -196,7 +197,8 @@ class Runner:
                 self.log(f"  {path}: {len(foreign)} row(s) measured on another GPU or software stack "
                          f"({_stack(foreign[0])}) are replaced once every kernel is measured again")
             measured = {row["kernel"] for row in kept}
-            pending = [name for name in sorted(self.kernels) if name not in measured]
+            pending = [name for name in sorted(self.kernels)
+                       if name not in measured and serves(self.kernels[name], problem)]
             states.append(WorkloadState(problem, path, kept, pending, superseded=superseded, foreign=len(foreign)))
         if losses:
             path, foreign, unmeasured = losses[0]
@@ -214,9 +216,7 @@ class Runner:
         for s in states:
             if not s.pending:
                 continue
-            # Every workload runs as the convolution it is (a GEMM as a 1x1 convolution).
-            conv = s.problem.as_conv()
-            lines.append(" ".join(["workload", s.problem.name, conv.op, *map(str, conv.args())]))
+            lines.append(op_of(s.problem).job_line(s.problem))
             lines.extend(f"kernel {name} {self.kernels[name]['tolerance']}" for name in s.pending)
         path.write_text("\n".join(lines) + "\n")
 
@@ -347,6 +347,7 @@ def device_of(profiler: Path, driver: str) -> Device:
 def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print):
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_workloads(workloads, sets_dir)
+    check_served(problems, manifest["kernels"].values(), workload_file)  # before the GPU is asked anything
     gpu, driver = query_gpu()
     if not results.gpu_slug(gpu):
         raise KernelgenError(f"nvidia-smi names the GPU {gpu!r}, which gives no folder name for its results")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .errors import KernelgenError
+from .ops import conv2d_fprop, op_of
 from .reduce import load_set, select_best
 from .results import choose_gpu
 from .specs import load_catalog
@@ -17,14 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def layer(problem) -> str:
-    if problem.op == "gemm":
-        return f"gemm m={problem.m} n={problem.n} k={problem.k}"
-    return (f"{problem.n},{problem.h},{problem.w},{problem.c},{problem.k},{problem.r},{problem.s},"
-            f"{problem.pad_h},{problem.stride_h}")
+    """The problem as its op's module labels it in a table."""
+    return op_of(problem).table_label(problem)
 
 
 def choices_table(frame, problems, best) -> str:
-    lines = ["| # | n,h,w,c,k,r,s,pad,stride | kernel | ms | TFLOP/s | ok / candidates |",
+    lines = [f"| # | {conv2d_fprop.TABLE_HEADING} | kernel | ms | TFLOP/s | ok / candidates |",
              "|---|---|---|---|---|---|"]
     for i, (problem, row) in enumerate(zip(problems, best.itertuples(index=False))):
         rows = frame[frame["workload"] == problem.name]
@@ -47,11 +46,11 @@ def main(argv=None) -> int:
         set_name, _, problems = load_workloads(args.workloads, ROOT / "kernel_specs" / "workloads")
         set_dir = Path(args.results) / set_name
         frame = load_set(set_dir / choose_gpu(set_dir, args.gpu, None, "--gpu "), problems)
-        catalog = {k.name for k in load_catalog(ROOT / "kernel_specs" / "families")}
+        catalog = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
         frame = frame[frame["kernel"].isin(catalog)]  # rows of kernels the specs no longer define are history
         kernels = sorted(set(frame["kernel"]))
         hashes = dict(frame.drop_duplicates("kernel")[["kernel", "kernel_hash"]].itertuples(index=False))
-        best = select_best(frame, problems, {k: hashes[k] for k in kernels})
+        best = select_best(frame, problems, {k: hashes[k] for k in kernels}, kernels_by_name=catalog)
     except KernelgenError as e:
         print(e, file=sys.stderr)
         return 1
