@@ -26,6 +26,7 @@ from .ops import check_served
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
+from .targets import DEFAULT_ARCH
 from .workloads import load_workloads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def variables(arguments) -> Variables:
         ("WORKLOADS", "workload set name (kernel_specs/workloads/NAME.txt) or a workload file", "resnet50"),
         ("KERNELS", "comma-separated globs over kernel names (@FILE: globs listed in FILE); "
                     "only these are built and profiled", "*"),
-        ("ARCH", "GPU target to compile for: 80, 90, 90a, ... (sm90 kernels need 90a)", "90a"),
+        ("ARCH", "GPU target to compile for: 80, 90, 90a, ... (sm90 kernels need 90a)", DEFAULT_ARCH),
         ("CUTLASS", "CUTLASS source root holding include/ and tools/util/include/ "
                     "(default: the nvidia-cutlass package)", default_cutlass_root()),
         ("NVCC", "the CUDA compiler", "nvcc"),

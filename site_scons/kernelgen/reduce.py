@@ -17,6 +17,7 @@ import pandas as pd
 from . import inputs, render, results
 from .errors import ResultsError
 from .ops import OPS, check_served, serves
+from .targets import TARGETS
 from .vocab import VERIFY_TOLERANCE
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"[^\n]*\n', re.MULTILINE)
@@ -144,6 +145,7 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
         includes=includes, embedded=embedded, **sections,
         launchers=[{"name": n, "adapter": f"{kernels_by_name[n].adapter}<{n}>"} for n in order],
         device_arch=device_arch, arch_specific=arch_specific,
+        device_target=f"{device_arch}{TARGETS[device_arch].suffix if arch_specific else ''}",
         type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
 
 
