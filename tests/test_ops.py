@@ -189,3 +189,29 @@ def test_pairing_by_op_and_dtype_leaves_the_f16_selections_as_they_were(set_name
     unpaired = select_best(frame, problems, hashes)
     assert list(paired["kernel"]) == list(unpaired["kernel"])
     assert list(paired["runtime_ms"]) == list(unpaired["runtime_ms"])
+
+
+# Two workloads of one op that differ in dtype only: one header lookup defined twice. The
+# kernels serve every dtype here, so that this check, not the dtype one, is what refuses them.
+EVERY_DTYPE = [kernel(op, dtype) for op in ("conv2d_fprop", "gemm") for dtype in ("f16", "bf16", "f32")]
+
+
+@pytest.mark.parametrize("text, message", [
+    (f"{CONV}\n{CONV} dtype=bf16\n",
+     "w.txt:2: workload conv2d_fprop_bf16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 differs from "
+     "conv2d_fprop_f16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 (line 1) in dtype only"),
+    ("gemm m=8 n=16 k=32 dtype=bf16 count=2\n# f32\ngemm m=8 n=16 k=32 dtype=f32\n",
+     "w.txt:3: workload gemm_f32_m8_n16_k32 differs from gemm_bf16_m8_n16_k32 (line 1) in dtype only"),
+], ids=["conv f16 and bf16", "gemm bf16 and f32, counts aside"])
+def test_two_dtypes_of_one_problem_in_a_set_are_refused_naming_both_lines(text, message):
+    problems = parse_workloads(text, "w.txt")
+    ops.check_served(problems, EVERY_DTYPE, "w.txt")
+    with pytest.raises(WorkloadError) as error:
+        ops.check_header_keys(problems, "w.txt")
+    assert str(error.value).startswith(message)
+
+
+def test_a_gemm_and_the_1x1_convolution_it_runs_as_are_different_lookups():
+    problems = parse_workloads(f"gemm m=8 n=16 k=32\nconv2d_fprop n=8 h=1 w=1 c=32 k=16 r=1 s=1 dtype=bf16\n"
+                               f"{CONV.replace('k=64', 'k=128')} dtype=bf16\n{CONV}\n")
+    ops.check_header_keys(problems, "w.txt")  # no two differ in dtype only

@@ -22,7 +22,7 @@ from . import inputs
 from . import plan as plan_module
 from .arch import Arch, parse_arch
 from .errors import KernelgenError, ResultsError, one_line
-from .ops import check_served
+from .ops import check_header_keys, check_served
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
@@ -246,6 +246,7 @@ def build_plan(config: Config) -> plan_module.BuildPlan:
         raise KernelgenError(f"KERNELS={config.kernels!r} with ARCH={config.arch} selects no kernel of "
                              f"{config.specs_dir}")
     check_served(config.problems, plan.kernels, _shown(config.workload_file, config.root))
+    check_header_keys(config.problems, _shown(config.workload_file, config.root))
     return plan
 
 

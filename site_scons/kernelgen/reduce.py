@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import inputs, render, results
 from .errors import ResultsError
-from .ops import OPS, check_served, serves
+from .ops import OPS, check_header_keys, check_served, serves
 from .targets import TARGETS
 from .vocab import VERIFY_TOLERANCE
 
@@ -163,6 +163,7 @@ def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, tem
     """Validate, choose, write ``output``; returns the chosen rows. A workload that no kernel of
     ``hashes`` serves (its op and dtype) is refused first, naming ``workload_file`` and its line."""
     check_served(problems, [kernels_by_name[n] for n in hashes if n in kernels_by_name], workload_file)
+    check_header_keys(problems, workload_file)
     frame = load_set(results_dir, problems)
     tolerances = {name: VERIFY_TOLERANCE[kernels_by_name[name].accumulator]
                   for name in hashes if name in kernels_by_name}

@@ -8,6 +8,9 @@ A kernel serves a workload when the kernel's op is one of the workload op's ``KE
 the kernel's ``element`` is the workload's ``dtype``.
 """
 
+from dataclasses import replace
+
+from ..errors import WorkloadError
 from . import conv2d_fprop, gemm
 
 OPS = {m.OP: m for m in (conv2d_fprop, gemm)}
@@ -28,8 +31,6 @@ def check_served(problems, kernels, path) -> None:
     """Refuse (WorkloadError naming ``path``, the workload's line and its dtype) a workload that no
     kernel of ``kernels`` (descriptors or manifest entries) serves: before anything is profiled or
     reduced, so that no workload is measured with, or given, a kernel of another element type."""
-    from ..errors import WorkloadError
-
     kernels = list(kernels)
     for problem in problems:
         if any(serves(k, problem) for k in kernels):
@@ -48,3 +49,18 @@ def _op(kernel) -> str:
 
 def _element(kernel) -> str:
     return kernel["element"] if isinstance(kernel, dict) else kernel.element
+
+
+def check_header_keys(problems, path) -> None:
+    """Refuse (WorkloadError naming ``path`` and both lines) two workloads of one op that differ in
+    dtype only: the header's lookups (``find``, ``Conv2dFprop<N, H, ...>``) key a problem by its
+    sizes, so the two would be one specialization defined twice, a header that does not compile."""
+    seen = {}
+    for problem in problems:
+        key = replace(problem, dtype="f16")  # sizes only: equal when everything but the dtype is
+        first = seen.setdefault(key, problem)
+        if first is not problem:
+            raise WorkloadError(
+                path, f"workload {problem.name} differs from {first.name} (line {first.line}) in dtype only; "
+                "the header looks a problem up by its sizes alone: profile each dtype as a set of its own",
+                problem.line or None)
