@@ -35,12 +35,11 @@ import pandas as pd
 
 from .errors import KernelgenError
 from .ops import check_served, op_of
-from .profile import NoGpuError, Runner, device_of, query_gpu
+from .profile import NoGpuError, Runner, device_of, load_set_of, query_gpu
 from .reduce import load_set, select_best
 from .render import write_generated
 from .report import layer
 from .results import gpu_dir
-from .workloads import load_workloads
 
 LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
 REPEATS = 20
@@ -306,10 +305,10 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=print) -> Path:
+def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=print, resolved_file=None) -> Path:
     torch = import_torch()
     manifest = json.loads(Path(manifest_path).read_text())
-    set_name, workload_file, problems = load_workloads(workloads, sets_dir)
+    set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     check_served(problems, manifest["kernels"].values(), workload_file)
     out_dir = gpu_dir(results_root, set_name, query_gpu()[0])
     hashes = {name: info["hash"] for name, info in manifest["kernels"].items()}
@@ -351,13 +350,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--profiler", required=True)
-    parser.add_argument("--workloads", required=True)
-    parser.add_argument("--sets-dir", required=True)
+    parser.add_argument("--workloads", help="set name or workload file")
+    parser.add_argument("--sets-dir", help="where named sets are (with --workloads)")
+    parser.add_argument("--resolved", help="the set as SConstruct resolved it (BUILD/workloads.json), "
+                                           "instead of --workloads and --sets-dir")
     parser.add_argument("--results", required=True)
     args = parser.parse_args(argv)
+    if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
+        parser.error("give either --resolved, or --workloads and --sets-dir")
     try:
         compare(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results,
-                log=lambda m: print(m, flush=True))
+                log=lambda m: print(m, flush=True), resolved_file=args.resolved)
     except (NoGpuError, NoTorchError) as e:
         print(f"scons compare: {e}", file=sys.stderr)
         return 2

@@ -142,3 +142,6 @@ def baseline_call(torch, problem, l2_bytes: int):
     args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
                 dilation=(problem.dilation_h, problem.dilation_w))
     return (lambda i: F.conv2d(xs[i], ws[i], **args)), sets
+
+
+PROBLEM = Conv2dProblem

@@ -77,3 +77,6 @@ def baseline_call(torch, problem, l2_bytes: int):
     a = [torch.empty(m, k, device="cuda", dtype=dtype).uniform_(-1, 1) for _ in range(sets)]
     b = [torch.empty(n, k, device="cuda", dtype=dtype).uniform_(-1, 1) for _ in range(sets)]
     return (lambda i: torch.nn.functional.linear(a[i], b[i])), sets
+
+
+PROBLEM = GemmProblem
