@@ -54,7 +54,8 @@ def write_manifest(path: Path, kernels: dict) -> Path:
     """kernels: name -> hash."""
     path.write_text(json.dumps({
         "arch": "90a", "cutlass": "4.2.0",
-        "kernels": {n: {"family": "test_family", "hash": h, "tolerance": 1e-3} for n, h in kernels.items()},
+        "kernels": {n: {"family": "test_family", "hash": h, "op": "conv2d_fprop", "element": "f16",
+                        "tolerance": 1e-3} for n, h in kernels.items()},
     }))
     return path
 

@@ -8,7 +8,7 @@ import types
 import pytest
 
 from conftest import TWO_LAYERS, invocations, write_manifest
-from kernelgen import compare
+from kernelgen import compare, ops
 from kernelgen.errors import KernelgenError
 from kernelgen.workloads import Conv2dProblem, GemmProblem, parse_workloads
 
@@ -63,8 +63,9 @@ def test_a_layer_without_a_profiler_kernel_time_shows_a_dash_not_a_number():
 
 def test_a_gemm_workload_is_timed_with_cublas_a_convolution_with_cudnn(monkeypatch):
     made, timed = [], []
-    monkeypatch.setattr(compare, "cublas_call", lambda torch, p, l2: made.append(("cublas", p)) or ("gemm", 2))
-    monkeypatch.setattr(compare, "cudnn_call", lambda torch, p, l2: made.append(("cudnn", p)) or ("conv", 3))
+    monkeypatch.setattr(ops.gemm, "baseline_call", lambda torch, p, l2: made.append(("cublas", p)) or ("gemm", 2))
+    monkeypatch.setattr(ops.conv2d_fprop, "baseline_call",
+                        lambda torch, p, l2: made.append(("cudnn", p)) or ("conv", 3))
     monkeypatch.setattr(compare, "time_calls", lambda torch, call, sets: timed.append(call) or (1.0, 0.9, 1.1))
     monkeypatch.setattr(compare, "time_graph", lambda torch, call, sets: (0.5, 0.4, 0.6))
     monkeypatch.setattr(compare, "time_kernels", lambda torch, call, sets: 0.45)
@@ -78,7 +79,7 @@ def test_a_gemm_workload_is_timed_with_cublas_a_convolution_with_cudnn(monkeypat
 def test_a_profiler_kernel_time_that_cannot_be_attributed_is_logged_and_left_empty(monkeypatch):
     def unattributed(torch, call, sets):
         raise KernelgenError("torch.profiler recorded 49 of the 50 annotated calls")
-    monkeypatch.setattr(compare, "cudnn_call", lambda torch, p, l2: ("conv", 3))
+    monkeypatch.setattr(ops.conv2d_fprop, "baseline_call", lambda torch, p, l2: ("conv", 3))
     monkeypatch.setattr(compare, "time_calls", lambda torch, call, sets: (1.0, 0.9, 1.1))
     monkeypatch.setattr(compare, "time_graph", lambda torch, call, sets: (0.5, 0.4, 0.6))
     monkeypatch.setattr(compare, "time_kernels", unattributed)

@@ -18,6 +18,7 @@ from kernelgen.errors import SpecError
 from kernelgen.families import conv2d_few_channels as fc
 from kernelgen.options import default_cutlass_root
 from kernelgen.specs import load_catalog, load_family
+from kernelgen.targets import TARGETS
 from kernelgen.workloads import load_workloads, parse_workloads
 
 SPEC = ROOT / "kernel_specs" / "families" / "conv2d_fprop_few_channels.toml"
@@ -60,7 +61,7 @@ def test_the_committed_spec_builds_a_handful_of_tiles_with_procedural_names():
     assert [k.name.startswith(PREFIX + "rows_") for k in kernels] == [k.mode == "rows" for k in kernels]
     assert all(k.name.startswith(PREFIX) for k in kernels)
     assert all(k.arch == 80 and not k.arch_specific for k in kernels), "mma.sync: SM80 and later, sm_90a included"
-    assert all(k.shared_bytes <= fc.SMEM_LIMIT_BYTES for k in kernels)
+    assert all(k.shared_bytes <= TARGETS[80].shared_memory for k in kernels)
     catalog = {k.name for k in load_catalog(SPEC.parent)}
     assert {k.name for k in kernels} <= catalog
 

@@ -96,6 +96,7 @@ class NewFamilyKernel:
     name = "kernelgen_test_direct_fprop_f16_none"
     family = "new_family"
     op = "conv2d_fprop"
+    element = "f16"  # with op, which workloads it serves
     accumulator = "f32"  # its verification tolerance
     arch = 80
     arch_specific = False

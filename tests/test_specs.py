@@ -3,6 +3,7 @@ generated, naming the file, the entry and the key."""
 
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -291,3 +292,14 @@ def test_two_families_defining_one_kernel_are_refused(tmp_path):
 def test_an_empty_spec_directory_is_an_error(tmp_path):
     with pytest.raises(SpecError, match="no kernel family specs"):
         load_catalog(tmp_path)
+
+
+def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
+    from kernelgen import families
+
+    modules = sorted(p.stem for p in Path(families.__file__).parent.glob("*.py")
+                     if re.search(r"^KIND = ", p.read_text(), re.MULTILINE))
+    assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
+    assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
+    assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
+    assert len(families.FAMILIES) == 9

@@ -4,7 +4,8 @@
 ## the kernels and their profiler adapters need: name -> text), type_definitions, conv_entries,
 ## gemm_entries (each with 'launcher', its kernel's index in launchers), launchers (the kernels in
 ## the launcher's fallback order: name, adapter), device_arch (the kernels' compute capability,
-## e.g. 90) and arch_specific (whether they need sm_<device_arch>a).
+## e.g. 90), arch_specific (whether they need its arch-specific target) and device_target (the
+## nvcc target every device pass must name: 90a, or 80; targets.TARGETS gives the suffix).
 ${banner}
 //
 // For each workload, the fastest kernel whose output matched a reference convolution on
@@ -12,13 +13,13 @@ ${banner}
 //
 // Flags. Compile this header as the profiler compiled the kernels it measured: nvcc, the CUTLASS
 // include directories (include/ and tools/util/include/), and
-<% target = f"compute_{device_arch}{'a' if arch_specific else ''},code=sm_{device_arch}{'a' if arch_specific else ''}" %>\
+<% target = f"compute_{device_target},code=sm_{device_target}" %>\
 //     -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -gencode=arch=${target}
 // Built without one of them it stops with an #error naming it. Without -DNDEBUG, CUTLASS's
 // device-side asserts make ptxas serialize the wgmma instructions (warning C7510): the kernels
 // run slower than measured (-DBEST_KERNELS_ALLOW_ASSERTS accepts that, for a debug build).
 % if arch_specific:
-// The kernels use sm_${device_arch}a instructions: every device pass must be compute_${device_arch}a.
+// The kernels use sm_${device_target} instructions: every device pass must be compute_${device_target}.
 % else:
 // The kernels need sm_${device_arch} or later: no device pass may target an older GPU.
 % endif
@@ -91,7 +92,7 @@ ${banner}
 #endif
 % if arch_specific:
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != ${device_arch}0 || !defined(__CUDA_ARCH_FEAT_SM${device_arch}_ALL))
-#error "best_kernels.h: compile for sm_${device_arch}a only (-gencode=arch=compute_${device_arch}a,code=sm_${device_arch}a): its kernels were measured as sm_${device_arch}a code and run on no other target"
+#error "best_kernels.h: compile for sm_${device_target} only (-gencode=arch=compute_${device_target},code=sm_${device_target}): its kernels were measured as sm_${device_target} code and run on no other target"
 #define BEST_KERNELS_WRONG_FLAGS
 #endif
 % else:

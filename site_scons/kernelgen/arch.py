@@ -1,9 +1,11 @@
-"""GPU architecture targets (``ARCH=90a``) and the nvcc flags for them."""
+"""GPU architecture targets (``ARCH=90a``) and the nvcc flags for them; which architectures have
+an arch-specific target (the ``a`` suffix) is ``targets.TARGETS``'s to say."""
 
 import re
 from dataclasses import dataclass
 
 from .errors import KernelgenError
+from .targets import TARGETS
 
 _ARCH = re.compile(r"^(\d{2,3})(a?)$")
 
@@ -14,7 +16,7 @@ class Arch:
     specific: bool  # the "a" targets (sm_90a): architecture-specific instructions such as wgmma
 
     def __str__(self) -> str:
-        return f"{self.number}{'a' if self.specific else ''}"
+        return f"{self.number}{TARGETS[self.number].suffix if self.specific else ''}"
 
     def gencode_flags(self) -> list[str]:
         return [f"-gencode=arch=compute_{self},code=sm_{self}"]
@@ -30,4 +32,9 @@ def parse_arch(text: str) -> Arch:
     m = _ARCH.match(str(text).strip())
     if not m:
         raise KernelgenError(f"ARCH={text!r}: expected a compute capability such as 80, 90 or 90a")
-    return Arch(int(m.group(1)), bool(m.group(2)))
+    number, suffix = int(m.group(1)), m.group(2)
+    if suffix and (number not in TARGETS or TARGETS[number].suffix != suffix):
+        known = ", ".join(f"{t.sm}{t.suffix}" for t in TARGETS.values() if t.suffix)
+        raise KernelgenError(f"ARCH={text!r}: sm_{number} has no arch-specific target '{suffix}' known here "
+                             f"(known: {known}; targets.TARGETS lists the architectures)")
+    return Arch(number, bool(suffix))

@@ -34,12 +34,12 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import KernelgenError
-from .profile import NoGpuError, Runner, device_of, query_gpu
+from .ops import check_served, op_of
+from .profile import NoGpuError, Runner, device_of, load_set_of, query_gpu
 from .reduce import load_set, select_best
 from .render import write_generated
 from .report import layer
 from .results import gpu_dir
-from .workloads import load_workloads
 
 LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
 REPEATS = 20
@@ -127,11 +127,6 @@ def time_graph(torch, call, sets: int) -> tuple[float, float, float]:
     return _per_call(torch, events, batch)
 
 
-def _sets(operand_bytes: int, l2_bytes: int) -> int:
-    """Operand copies to rotate through: four times the L2, as the profiler does."""
-    return max(1, min(64, math.ceil(4 * l2_bytes / operand_bytes)))
-
-
 ATTRIBUTED_EXCESS = 1.05  # the most attributed / recorded GPU time accepted
 
 
@@ -182,8 +177,8 @@ def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, 
     """(library, ms call by call, ms in a CUDA graph, kernel ms from torch.profiler): what PyTorch
     runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM. The kernel time is NaN,
     with the reason logged, when torch.profiler's events cannot be attributed to the calls."""
-    library, (call, sets) = (("cublas", cublas_call(torch, problem, l2_bytes)) if problem.op == "gemm"
-                             else ("cudnn", cudnn_call(torch, problem, l2_bytes)))
+    op = op_of(problem)
+    library, (call, sets) = op.BASELINE, op.baseline_call(torch, problem, l2_bytes)
     with torch.no_grad():
         calls_ms = time_calls(torch, call, sets)[0]
         graph_ms = time_graph(torch, call, sets)[0]
@@ -193,31 +188,6 @@ def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, 
             log(f"  {problem.name}: no kernel time from torch.profiler: {e}")
             kernel_ms = math.nan
     return library, calls_ms, graph_ms, kernel_ms
-
-
-def cublas_call(torch, problem, l2_bytes: int):
-    """(call(i), operand sets) of torch.nn.functional.linear on ``problem``'s operands."""
-    m, n, k = problem.m, problem.n, problem.k
-    sets = _sets(2 * (m * k + n * k + m * n), l2_bytes)
-    a = [torch.empty(m, k, device="cuda", dtype=torch.half).uniform_(-1, 1) for _ in range(sets)]
-    b = [torch.empty(n, k, device="cuda", dtype=torch.half).uniform_(-1, 1) for _ in range(sets)]
-    return (lambda i: torch.nn.functional.linear(a[i], b[i])), sets
-
-
-def cudnn_call(torch, problem, l2_bytes: int):
-    """(call(i), operand sets) of torch.nn.functional.conv2d, channels_last fp16, cuDNN benchmark mode."""
-    torch.backends.cudnn.benchmark = True
-    F = torch.nn.functional
-    sets = _sets(2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s * problem.c
-                      + problem.n * problem.p * problem.q * problem.k), l2_bytes)
-    fmt = torch.channels_last
-    xs = [torch.empty(problem.n, problem.c, problem.h, problem.w, device="cuda", dtype=torch.half,
-                      memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
-    ws = [torch.empty(problem.k, problem.c, problem.r, problem.s, device="cuda", dtype=torch.half,
-                      memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
-    args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
-                dilation=(problem.dilation_h, problem.dilation_w))
-    return (lambda i: F.conv2d(xs[i], ws[i], **args)), sets
 
 
 def measure_ceilings(torch) -> tuple[float, float]:
@@ -335,13 +305,14 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=print) -> Path:
+def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=print, resolved_file=None) -> Path:
     torch = import_torch()
     manifest = json.loads(Path(manifest_path).read_text())
-    set_name, _, problems = load_workloads(workloads, sets_dir)
+    set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
+    check_served(problems, manifest["kernels"].values(), workload_file)
     out_dir = gpu_dir(results_root, set_name, query_gpu()[0])
     hashes = {name: info["hash"] for name, info in manifest["kernels"].items()}
-    best = select_best(load_set(out_dir, problems), problems, hashes)
+    best = select_best(load_set(out_dir, problems), problems, hashes, kernels_by_name=manifest["kernels"])
     chosen = list(best["kernel"])
     log(f"timing the {len(problems)} chosen kernels again")
     kernel_ms = retime_chosen(manifest, profiler, problems, chosen, log)
@@ -379,13 +350,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--profiler", required=True)
-    parser.add_argument("--workloads", required=True)
-    parser.add_argument("--sets-dir", required=True)
+    parser.add_argument("--workloads", help="set name or workload file")
+    parser.add_argument("--sets-dir", help="where named sets are (with --workloads)")
+    parser.add_argument("--resolved", help="the set as SConstruct resolved it (BUILD/workloads.json), "
+                                           "instead of --workloads and --sets-dir")
     parser.add_argument("--results", required=True)
     args = parser.parse_args(argv)
+    if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
+        parser.error("give either --resolved, or --workloads and --sets-dir")
     try:
         compare(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results,
-                log=lambda m: print(m, flush=True))
+                log=lambda m: print(m, flush=True), resolved_file=args.resolved)
     except (NoGpuError, NoTorchError) as e:
         print(f"scons compare: {e}", file=sys.stderr)
         return 2

@@ -20,11 +20,14 @@ from SCons.Script import Variables
 from . import importer
 from . import inputs
 from . import plan as plan_module
+from . import resolved
 from .arch import Arch, parse_arch
 from .errors import KernelgenError, ResultsError, one_line
+from .ops import check_header_keys, check_served
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
+from .targets import DEFAULT_ARCH
 from .workloads import load_workloads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +47,7 @@ def variables(arguments) -> Variables:
         ("WORKLOADS", "workload set name (kernel_specs/workloads/NAME.txt) or a workload file", "resnet50"),
         ("KERNELS", "comma-separated globs over kernel names (@FILE: globs listed in FILE); "
                     "only these are built and profiled", "*"),
-        ("ARCH", "GPU target to compile for: 80, 90, 90a, ... (sm90 kernels need 90a)", "90a"),
+        ("ARCH", "GPU target to compile for: 80, 90, 90a, ... (sm90 kernels need 90a)", DEFAULT_ARCH),
         ("CUTLASS", "CUTLASS source root holding include/ and tools/util/include/ "
                     "(default: the nvidia-cutlass package)", default_cutlass_root()),
         ("NVCC", "the CUDA compiler", "nvcc"),
@@ -172,7 +175,7 @@ def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
     kind = inputs.file_kind(build)
     if kind not in ("missing", "a directory"):
         raise KernelgenError(f"{shown} is {kind or 'a file'}, not a folder")
-    for name, wanted in (("best_kernels.h", None), ("profiler", None), ("kernels.json", None),
+    for name, wanted in (("best_kernels.h", None), ("profiler", None), ("kernels.json", None), ("workloads.json", None),
                          ("manifest.cu", None), ("kernels", "a directory"), ("obj", "a directory"),
                          ("obj/driver", "a directory")):
         kind = inputs.file_kind(build / name)
@@ -243,6 +246,8 @@ def build_plan(config: Config) -> plan_module.BuildPlan:
     if not plan.kernels:
         raise KernelgenError(f"KERNELS={config.kernels!r} with ARCH={config.arch} selects no kernel of "
                              f"{config.specs_dir}")
+    check_served(config.problems, plan.kernels, _shown(config.workload_file, config.root))
+    check_header_keys(config.problems, _shown(config.workload_file, config.root))
     return plan
 
 
@@ -251,13 +256,23 @@ def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
     return plan_module.stale_objects(plan, build / "kernels", build / "obj")
 
 
+RESOLVED_FILE = "workloads.json"  # BUILD/workloads.json: the set as resolved here, beside kernels.json
+
+
+def resolved_workloads(config: Config) -> str:
+    """The text of BUILD/workloads.json: the set's problems as parsed once here (op, dtype, count,
+    line), which the profile driver, compare and the header builder read."""
+    return resolved.as_json(config.set_name, _shown(config.workload_file, config.root), config.problems)
+
+
 def _tool_command(module: str, config: Config, extra: list) -> str:
-    """The command line of a kernelgen tool run on the built profiler (SOURCES[0]) and manifest;
-    every other word is quoted for the shell and escaped for SCons."""
-    args = [sys.executable, "-m", module, "--manifest", "${SOURCES[1]}", "--profiler", "${SOURCES[0]}",
-            "--workloads", str(config.workload_file), "--sets-dir", str(config.root / "kernel_specs" / "workloads"),
-            "--results", str(config.results_root), *extra]
-    return " ".join(a if a in ("${SOURCES[0]}", "${SOURCES[1]}") else scons_text(shlex.quote(a)) for a in args)
+    """The command line of a kernelgen tool run on the built profiler (SOURCES[0]), manifest
+    (SOURCES[1]) and resolved set (SOURCES[2]); every other word is quoted for the shell and
+    escaped for SCons."""
+    sources = ("${SOURCES[0]}", "${SOURCES[1]}", "${SOURCES[2]}")
+    args = [sys.executable, "-m", module, "--manifest", sources[1], "--profiler", sources[0],
+            "--resolved", sources[2], "--results", str(config.results_root), *extra]
+    return " ".join(a if a in sources else scons_text(shlex.quote(a)) for a in args)
 
 
 def profile_command(config: Config) -> str:
@@ -283,6 +298,7 @@ def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
     if config.header_error is not None:
         return {"error": config.header_error}
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
+            "resolved": str(config.build_path / RESOLVED_FILE),
             "specs": str(config.specs_dir), "templates": str(config.templates_dir),
             "project_includes": str(config.profiler_dir), "hashes": plan.hashes}
 

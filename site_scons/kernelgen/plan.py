@@ -37,7 +37,7 @@ def make_plan(specs_dir, templates_dir, profiler_dir, patterns: str, arch, flags
     manifest = {
         "arch": str(arch),
         "cutlass": cutlass,
-        "kernels": {k.name: {"family": k.family, "hash": hashes[k.name],
+        "kernels": {k.name: {"family": k.family, "hash": hashes[k.name], "op": k.op, "element": k.element,
                              "tolerance": VERIFY_TOLERANCE[k.accumulator]} for k in kernels},
     }
     return BuildPlan(kernels, sources, hashes,

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import inputs, results
+from . import inputs, resolved, results
+from .ops import check_served, op_of, serves
 from .errors import KernelgenError, one_line
 from .workloads import load_workloads
 
@@ -196,7 +197,8 @@ class Runner:
                 self.log(f"  {path}: {len(foreign)} row(s) measured on another GPU or software stack "
                          f"({_stack(foreign[0])}) are replaced once every kernel is measured again")
             measured = {row["kernel"] for row in kept}
-            pending = [name for name in sorted(self.kernels) if name not in measured]
+            pending = [name for name in sorted(self.kernels)
+                       if name not in measured and serves(self.kernels[name], problem)]
             states.append(WorkloadState(problem, path, kept, pending, superseded=superseded, foreign=len(foreign)))
         if losses:
             path, foreign, unmeasured = losses[0]
@@ -214,9 +216,7 @@ class Runner:
         for s in states:
             if not s.pending:
                 continue
-            # Every workload runs as the convolution it is (a GEMM as a 1x1 convolution).
-            conv = s.problem.as_conv()
-            lines.append(" ".join(["workload", s.problem.name, conv.op, *map(str, conv.args())]))
+            lines.append(op_of(s.problem).job_line(s.problem))
             lines.extend(f"kernel {name} {self.kernels[name]['tolerance']}" for name in s.pending)
         path.write_text("\n".join(lines) + "\n")
 
@@ -344,9 +344,19 @@ def device_of(profiler: Path, driver: str) -> Device:
                          f"{out.stderr.strip()}")
 
 
-def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print):
+def load_set_of(workloads, sets_dir, resolved_file=None) -> tuple:
+    """(set name, workload file, problems): from the set SConstruct resolved (``resolved_file``,
+    BUILD/workloads.json), else from the workload file or set ``workloads`` names."""
+    if resolved_file is not None:
+        return resolved.load(resolved_file)
+    return load_workloads(workloads, sets_dir)
+
+
+def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print,
+            resolved_file=None):
     manifest = json.loads(Path(manifest_path).read_text())
-    set_name, workload_file, problems = load_workloads(workloads, sets_dir)
+    set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
+    check_served(problems, manifest["kernels"].values(), workload_file)  # before the GPU is asked anything
     gpu, driver = query_gpu()
     if not results.gpu_slug(gpu):
         raise KernelgenError(f"nvidia-smi names the GPU {gpu!r}, which gives no folder name for its results")
@@ -395,20 +405,24 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.profile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--profiler", required=True)
-    parser.add_argument("--workloads", required=True, help="set name or workload file")
-    parser.add_argument("--sets-dir", required=True)
+    parser.add_argument("--workloads", help="set name or workload file")
+    parser.add_argument("--sets-dir", help="where named sets are (with --workloads)")
+    parser.add_argument("--resolved", help="the set as SConstruct resolved it (BUILD/workloads.json), "
+                                           "instead of --workloads and --sets-dir")
     parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/<gpu>/")
     parser.add_argument("--timeout", type=seconds, default=120.0,
                         help="seconds of silence before a kernel is a timeout")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)
+    if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
+        parser.error("give either --resolved, or --workloads and --sets-dir")
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
     try:
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
-                args.profiler_args, log=lambda m: print(m, flush=True))
+                args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved)
     except NoGpuError as e:
         print(f"scons profile: no CUDA GPU is usable here ({e}). Profiling needs one; "
               "`scons best_kernels.h` builds the header from the results already measured.", file=sys.stderr)

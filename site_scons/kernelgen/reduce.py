@@ -16,6 +16,8 @@ import pandas as pd
 
 from . import inputs, render, results
 from .errors import ResultsError
+from .ops import OPS, check_header_keys, check_served, serves
+from .targets import TARGETS
 from .vocab import VERIFY_TOLERANCE
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"[^\n]*\n', re.MULTILINE)
@@ -66,11 +68,15 @@ def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
             & (rows["rel_max_error"] >= 0) & (rows["rel_max_error"] <= limit))
 
 
-def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None) -> pd.DataFrame:
+def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None,
+                kernels_by_name: dict | None = None) -> pd.DataFrame:
     """One row per workload (in the set's order): the fastest ok and verified kernel among
-    ``hashes``' keys (see ``verified`` for ``tolerances``)."""
-    chosen = []
+    ``hashes``' keys (see ``verified`` for ``tolerances``); with ``kernels_by_name`` (name ->
+    descriptor), among those that serve the workload (its op and dtype, ``ops.serves``)."""
+    chosen, every = [], hashes
     for problem in problems:
+        if kernels_by_name is not None:
+            hashes = {n: h for n, h in every.items() if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
         rows = frame[(frame["workload"] == problem.name) & frame["kernel"].isin(hashes)]
         source = frame.loc[frame["workload"] == problem.name, "source"].iloc[0]
         missing = sorted(set(hashes) - set(rows["kernel"]))
@@ -124,9 +130,9 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
          "gflops": p.flops / (row.runtime_ms * 1e6)}
         for p, row in zip(problems, best.itertuples(index=False))
     ]
-    conv_entries = [e for e in entries if e["problem"].op == "conv2d_fprop"]
-    gemm_entries = [e for e in entries if e["problem"].op == "gemm"]
-    order = list(dict.fromkeys(e["kernel"] for e in conv_entries + gemm_entries))  # the launcher's fallback order
+    sections = {op.HEADER_SECTION: [e for e in entries if e["problem"].op == name] for name, op in OPS.items()}
+    # the launcher's fallback order: kernels as first chosen, the ops' sections in OPS's order
+    order = list(dict.fromkeys(e["kernel"] for section in sections.values() for e in section))
     for e in entries:
         e["launcher"] = order.index(e["kernel"])
     device_arch, arch_specific = target_arch([kernels_by_name[n] for n in winners])
@@ -136,9 +142,10 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
         banner=render.BANNER.format(source=comment(f"scons best_kernels.h from {source}")),
         source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
         cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
-        includes=includes, embedded=embedded, conv_entries=conv_entries, gemm_entries=gemm_entries,
+        includes=includes, embedded=embedded, **sections,
         launchers=[{"name": n, "adapter": f"{kernels_by_name[n].adapter}<{n}>"} for n in order],
         device_arch=device_arch, arch_specific=arch_specific,
+        device_target=f"{device_arch}{TARGETS[device_arch].suffix if arch_specific else ''}",
         type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
 
 
@@ -152,12 +159,15 @@ def target_arch(kernels) -> tuple:
 
 
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
-                 project_includes=None) -> pd.DataFrame:
-    """Validate, choose, write ``output``; returns the chosen rows."""
+                 project_includes=None, workload_file="the workload file") -> pd.DataFrame:
+    """Validate, choose, write ``output``; returns the chosen rows. A workload that no kernel of
+    ``hashes`` serves (its op and dtype) is refused first, naming ``workload_file`` and its line."""
+    check_served(problems, [kernels_by_name[n] for n in hashes if n in kernels_by_name], workload_file)
+    check_header_keys(problems, workload_file)
     frame = load_set(results_dir, problems)
     tolerances = {name: VERIFY_TOLERANCE[kernels_by_name[name].accumulator]
                   for name in hashes if name in kernels_by_name}
-    best = select_best(frame, problems, hashes, tolerances)
+    best = select_best(frame, problems, hashes, tolerances, kernels_by_name)
     text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
                        project_includes)
     render.write_generated(output, text)

@@ -1,6 +1,7 @@
 """A markdown table of a set's choices, from its CSVs (what the README shows).
 
     PYTHONPATH=site_scons python -m kernelgen.report resnet50 [--gpu nvidia_h200]
+    PYTHONPATH=site_scons python -m kernelgen.report --resolved generated/workloads.json
 """
 
 import argparse
@@ -8,23 +9,22 @@ import sys
 from pathlib import Path
 
 from .errors import KernelgenError
+from .ops import conv2d_fprop, op_of
 from .reduce import load_set, select_best
 from .results import choose_gpu
 from .specs import load_catalog
-from .workloads import load_workloads
+from .profile import load_set_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def layer(problem) -> str:
-    if problem.op == "gemm":
-        return f"gemm m={problem.m} n={problem.n} k={problem.k}"
-    return (f"{problem.n},{problem.h},{problem.w},{problem.c},{problem.k},{problem.r},{problem.s},"
-            f"{problem.pad_h},{problem.stride_h}")
+    """The problem as its op's module labels it in a table."""
+    return op_of(problem).table_label(problem)
 
 
 def choices_table(frame, problems, best) -> str:
-    lines = ["| # | n,h,w,c,k,r,s,pad,stride | kernel | ms | TFLOP/s | ok / candidates |",
+    lines = [f"| # | {conv2d_fprop.TABLE_HEADING} | kernel | ms | TFLOP/s | ok / candidates |",
              "|---|---|---|---|---|---|"]
     for i, (problem, row) in enumerate(zip(problems, best.itertuples(index=False))):
         rows = frame[frame["workload"] == problem.name]
@@ -39,19 +39,22 @@ def choices_table(frame, problems, best) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("workloads", help="set name or workload file")
+    parser.add_argument("workloads", nargs="?", help="set name or workload file")
+    parser.add_argument("--resolved", help="the set as SConstruct resolved it (BUILD/workloads.json) instead")
     parser.add_argument("--results", default=str(ROOT / "profile_results"))
     parser.add_argument("--gpu", help="the GPU's results (a name or folder name); default: the only GPU with results")
     args = parser.parse_args(argv)
+    if (args.workloads is None) == (args.resolved is None):
+        parser.error("give a set name or workload file, or --resolved")
     try:
-        set_name, _, problems = load_workloads(args.workloads, ROOT / "kernel_specs" / "workloads")
+        set_name, _, problems = load_set_of(args.workloads, ROOT / "kernel_specs" / "workloads", args.resolved)
         set_dir = Path(args.results) / set_name
         frame = load_set(set_dir / choose_gpu(set_dir, args.gpu, None, "--gpu "), problems)
-        catalog = {k.name for k in load_catalog(ROOT / "kernel_specs" / "families")}
+        catalog = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
         frame = frame[frame["kernel"].isin(catalog)]  # rows of kernels the specs no longer define are history
         kernels = sorted(set(frame["kernel"]))
         hashes = dict(frame.drop_duplicates("kernel")[["kernel", "kernel_hash"]].itertuples(index=False))
-        best = select_best(frame, problems, {k: hashes[k] for k in kernels})
+        best = select_best(frame, problems, {k: hashes[k] for k in kernels}, kernels_by_name=catalog)
     except KernelgenError as e:
         print(e, file=sys.stderr)
         return 1

@@ -51,13 +51,6 @@ SM90_EPILOGUE_SCHEDULES = {
     "tma": ("cutlass::epilogue::TmaWarpSpecialized", "epi_tma"),
 }
 
-# Architectures a kernel family may target, and the nvcc targets that run it.
-ARCHS = {80: "sm80", 90: "sm90"}
-
-# Cluster shapes SM90 accepts: at most 2 CTAs along M, N (a portable cluster
-# holds at most 8 CTAs) and 1 along K.
-SM90_MAX_CLUSTER_CTAS = 8
-
 # Verification tolerance by accumulator type: the largest relative L2 error, and the largest
 # element error relative to the largest reference element, that a kernel's fp16 output may
 # show. fp32 accumulation with fp16 output is off by at most half an fp16 ulp (2^-11).

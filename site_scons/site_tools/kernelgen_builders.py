@@ -25,17 +25,17 @@ def _best_kernels_header(target, source, env):
     from kernelgen.errors import KernelgenError
     from kernelgen.reduce import build_header
     from kernelgen.specs import load_catalog
-    from kernelgen.workloads import load_workloads
+    from kernelgen.resolved import load
 
     config = json.loads(source[0].read())
     if "error" in config:  # no GPU's results could be chosen (options.reduce_config)
         print(f"scons best_kernels.h: {config['error']}", file=sys.stderr)
         return 1
     try:
-        _, _, problems = load_workloads(config["workload_file"], config["workload_file"])
+        _, _, problems = load(config["resolved"])  # BUILD/workloads.json, the set as SConstruct resolved it
         kernels = {k.name: k for k in load_catalog(config["specs"])}
         best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
-                            target[0].get_abspath(), config["project_includes"])
+                            target[0].get_abspath(), config["project_includes"], config["workload_file"])
     except KernelgenError as e:
         print(f"scons best_kernels.h: {e}", file=sys.stderr)
         return 1

@@ -2,15 +2,30 @@
 
 A module has ``KIND`` (the spec's ``kind`` value) and ``expand(path, raw)``, which
 validates the parsed TOML and returns descriptors. A descriptor has ``name`` (the
-procedural name: file name, C++ symbol, CSV key), ``family``, ``op``, ``arch``,
+procedural name: file name, C++ symbol, CSV key), ``family``, ``op``, ``element``, ``arch``,
 ``template``, ``includes``, ``adapter`` and ``values()``. Whether a kernel can run a
 workload is the profiler's question to CUTLASS (``can_implement``), recorded as ``unsupported``.
+
+Every module of this package with a ``KIND`` is a family (found by name, in sorted order); the
+others (``common``, ``resident``) hold what families share. A new family is a module here, its
+spec and its template: nothing to register.
 """
 
-from . import (conv2d_2x, conv2d_sm90, conv2d_sm90_halo, conv2d_sm90_persistent, conv2d_sm90_pointwise,
-               conv2d_sm90_transposed, gemm_sm90, test_faults)
+import importlib
+import pkgutil
 
-FAMILIES = {m.KIND: m for m in (conv2d_2x, conv2d_sm90, conv2d_sm90_halo, conv2d_sm90_persistent,
-                                conv2d_sm90_pointwise, conv2d_sm90_transposed, gemm_sm90, test_faults)}
-from . import conv2d_few_channels  # noqa: E402
-FAMILIES[conv2d_few_channels.KIND] = conv2d_few_channels
+
+def _discover() -> dict:
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        kind = getattr(module, "KIND", None)
+        if kind is None:
+            continue
+        if kind in found:
+            raise ImportError(f"families {found[kind].__name__} and {module.__name__} both have KIND {kind!r}")
+        found[kind] = module
+    return found
+
+
+FAMILIES = _discover()

@@ -3,7 +3,8 @@ entries written for fixed types, and the SM90 tile and cluster checks."""
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..vocab import DATA_TYPES, SM90_MAX_CLUSTER_CTAS
+from ..targets import TARGETS
+from ..vocab import DATA_TYPES
 
 
 def family_keys(kind: str) -> tuple:
@@ -50,6 +51,6 @@ def check_sm90_cluster(path, entry, cluster) -> None:
     for v in (m, n):
         if v not in (1, 2, 4, 8):
             raise SpecError(path, f"cluster extent {v} is not a power of two", entry)
-    if m * n > SM90_MAX_CLUSTER_CTAS:
-        raise SpecError(path, f"cluster {m}x{n} holds {m * n} CTAs; SM90 allows at most "
-                        f"{SM90_MAX_CLUSTER_CTAS} portably", entry)
+    largest = TARGETS[90].max_cluster_ctas
+    if m * n > largest:
+        raise SpecError(path, f"cluster {m}x{n} holds {m * n} CTAs; SM90 allows at most {largest} portably", entry)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
+from ..targets import TARGETS
 from ..vocab import DATA_TYPES, DEFAULT_SWIZZLE, ITERATORS, SWIZZLES
 from .common import family_keys
 
@@ -21,7 +22,6 @@ INCLUDES = (
     "cutlass/conv/kernel/default_conv2d_fprop.h",
     "cutlass/conv/device/implicit_gemm_convolution.h",
 )
-SMEM_LIMIT_BYTES = 163 * 1024  # the most shared memory an SM80 threadblock can have
 STAGES = {75: (2, 2), 80: (3, 10)}  # two-stage pipelined mainloop; cp.async multistage mainloops
 CP_ASYNC_BYTES = (4, 8, 16)  # the access sizes cp.async (SM80 multistage) can copy
 
@@ -109,9 +109,10 @@ def _check_tile(path, entry, fam, tile):
         raise SpecError(path, f"{threads} threads exceed 1024 per threadblock", entry, "warps")
     size = DATA_TYPES[fam["element"]].bits // 8
     smem = tile["stages"] * (tb[0] + tb[1]) * tb[2] * size
-    if smem > SMEM_LIMIT_BYTES:
+    arch = TARGETS[fam["arch"]]
+    if smem > arch.shared_memory:
         raise SpecError(path, f"{tile['stages']} stages need {smem} bytes of shared memory, "
-                        f"more than SM80's {SMEM_LIMIT_BYTES}", entry, "stages")
+                        f"more than {arch.name}'s {arch.shared_memory}", entry, "stages")
 
 
 def expand(path, raw: dict) -> list:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
+from ..targets import TARGETS
 from .common import expand_fixed_type_entries, fixed_type_family
-from .conv2d_2x import SMEM_LIMIT_BYTES
 
 KIND = "conv2d_fprop_few_channels"
 TEMPLATE = "conv2d_fprop_few_channels.mako"
@@ -147,13 +147,14 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, f"a thread of a {bm}x{bn} tile on {wm}x{wn} warps needs about {need} registers; "
                         f"{kernel.blocks} CTAs of {kernel.threads} threads per SM leave it {budget}", entry,
                         "blocks")
-    if kernel.shared_bytes > SMEM_LIMIT_BYTES and kernel.mode == "rows":
+    limit = TARGETS[80].shared_memory
+    if kernel.shared_bytes > limit and kernel.mode == "rows":
         raise SpecError(path, f"tile {bm}x{bn} with reduction {kernel.reduction} and {kernel.staged} staged pixels "
-                        f"needs {kernel.shared_bytes} bytes of shared memory, more than SM80's {SMEM_LIMIT_BYTES}",
+                        f"needs {kernel.shared_bytes} bytes of shared memory, more than SM80's {limit}",
                         entry, "staged")
-    if kernel.shared_bytes > SMEM_LIMIT_BYTES:
+    if kernel.shared_bytes > limit:
         raise SpecError(path, f"tile {bm}x{bn} with reduction {kernel.reduction} needs {kernel.shared_bytes} bytes "
-                        f"of shared memory, more than SM80's {SMEM_LIMIT_BYTES}", entry, "reduction")
+                        f"of shared memory, more than SM80's {limit}", entry, "reduction")
 
 
 def expand(path, raw: dict) -> list:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
+from ..targets import TARGETS
 from ..vocab import DATA_TYPES, SM90_CONV_SCHEDULES, SM90_EPILOGUE_SCHEDULES
 from .common import check_sm90_cluster, check_sm90_tile_k, family_keys
 
@@ -25,7 +26,6 @@ INCLUDES = (  # in this order: convnd_problem_shape.hpp needs cute, the builders
     "cutlass/conv/device/conv_universal_adapter.hpp",
     "cutlass/conv/kernel/conv_universal.hpp",
 )
-SMEM_LIMIT_BYTES = 227 * 1024  # the most shared memory an SM90 CTA can have
 
 FAMILY = S.Table((
     *family_keys(KIND),
@@ -93,9 +93,9 @@ def _check_tile(path, entry, fam, tile):
     check_sm90_tile_k(path, entry, fam["element"], k)
     if fam["stages"]:
         smem = fam["stages"] * (m + n) * k * DATA_TYPES[fam["element"]].bits // 8
-        if smem > SMEM_LIMIT_BYTES:
+        if smem > TARGETS[90].shared_memory:
             raise SpecError(path, f"{fam['stages']} stages of a {m}x{n}x{k} tile need {smem} bytes "
-                            f"of shared memory, more than SM90's {SMEM_LIMIT_BYTES}", None, "stages")
+                            f"of shared memory, more than SM90's {TARGETS[90].shared_memory}", None, "stages")
 
 
 def expand(path, raw: dict) -> list:

@@ -4,8 +4,8 @@ out), their wgmma type and spec checks."""
 
 from .. import spec_schema as S
 from ..errors import SpecError
+from ..targets import TARGETS
 from .common import expand_fixed_type_entries
-from .conv2d_sm90 import SMEM_LIMIT_BYTES
 
 INCLUDES = ("conv_sm90_resident.h",)
 CHANNELS = 64  # channels per 128-byte line (a pixel, a filter row), output channels per CTA
@@ -52,7 +52,7 @@ def expand_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, check)
     and ``kernel.summary``)."""
     def fits(path, name, kernel):
         check(path, name, kernel)
-        if kernel.shared_bytes > SMEM_LIMIT_BYTES:
+        if kernel.shared_bytes > TARGETS[90].shared_memory:
             raise SpecError(path, f"{kernel.summary} needs {kernel.shared_bytes} bytes of shared memory, more than "
-                            f"SM90's {SMEM_LIMIT_BYTES}", name, kernel.fits_key)
+                            f"SM90's {TARGETS[90].shared_memory}", name, kernel.fits_key)
     return expand_fixed_type_entries(cls, family, entry, path, raw, TYPES, fits)

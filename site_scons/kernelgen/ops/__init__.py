@@ -1,0 +1,66 @@
+"""Operations: one module per op, each owning its problem type, its workload-line parser
+(``parse``), its profiler job line (``job_line``), the header section its entries go to
+(``HEADER_SECTION``), its baseline library (``BASELINE``, ``baseline_call``) and its table label
+(``table_label``). ``OPS`` maps an op's name (a workload line's first word, ``problem.op``) to
+its module, in the order the header lists their entries.
+
+A kernel serves a workload when the kernel's op is one of the workload op's ``KERNEL_OPS`` and
+the kernel's ``element`` is the workload's ``dtype``.
+"""
+
+from dataclasses import replace
+
+from ..errors import WorkloadError
+from . import conv2d_fprop, gemm
+
+OPS = {m.OP: m for m in (conv2d_fprop, gemm)}
+
+
+def op_of(problem):
+    """The module of ``problem``'s op."""
+    return OPS[problem.op]
+
+
+def serves(kernel, problem) -> bool:
+    """Whether ``kernel`` (a descriptor, or a manifest entry: ``op`` and ``element``) can be given
+    ``problem``: its op is one the problem's op is run with, its input type the problem's dtype."""
+    return _op(kernel) in OPS[problem.op].KERNEL_OPS and _element(kernel) == problem.dtype
+
+
+def check_served(problems, kernels, path) -> None:
+    """Refuse (WorkloadError naming ``path``, the workload's line and its dtype) a workload that no
+    kernel of ``kernels`` (descriptors or manifest entries) serves: before anything is profiled or
+    reduced, so that no workload is measured with, or given, a kernel of another element type."""
+    kernels = list(kernels)
+    for problem in problems:
+        if any(serves(k, problem) for k in kernels):
+            continue
+        ops = OPS[problem.op].KERNEL_OPS
+        offered = sorted({_element(k) for k in kernels if _op(k) in ops})
+        raise WorkloadError(
+            path, f"workload {problem.name}: dtype {problem.dtype}: no kernel of this build computes "
+            f"{problem.op} in {problem.dtype} (its kernels take {', '.join(offered) or 'no such op'})",
+            problem.line or None)
+
+
+def _op(kernel) -> str:
+    return kernel["op"] if isinstance(kernel, dict) else kernel.op
+
+
+def _element(kernel) -> str:
+    return kernel["element"] if isinstance(kernel, dict) else kernel.element
+
+
+def check_header_keys(problems, path) -> None:
+    """Refuse (WorkloadError naming ``path`` and both lines) two workloads of one op that differ in
+    dtype only: the header's lookups (``find``, ``Conv2dFprop<N, H, ...>``) key a problem by its
+    sizes, so the two would be one specialization defined twice, a header that does not compile."""
+    seen = {}
+    for problem in problems:
+        key = replace(problem, dtype="f16")  # sizes only: equal when everything but the dtype is
+        first = seen.setdefault(key, problem)
+        if first is not problem:
+            raise WorkloadError(
+                path, f"workload {problem.name} differs from {first.name} (line {first.line}) in dtype only; "
+                "the header looks a problem up by its sizes alone: profile each dtype as a set of its own",
+                problem.line or None)

@@ -1,0 +1,68 @@
+"""What the ops' workload-line parsers share: integer values, size limits, shorthands."""
+
+import math
+import re
+
+from ..errors import WorkloadError
+from ..vocab import DATA_TYPES
+
+INT_MAX = 2**31 - 1
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits only: int() would also take "١٢" and "1_0"
+
+
+def read_values(path, lineno, pairs: dict, keys: set, shorthands: dict) -> dict:
+    """``pairs`` (key -> text) as values: integers, ``dtype`` a data type of the vocabulary;
+    ``shorthands`` set several keys at once (``pad`` -> ``pad_h``, ``pad_w``)."""
+    values = {}
+    for key, raw in pairs.items():
+        targets = shorthands.get(key, (key,))
+        if targets[0] not in keys:
+            allowed = sorted(keys | set(shorthands))
+            raise WorkloadError(path, f"unknown key '{key}' (allowed: {', '.join(allowed)})", lineno)
+        if key == "dtype":
+            if raw not in DATA_TYPES:
+                raise WorkloadError(path, f"dtype '{raw}' is not one of {', '.join(sorted(DATA_TYPES))}", lineno)
+            values["dtype"] = raw
+            continue
+        if not _INTEGER.match(raw):
+            raise WorkloadError(path, f"'{key}={raw}' is not an integer", lineno)
+        number = int(raw, 10)
+        for t in targets:
+            if t in values:
+                raise WorkloadError(path, f"'{t}' is given twice", lineno)
+            values[t] = number
+    return values
+
+
+def check_sizes(path, lineno, values: dict, required) -> None:
+    missing = [k for k in required if k not in values]
+    if missing:
+        raise WorkloadError(path, f"missing {', '.join(missing)}", lineno)
+    for key, v in values.items():
+        if key == "dtype":
+            continue
+        low = 0 if key.startswith("pad") else 1
+        if v < low:
+            raise WorkloadError(path, f"'{key}' must be at least {low}, got {v}", lineno)
+        if v > INT_MAX:
+            raise WorkloadError(path, f"'{key}' must be at most {INT_MAX} (a C++ int), got {v}", lineno)
+
+
+def check_products(path, lineno, products: dict) -> None:
+    """Each product must fit a C++ int: {"n*h*w*c (the input's elements)": value, ...}."""
+    for what, value in products.items():
+        if value > INT_MAX:
+            raise WorkloadError(path, f"{what} = {value} exceeds {INT_MAX}, the largest C++ int", lineno)
+
+
+def operand_sets(operand_bytes: int, l2_bytes: int) -> int:
+    """Operand copies to rotate through: four times the L2, as the profiler does."""
+    return max(1, min(64, math.ceil(4 * l2_bytes / operand_bytes)))
+
+
+# The torch dtype of each workload dtype, for the baseline libraries.
+TORCH_DTYPES = {"f16": "half", "bf16": "bfloat16", "f32": "float32"}
+
+
+def torch_dtype(torch, dtype: str):
+    return getattr(torch, TORCH_DTYPES[dtype])

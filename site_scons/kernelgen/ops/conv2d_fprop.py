@@ -1,0 +1,147 @@
+"""The 2-D forward convolution: NHWC activations, KRSC filters, NPQK output.
+
+Workload line: ``conv2d_fprop n= h= w= c= k= r= s= [pad= stride= dilation= | pad_h= ...]
+[dtype=] [count=]``. The profiler runs it as it is; cuDNN (``torch.nn.functional.conv2d``,
+channels_last) is its baseline.
+"""
+
+from dataclasses import dataclass, field, fields
+
+from ..errors import WorkloadError
+from ..vocab import DATA_TYPES
+from .common import check_products, check_sizes, operand_sets, read_values, torch_dtype
+
+OP = "conv2d_fprop"
+KERNEL_OPS = ("conv2d_fprop", "gemm")  # GEMM kernels run the 1x1 stride-1 unpadded layers (unsupported on others)
+HEADER_SECTION = "conv_entries"  # best_kernels.h.mako's list of this op's entries
+BASELINE = "cudnn"
+TABLE_HEADING = "n,h,w,c,k,r,s,pad,stride"
+
+
+@dataclass(frozen=True)
+class Conv2dProblem:
+    """A 2-D forward convolution, NHWC activations, KRSC filters, NPQK output."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    k: int
+    r: int
+    s: int
+    pad_h: int = 0
+    pad_w: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    dtype: str = "f16"
+    count: int = field(default=1, compare=False)  # times the network runs it; not in the name
+    line: int = field(default=0, compare=False, repr=False)  # its line in the workload file (0: none)
+
+    op = OP
+
+    @property
+    def p(self) -> int:
+        return (self.h + 2 * self.pad_h - self.dilation_h * (self.r - 1) - 1) // self.stride_h + 1
+
+    @property
+    def q(self) -> int:
+        return (self.w + 2 * self.pad_w - self.dilation_w * (self.s - 1) - 1) // self.stride_w + 1
+
+    @property
+    def name(self) -> str:
+        """The procedural workload name: CSV file name, CSV key and header key."""
+        return (
+            f"conv2d_fprop_{self.dtype}_n{self.n}_h{self.h}_w{self.w}_c{self.c}_k{self.k}"
+            f"_r{self.r}_s{self.s}_pad{self.pad_h}x{self.pad_w}"
+            f"_str{self.stride_h}x{self.stride_w}_dil{self.dilation_h}x{self.dilation_w}"
+        )
+
+    @property
+    def gemm_mnk(self) -> tuple[int, int, int]:
+        """The implicit GEMM's extents: M = N*P*Q, N = K, K = C*R*S."""
+        return self.n * self.p * self.q, self.k, self.c * self.r * self.s
+
+    @property
+    def flops(self) -> int:
+        m, n, k = self.gemm_mnk
+        return 2 * m * n * k
+
+    def min_bytes(self) -> int:
+        """Bytes a convolution must move at least: the input pixels it touches, the
+        filter and the output, each once (a 1x1 stride-2 layer touches a quarter of
+        its input)."""
+        size = DATA_TYPES[self.dtype].bits // 8
+        rows = _touched(self.h, self.p, self.r, self.pad_h, self.stride_h, self.dilation_h)
+        cols = _touched(self.w, self.q, self.s, self.pad_w, self.stride_w, self.dilation_w)
+        activations = self.n * rows * cols * self.c
+        filters = self.k * self.r * self.s * self.c
+        outputs = self.n * self.p * self.q * self.k
+        return size * (activations + filters + outputs)
+
+    def args(self) -> list[int]:
+        """Integer fields in declaration order, as the profiler reads them."""
+        return [getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "count", "line")]
+
+    def as_conv(self) -> "Conv2dProblem":
+        return self
+
+
+def _touched(extent, out, taps, pad, stride, dilation) -> int:
+    """How many of ``extent`` input positions some output position reads."""
+    return len({o * stride - pad + t * dilation for o in range(out) for t in range(taps)}
+               & set(range(extent)))
+
+
+_KEYS = {"n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w",
+         "dilation_h", "dilation_w", "dtype", "count"}
+_SHORTHANDS = {"pad": ("pad_h", "pad_w"), "stride": ("stride_h", "stride_w"),
+               "dilation": ("dilation_h", "dilation_w")}
+_REQUIRED = ("n", "h", "w", "c", "k", "r", "s")
+
+
+def parse(path, lineno, pairs: dict) -> Conv2dProblem:
+    """The problem of a workload line's ``key=value`` pairs (WorkloadError naming the line)."""
+    values = read_values(path, lineno, pairs, _KEYS, _SHORTHANDS)
+    check_sizes(path, lineno, values, _REQUIRED)
+    problem = Conv2dProblem(**values, line=lineno)
+    if problem.p < 1 or problem.q < 1:
+        raise WorkloadError(
+            path, f"the filter, padding and stride leave no output ({problem.p}x{problem.q})", lineno)
+    p = problem
+    check_products(path, lineno, {"h+2*pad_h": p.h + 2 * p.pad_h, "w+2*pad_w": p.w + 2 * p.pad_w,
+                                  "n*h*w*c (the input's elements)": p.n * p.h * p.w * p.c,
+                                  "k*r*s*c (the filter's elements)": p.k * p.r * p.s * p.c,
+                                  "n*p*q*k (the output's elements)": p.n * p.p * p.q * p.k})
+    return problem
+
+
+def job_line(problem) -> str:
+    """The profiler's ``workload`` job line: the name, then the convolution the profiler runs."""
+    conv = problem.as_conv()
+    return " ".join(["workload", problem.name, OP, *map(str, conv.args())])
+
+
+def table_label(problem) -> str:
+    return (f"{problem.n},{problem.h},{problem.w},{problem.c},{problem.k},{problem.r},{problem.s},"
+            f"{problem.pad_h},{problem.stride_h}")
+
+
+def baseline_call(torch, problem, l2_bytes: int):
+    """(call(i), operand sets) of torch.nn.functional.conv2d, channels_last, cuDNN benchmark mode."""
+    torch.backends.cudnn.benchmark = True
+    F = torch.nn.functional
+    sets = operand_sets(2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s
+                             * problem.c + problem.n * problem.p * problem.q * problem.k), l2_bytes)
+    fmt, dtype = torch.channels_last, torch_dtype(torch, problem.dtype)
+    xs = [torch.empty(problem.n, problem.c, problem.h, problem.w, device="cuda", dtype=dtype,
+                      memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
+    ws = [torch.empty(problem.k, problem.c, problem.r, problem.s, device="cuda", dtype=dtype,
+                      memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
+    args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
+                dilation=(problem.dilation_h, problem.dilation_w))
+    return (lambda i: F.conv2d(xs[i], ws[i], **args)), sets
+
+
+PROBLEM = Conv2dProblem
