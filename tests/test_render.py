@@ -1,5 +1,6 @@
 """Rendering: golden sources, determinism, strict templates, and the kernel hash."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,13 @@ def test_plan_hashes_change_only_for_the_kernel_whose_source_changed(tmp_path):
     changed = {n for n in before.hashes if before.hashes[n] != after.hashes.get(n)}
     assert changed == {n for n in before.hashes if "_64x64_32x10_" in n} and len(changed) == 3
     assert len(after.kernels) == len(before.kernels) == 30
+
+
+@pytest.mark.parametrize("specs", ["kernel_specs/families", "tests/specs"])
+def test_every_spec_directory_makes_a_plan_whose_manifest_names_each_kernels_op_and_element(specs):
+    include = Path(default_cutlass_root()) / "include"
+    plan = make_plan(ROOT / specs, TEMPLATES, ROOT / "profiler", "*", parse_arch("90a"), ["-O3"], include)
+    kernels = json.loads(plan.manifest_json)["kernels"]
+    assert len(kernels) == len(plan.kernels) > 0
+    assert {(k["op"], k["element"]) for k in kernels.values()} == {("conv2d_fprop", "f16")} | (
+        {("gemm", "f16")} if specs == "kernel_specs/families" else set())

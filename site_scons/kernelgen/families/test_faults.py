@@ -28,6 +28,7 @@ class FaultyKernel:
     fault: str
 
     op = "conv2d_fprop"
+    element = "f16"
     arch = 80
     arch_specific = False
     accumulator = "f32"
