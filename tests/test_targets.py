@@ -2,7 +2,6 @@
 cluster checks and the header; the kernel templates' CUTLASS arch tags agree with it."""
 
 import re
-import textwrap
 from dataclasses import replace
 
 import pytest
@@ -13,6 +12,7 @@ from kernelgen.arch import parse_arch
 from kernelgen.errors import KernelgenError, SpecError
 from kernelgen.specs import load_catalog, load_family
 from kernelgen.targets import DEFAULT_ARCH, TARGETS
+from test_specs import family
 
 CATALOG = load_catalog(ROOT / "kernel_specs" / "families")
 TEMPLATES = render.lookup(ROOT / "kernel_specs" / "templates")
@@ -57,12 +57,6 @@ def test_every_kernel_names_the_cutlass_arch_tag_of_its_architecture():
     assert tagged >= 100  # the CUTLASS-built families name one; this project's own kernels need none
 
 
-def write(tmp_path, text):
-    path = tmp_path / "fam.toml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 CLUSTERED = """\
 kind = "conv2d_fprop_sm90"
 element = "f16"
@@ -81,7 +75,7 @@ clusters = [[2, 2, 1]]
      "4 stages of a 128x128x64 tile need 131072 bytes of shared memory, more than SM90's 98304"),
 ], ids=["largest cluster", "shared memory"])
 def test_the_sm90_checks_read_the_table(tmp_path, monkeypatch, change, spec, message):
-    path = write(tmp_path, spec)
+    path = family(tmp_path, spec)
     assert load_family(path)  # as the table stands, the spec is fine
     monkeypatch.setitem(TARGETS, 90, replace(TARGETS[90], **change))
     with pytest.raises(SpecError, match=re.escape(message)):
@@ -98,4 +92,4 @@ def test_a_2x_family_is_checked_against_the_shared_memory_of_its_own_architectur
     need = stages * (256 + 128) * 64 * 2
     with pytest.raises(SpecError, match=re.escape(f"need {need} bytes of shared memory, more than "
                                                   f"SM{arch}'s {limit}")):
-        load_family(write(tmp_path, spec))
+        load_family(family(tmp_path, spec))
