@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 
 from conftest import ROOT
-from kernelgen.options import default_cutlass_root
+from kernelgen.variables import default_cutlass_root
 
-# What the profiler compiles kernels with (kernelgen.options.DEFAULT_NVCCFLAGS and ARCH=90a),
+# What the profiler compiles kernels with (kernelgen.variables.DEFAULT_NVCCFLAGS and ARCH=90a),
 # less -O3: these compiles only check that the code compiles, and nvcc optimises device code anyway.
 MEASURED_FLAGS = ["-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a"]
 

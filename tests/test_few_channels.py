@@ -16,7 +16,7 @@ from kernelgen import render, results
 from kernelgen.profile import query_gpu
 from kernelgen.errors import SpecError
 from kernelgen.families import conv2d_few_channels as fc
-from kernelgen.options import default_cutlass_root
+from kernelgen.variables import default_cutlass_root
 from kernelgen.specs import load_catalog, load_family
 from kernelgen.targets import TARGETS
 from kernelgen.workloads import load_workloads, parse_workloads

@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKES, ROOT, invocations, write_manifest
-from kernelgen import inputs, options, reduce, results
+from kernelgen import inputs, reduce, results
+from kernelgen.config import resolve
 from kernelgen.errors import KernelgenError, ResultsError, SpecError, WorkloadError, one_line
 from kernelgen.profile import main as profile_main
 from kernelgen.profile import profile
 from kernelgen.specs import globs_of, load_family
+from kernelgen.variables import default_cutlass_root, scons_text, variables
 from kernelgen.workloads import load_workloads, parse_workloads
 from test_reduce import CATALOG, HASHES, PROBLEMS, SM80, SM80_B, SM90, row
 from test_scons_build import copy_project, scons
@@ -337,7 +339,7 @@ def test_text_from_a_path_or_a_csv_reaches_the_header_only_escaped_in_a_comment(
 # ---- command-line variables ---------------------------------------------------------------
 
 def env_with(**values):
-    v = options.variables({})
+    v = variables({})
     env = {o.key: o.default for o in v.options}
     env.update(values)
     return env
@@ -389,7 +391,7 @@ VARIABLES = [
 def test_variables_are_checked_before_anything_is_built(tmp_path, values, match):
     build_cases(tmp_path)
     env = env_with(**{k: v.replace("{tmp}", str(tmp_path)) for k, v in values.items()})
-    refused(lambda: options.resolve(env), KernelgenError, match)
+    refused(lambda: resolve(env), KernelgenError, match)
 
 
 def fake_cutlass(tmp_path, version_h):
@@ -407,11 +409,11 @@ def fake_cutlass(tmp_path, version_h):
     (b"#define CUTLASS_MAJOR \xff\n", r"cannot read CUTLASS's version: line 1: not UTF-8"),
 ], ids=["missing", "incomplete", "non-utf8"])
 def test_a_cutlass_without_a_readable_version_is_named(tmp_path, version_h, match):
-    refused(lambda: options.resolve(env_with(CUTLASS=fake_cutlass(tmp_path, version_h))), KernelgenError, match)
+    refused(lambda: resolve(env_with(CUTLASS=fake_cutlass(tmp_path, version_h))), KernelgenError, match)
 
 
 def test_a_build_folder_of_its_own_is_accepted(tmp_path):
-    config = options.resolve(env_with(BUILD=str(tmp_path / "b")))
+    config = resolve(env_with(BUILD=str(tmp_path / "b")))
     assert config.build_path == tmp_path / "b" and config.build_dir == str(tmp_path / "b")
 
 
@@ -433,11 +435,11 @@ def test_an_empty_kernel_selection_is_an_error_not_every_kernel(tmp_path, patter
 
 
 def test_scons_values_are_escaped_so_scons_never_substitutes_them():
-    assert options.scons_text('/a/${__import__("os").getcwd()}/b') == '/a/$${__import__("os").getcwd()}/b'
+    assert scons_text('/a/${__import__("os").getcwd()}/b') == '/a/$${__import__("os").getcwd()}/b'
     from SCons.Environment import Environment
     env = Environment(tools=[])
     hostile = '${__import__("os").getcwd()}/$x'
-    assert env.subst(options.scons_text(hostile)) == hostile
+    assert env.subst(scons_text(hostile)) == hostile
 
 
 # ---- the profile driver (fake profiler) -------------------------------------------------------
@@ -637,7 +639,7 @@ def test_e3_user_paths_never_go_through_scons_substitution(project, tmp_path):
     hostile = tmp_path / INJECT
     hostile.mkdir()
     (hostile / "set.txt").write_text(LAYER)
-    (hostile / "cutlass").symlink_to(options.default_cutlass_root())
+    (hostile / "cutlass").symlink_to(default_cutlass_root())
     fake_gpu_path = f"{FAKES}{os.pathsep}{os.environ['PATH']}"
     for args, path in (
             (["best_kernels.h", f"BUILD={INJECT}"], None),

@@ -9,7 +9,7 @@ from conftest import ROOT
 from kernelgen import render
 from kernelgen.arch import parse_arch
 from kernelgen.errors import TemplateError
-from kernelgen.options import default_cutlass_root
+from kernelgen.variables import default_cutlass_root
 from kernelgen.plan import make_plan
 from kernelgen.signature import cutlass_version, kernel_hash, project_headers
 from kernelgen.specs import load_catalog

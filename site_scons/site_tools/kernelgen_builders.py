@@ -28,7 +28,7 @@ def _best_kernels_header(target, source, env):
     from kernelgen.resolved import load
 
     config = json.loads(source[0].read())
-    if "error" in config:  # no GPU's results could be chosen (options.reduce_config)
+    if "error" in config:  # no GPU's results could be chosen (commands.reduce_config)
         print(f"scons best_kernels.h: {config['error']}", file=sys.stderr)
         return 1
     try:

@@ -1,0 +1,148 @@
+"""What SConstruct's variables resolve to (``Config``), and the GPU whose results are used.
+
+Every value is checked here, before anything is built: numbers as plain ASCII decimals, a
+CUTLASS with readable headers, and a BUILD folder that ``scons -c`` may empty (never the
+project, a folder above it, or one holding RESULTS or SPECS).
+"""
+
+import importlib.util
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import inputs
+from .arch import Arch, parse_arch
+from .errors import KernelgenError, ResultsError
+from .profile import NoGpuError, parse_timeout, query_gpu
+from .results import choose_gpu
+from .signature import cutlass_version
+from .variables import ROOT, check_values, scons_text, split_flags
+from .workloads import load_workloads
+
+
+@dataclass
+class Config:
+    root: Path
+    workloads: str
+    set_name: str
+    workload_file: Path
+    problems: list
+    kernels: str
+    arch: Arch
+    cutlass_includes: list
+    cutlass: str
+    nvcc: str
+    nvccflags: list
+    specs_dir: Path
+    templates_dir: Path
+    profiler_dir: Path
+    results_dir: Path | None  # RESULTS/<set>/<gpu>/, the CSVs best_kernels.h is built from
+    build_dir: str  # BUILD as SCons is given it (absolute, $ escaped)
+    profile_timeout: float
+    profile_args: list
+    toolchain_version: str
+    results_root: Path = None  # RESULTS
+    build_path: Path = None  # BUILD, resolved
+    header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
+
+
+def _nvcc_version(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError:
+        return "nvcc not found"
+    lines = [l for l in out.stdout.splitlines() if l.strip()]
+    return lines[-1] if lines else "unknown nvcc"
+
+
+def _path(env, key, root: Path) -> Path:
+    if not str(env[key]).strip():
+        raise KernelgenError(f"{key}= is empty: it names a folder")
+    return (root / env[key]).resolve()
+
+
+def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
+    """Refuse a BUILD that ``scons -c`` must not empty, or where the build cannot write its files:
+    the project or a folder above it; one holding, or inside, a folder of ``keep`` (name -> path:
+    RESULTS, SPECS, the project's sources); a file; outputs of the wrong kind."""
+    shown = f"BUILD={given}"
+    if build == root or build in root.parents:
+        raise KernelgenError(f"{shown} is the project or a folder above it ({build}); the build's folder holds "
+                             "only what the build makes (scons -c empties it): name a folder of its own")
+    for name, path in keep.items():
+        if build == path or build in path.parents:
+            raise KernelgenError(f"{shown} holds {name} ({path}); the build's folder holds only what the build "
+                                 "makes (scons -c empties it): name a folder of its own")
+        if path in build.parents:
+            raise KernelgenError(f"{shown} is inside {name} ({path}): name a folder of its own")
+    kind = inputs.file_kind(build)
+    if kind not in ("missing", "a directory"):
+        raise KernelgenError(f"{shown} is {kind or 'a file'}, not a folder")
+    for name, wanted in (("best_kernels.h", None), ("profiler", None), ("kernels.json", None), ("workloads.json", None),
+                         ("manifest.cu", None), ("kernels", "a directory"), ("obj", "a directory"),
+                         ("obj/driver", "a directory")):
+        kind = inputs.file_kind(build / name)
+        if kind not in ("missing", wanted):
+            raise KernelgenError(f"{shown}: {build / name} is {kind or 'a file'}; the build writes "
+                                 f"{'a folder' if wanted else 'a file'} there")
+
+
+def machine_gpu() -> str | None:
+    """This machine's GPU (nvidia-smi), or None without one."""
+    try:
+        return query_gpu()[0]
+    except NoGpuError:
+        return None
+
+
+def resolve(env) -> Config:
+    root = ROOT
+    check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU") if key in env])
+    if "$" in env["NVCC"]:
+        raise KernelgenError(f"NVCC={env['NVCC']!r}: a '$' in the compiler's path is refused (SCons expands the "
+                             "first word of a command once more to find the program)")
+    if not str(env["ARCH"]).isascii():
+        raise KernelgenError(f"ARCH={env['ARCH']!r}: expected a compute capability such as 80, 90 or 90a")
+    cutlass_root = Path(env["CUTLASS"]) if env["CUTLASS"] else None
+    if cutlass_root is None or inputs.file_kind(cutlass_root / "include" / "cutlass" / "cutlass.h") is not None:
+        raise KernelgenError(f"CUTLASS={env['CUTLASS'] or '(unset)'}: no CUTLASS headers there (expected "
+                             "include/cutlass/cutlass.h); install nvidia-cutlass or set CUTLASS=")
+    includes = [str(cutlass_root / "include"), str(cutlass_root / "tools" / "util" / "include")]
+    set_name, workload_file, problems = load_workloads(env["WORKLOADS"], root / "kernel_specs" / "workloads")
+    timeout = parse_timeout(env["PROFILE_TIMEOUT"])
+    nvccflags, profile_args = split_flags(env, "NVCCFLAGS"), split_flags(env, "PROFILE_ARGS")
+    results_root, specs_dir, build = _path(env, "RESULTS", root), _path(env, "SPECS", root), _path(env, "BUILD", root)
+    check_build_dir(build, root, {"RESULTS": results_root, "SPECS": specs_dir,
+                                  "kernel_specs": root / "kernel_specs", "profiler": root / "profiler",
+                                  "site_scons": root / "site_scons"}, env["BUILD"])
+    results_dir, header_error = None, None
+    try:
+        gpu = choose_gpu(results_root / set_name, env.get("GPU") or None, None if env.get("GPU") else machine_gpu())
+        results_dir = results_root / set_name / gpu
+    except ResultsError as e:
+        header_error = str(e)
+    cutlass = cutlass_version(includes[0])
+    return Config(
+        root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
+        problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
+        cutlass=cutlass, nvcc=env["NVCC"], nvccflags=nvccflags,
+        specs_dir=specs_dir, templates_dir=root / "kernel_specs" / "templates",
+        profiler_dir=root / "profiler", results_dir=results_dir,
+        build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
+        toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
+        results_root=results_root, build_path=build, header_error=header_error)
+
+
+def require_gpu(targets: list) -> None:
+    try:
+        query_gpu()
+    except NoGpuError as e:
+        raise KernelgenError(f"scons {' and '.join(targets)} needs a CUDA GPU, and none is usable here ({e}). "
+                             "`scons best_kernels.h` builds the header from the results already measured.") from None
+
+
+def require_torch() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise KernelgenError("scons compare needs PyTorch (pip install torch), which is not installed here; "
+                             "it is needed for this target only")

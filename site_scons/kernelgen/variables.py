@@ -1,0 +1,104 @@
+"""The command-line variables of SConstruct: the table, the defaults, the help text, and the
+checks every value passes before it is used.
+
+No value holds a control character, and flags have balanced quotes. A path a user gives
+reaches SCons only with ``$`` escaped (``scons_text``), so SCons never expands it.
+"""
+
+import importlib.util
+import os
+import re
+import shlex
+from pathlib import Path
+
+from SCons.Script import Variables
+
+from . import importer
+from .errors import KernelgenError, one_line
+from .targets import DEFAULT_ARCH
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_NVCCFLAGS = "-std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr"
+
+
+def default_cutlass_root() -> str:
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    return str(Path(list(spec.submodule_search_locations)[0]) / "source")
+
+
+def variables(arguments) -> Variables:
+    v = Variables(None, arguments)
+    v.AddVariables(
+        ("WORKLOADS", "workload set name (kernel_specs/workloads/NAME.txt) or a workload file", "resnet50"),
+        ("KERNELS", "comma-separated globs over kernel names (@FILE: globs listed in FILE); "
+                    "only these are built and profiled", "*"),
+        ("ARCH", "GPU target to compile for: 80, 90, 90a, ... (sm90 kernels need 90a)", DEFAULT_ARCH),
+        ("CUTLASS", "CUTLASS source root holding include/ and tools/util/include/ "
+                    "(default: the nvidia-cutlass package)", default_cutlass_root()),
+        ("NVCC", "the CUDA compiler", "nvcc"),
+        ("NVCCFLAGS", "flags for every nvcc compile", DEFAULT_NVCCFLAGS),
+        ("SPECS", "directory of kernel family specs (*.toml)", "kernel_specs/families"),
+        ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
+        ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
+        ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),
+        ("PROFILE_ARGS", "extra profiler arguments, e.g. '--repeats 30 --batch-ms 2'", ""),
+        ("MODEL", "scons workloads: a torchvision model name (resnet50) or package.module:factory", ""),
+        ("BATCH", "scons workloads: the batch size", "1"),
+        ("INPUT", "scons workloads: the input's CxHxW", importer.DEFAULT_INPUT),
+        ("DTYPE", f"scons workloads: what the layers are profiled as ({' or '.join(importer.DTYPES)})",
+         importer.DEFAULT_DTYPE),
+        ("NAME", "scons workloads: the set's name (default <model>_b<batch>)", ""),
+        ("GPU", "GPU whose results best_kernels.h is built from, a name or its folder name (nvidia_h200); "
+                "default: this machine's GPU, else the only GPU with results", ""),
+    )
+    return v
+
+
+def scons_text(text) -> str:
+    """``text`` as SCons must be given it to keep it as it is: ``$`` doubled, so that a path such
+    as ``${...}`` is never substituted (which would run Python)."""
+    return str(text).replace("$", "$$")
+
+
+def help_text(variables_: Variables, env) -> str:
+    return ("Targets:\n"
+            "  profile          build the profiler, then verify and time every kernel on every workload (GPU)\n"
+            "  best_kernels.h   merge RESULTS/<set>/<gpu>/*.csv into BUILD/best_kernels.h (the default)\n"
+            "  compare          time the chosen kernels, cuDNN and the floor side by side (GPU, PyTorch)\n"
+            "  profiler         build the profiler only\n"
+            "  workloads        record MODEL's convolutions and linear layers at BATCH, INPUT into\n"
+            "                   kernel_specs/workloads/<model>_b<batch>.txt (PyTorch and torchvision;\n"
+            "                   no CUTLASS, nvcc or GPU; run alone)\n"
+            "  -c               remove what the build made (never the results)\n\n"
+            "Variables (NAME=value):\n" + "".join(
+                # As Variables.GenerateHelpText, without substituting the values (a value is data).
+                variables_.FormatVariableHelpText(env, o.key, o.help, o.default,
+                                                  one_line(env[o.key]) if o.key in env else None, o.aliases)
+                for o in variables_.options))
+
+
+def child_environment() -> dict:
+    """The environment commands run in: this one's PATH and library path, and kernelgen importable."""
+    env = {k: os.environ[k] for k in ("PATH", "LD_LIBRARY_PATH", "HOME", "CUDA_VISIBLE_DEVICES") if k in os.environ}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "site_scons"), os.environ.get("PYTHONPATH")]))
+    return env
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+
+
+def check_values(env, keys) -> None:
+    """No variable holds a control character (a newline would reach a command or a comment)."""
+    for key in keys:
+        bad = _CONTROL.search(str(env[key]))
+        if bad:
+            raise KernelgenError(f"{key}={env[key]!r}: holds the control character {bad.group()!r}")
+
+
+def split_flags(env, key) -> list:
+    try:
+        return shlex.split(env[key])
+    except ValueError as e:
+        raise KernelgenError(f"{key}={env[key]!r}: {e} (quote as in a shell)") from None
