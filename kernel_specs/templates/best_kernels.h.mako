@@ -1,6 +1,6 @@
 ## The header other builds include: per workload the chosen kernel, its CUTLASS type,
 ## its measured time, lookups from a problem to its kernel, and a launcher that runs them.
-## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, embedded (project headers
+## Inputs: banner, source, gpu, driver, cuda, cutlass, timing (how the times were taken), includes, embedded (project headers
 ## the kernels and their profiler adapters need: name -> text), type_definitions, conv_entries,
 ## gemm_entries (each with 'launcher', its kernel's index in launchers), launchers (the kernels in
 ## the launcher's fallback order: name, adapter), device_arch (the kernels' compute capability,
@@ -9,7 +9,8 @@
 ${banner}
 //
 // For each workload, the fastest kernel whose output matched a reference convolution on
-// the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}.
+// the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}
+// (${timing}).
 //
 // Flags. Compile this header as the profiler compiled the kernels it measured: nvcc, the CUTLASS
 // include directories (include/ and tools/util/include/), and
