@@ -21,11 +21,11 @@ TEMPLATES = ROOT / "kernel_specs" / "templates"
 CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
 GEMV = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m4_rows4_threads128_unroll2"
 GEMV_1 = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows4_threads128_unroll4"
-SPLIT_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_splitk4"
+SPLIT_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_splitk2"
               "_warpspecialized_cooperative_epi_tma")
 STREAM_K_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_stream_k"
                  "_warpspecialized_cooperative_epi_tma")
-SPLIT_CONV = ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_void_f16nhwc_128x64x64_1x1x1_0_align8_splitk4"
+SPLIT_CONV = ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_void_f16nhwc_128x64x64_1x1x1_0_align8_splitk2"
               "_warpspecialized_cooperative_epi_tma")
 
 
@@ -35,7 +35,7 @@ def source(name):
 
 def test_a_split_k_kernel_is_the_cutlass_kernel_run_with_its_split_and_a_workspace_reset_per_launch():
     text = source(SPLIT_GEMM)
-    assert f"using {SPLIT_GEMM} = kernelgen::SplitK<cutlass::gemm::device::GemmUniversalAdapter<{SPLIT_GEMM}_base>, 4>;" \
+    assert f"using {SPLIT_GEMM} = kernelgen::SplitK<cutlass::gemm::device::GemmUniversalAdapter<{SPLIT_GEMM}_base>, 2>;" \
         in text
     assert "cutlass::gemm::StreamKScheduler>;" in text
     assert '#include "stream_k_adapter.h"' in text
@@ -44,14 +44,14 @@ def test_a_split_k_kernel_is_the_cutlass_kernel_run_with_its_split_and_a_workspa
     assert f"GemmUniversalAdapter<{STREAM_K_GEMM}_base>, 0>;" in stream_k, "0: the scheduler's own split"
     conv = source(SPLIT_CONV)
     assert f"kernelgen::Conv2dPersistentStreamKOperation3x<::{SPLIT_CONV}>" in conv
-    assert "kernelgen::Sm90PersistentFprop<" in conv and ", 4>;" in conv
+    assert "kernelgen::Sm90PersistentFprop<" in conv and ", 2>;" in conv
     adapter = (ROOT / "profiler" / "stream_k_adapter.h").read_text()
     run = adapter[adapter.index("bool run(size_t index"):]
     assert run.index("initialize_workspace") < run.index("->run(stream)"), "the counters are zeroed before each launch"
 
 
 def test_a_kernel_without_a_split_renders_as_before():
-    plain = SPLIT_GEMM.replace("_splitk4", "").replace("_f32_void_f16_", "_f32_f16_f16_")
+    plain = SPLIT_GEMM.replace("_splitk2", "").replace("_f32_void_f16_", "_f32_f16_f16_")
     text = source(plain)
     assert f"using {plain} = cutlass::gemm::device::GemmUniversalAdapter<{plain}_base>;" in text
     assert "SplitK" not in text and "stream_k_adapter.h" not in text

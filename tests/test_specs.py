@@ -22,6 +22,8 @@ def test_catalog_holds_each_family():
     sm90 = [k for k in kernels if k.family == "conv2d_fprop_sm90"]
     narrow = [k for k in kernels if k.family == "conv2d_fprop_sm75_few_channels"]
     assert len(sm80) == 10 * 3, "10 SM80 16816 tiles x alignments 8, 4, 2"
+    small = [k for k in kernels if k.family == "conv2d_fprop_sm80_small"]
+    assert len(small) == 3 and {k.alignment for k in small} == {8}
     assert len(sm90) == 2 * 2, "2 SM90 tiles x clusters 1x1, 1x2"
     assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
@@ -32,7 +34,7 @@ def test_catalog_holds_each_family():
     transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
     assert len(transposed) == 20 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
     void = [k for k in kernels if k.family.endswith("_void")]
-    assert len(void) == 13 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
+    assert len(void) == 14 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
     stores = [k for k in kernels if k.family.endswith("_stores")]
     assert len(stores) == 9 and all(k.source == "void" and k.store_stages in (4, 6, 8) for k in stores)
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
@@ -45,14 +47,14 @@ def test_catalog_holds_each_family():
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
     assert len(few) == 9
     split = [k for k in kernels if k.family.endswith("split_k")]
-    assert len(split) == 13 and all(k.scheduler == "stream_k" and k.schedule == "cooperative" for k in split)
-    assert {k.splits for k in split} == {None, 2, 4, 8, 16}
+    assert len(split) == 5 and all(k.scheduler == "stream_k" and k.schedule == "cooperative" for k in split)
+    assert {k.splits for k in split} == {None, 2}
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
     gemv = [k for k in kernels if k.family == "gemv"]
     assert len(gemv) == 8 and {k.max_m for k in gemv} == {1, 2, 4, 8} and {k.op for k in gemv} == {"gemm"}
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split)
-    assert len(kernels) == (len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv))
     names = [k.name for k in kernels]
@@ -75,9 +77,9 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 173
-    assert len(select(kernels, "*", parse_arch("90"))) == 59, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 59
+    assert len(select(kernels, "*", parse_arch("90a"))) == 169
+    assert len(select(kernels, "*", parse_arch("90"))) == 62, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 62
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
