@@ -5,17 +5,21 @@
 //   profiler --device               one `device` line, then exit
 //   profiler --jobs FILE [options]  run the jobs in FILE (see below)
 //
-// --graph: capture each kernel's timed batch of launches once in a CUDA graph and replay it
-// between the events, so that the figure is the kernels' time on the GPU and a kernel
-// shorter than a launch is not charged for the launch (without it, the batch is launched
-// back to back from the host).
+// Timing: each kernel's timed batch of launches is captured once in a CUDA graph and replayed
+// between the events, so that the figure is the kernels' time on the GPU and a kernel shorter
+// than a launch is not charged for the launch (--launches: the batch is launched back to back
+// from the host instead, host cost included; --graph, the default, is accepted).
+// --prune RATIO (default 1.25; 0: never): a kernel whose first timed batch runs more than RATIO
+// times the fastest median measured so far on the workload gets --pruned-repeats batches
+// (default 3) instead of --repeats: a kernel that far behind is not the one chosen, and what is
+// recorded is still the median of its own batches (ITERATIONS says how many launches).
 //
 // Job file, one record per line:
 //   workload NAME conv2d_fprop N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
 //   kernel NAME TOLERANCE          (belongs to the workload above it)
 //
 // Output on stdout, one tab-separated record per line, flushed as it is written:
-//   device NAME CC SMS L2_BYTES CUDA_RUNTIME CUDA_DRIVER CUTLASS
+//   device NAME CC SMS L2_BYTES CUDA_RUNTIME CUDA_DRIVER CUTLASS TIMING   (TIMING: graph or launches)
 //   workload NAME SETS REFERENCE_MS
 //   begin WORKLOAD KERNEL
 //   result WORKLOAD KERNEL STATUS RUNTIME_MS MIN_MS MAX_MS ITERATIONS REL_L2 REL_MAX MESSAGE
@@ -24,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -65,7 +70,9 @@ struct Options {
   int repeats = 20;
   double batch_ms = 1.0;       // time one timed batch of launches should take
   double rotate_bytes = 0;     // operand bytes to cycle through per batch; 0: four times L2
-  bool graph = false;          // time replays of a CUDA graph of the batch instead of launches
+  bool graph = true;           // time replays of a CUDA graph of the batch (--launches: host launches)
+  double prune = 1.25;         // first batch over prune x the workload's best median: fewer repeats
+  int pruned_repeats = 3;
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -102,8 +109,12 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--batch-ms") o.batch_ms = std::stod(value("--batch-ms"));
     else if (arg == "--rotate-bytes") o.rotate_bytes = std::stod(value("--rotate-bytes"));
     else if (arg == "--graph") o.graph = true;
+    else if (arg == "--launches") o.graph = false;
+    else if (arg == "--prune") o.prune = std::stod(value("--prune"));
+    else if (arg == "--pruned-repeats") o.pruned_repeats = std::stoi(value("--pruned-repeats"));
     else die("unknown argument " + arg);
   }
+  if (o.prune < 0 || o.pruned_repeats < 1) die("--prune must be 0 or more, --pruned-repeats positive");
   if (!o.list && !o.device_only && o.jobs_path.empty()) die("give --list, --device or --jobs FILE");
   if (o.repeats < 1 || o.warmup < 0 || o.batch_ms <= 0) die("--repeats, --warmup and --batch-ms must be positive");
   return o;
@@ -164,11 +175,11 @@ Device open_device() {
   return d;
 }
 
-void print_device(const Device& d) {
-  std::printf("device\t%s\t%d%d\t%d\t%d\t%d.%d\t%d.%d\t%d.%d.%d\n", clean(d.props.name).c_str(), d.props.major,
+void print_device(const Device& d, const Options& o) {
+  std::printf("device\t%s\t%d%d\t%d\t%d\t%d.%d\t%d.%d\t%d.%d.%d\t%s\n", clean(d.props.name).c_str(), d.props.major,
               d.props.minor, d.props.multiProcessorCount, d.props.l2CacheSize, d.runtime_version / 1000,
               (d.runtime_version % 1000) / 10, d.driver_version / 1000, (d.driver_version % 1000) / 10,
-              CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH);
+              CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, o.graph ? "graph" : "launches");
   std::fflush(stdout);
 }
 
@@ -223,6 +234,7 @@ class Profiler {
     check(cudaEventDestroy(stop), "cudaEventDestroy");
     std::printf("workload\t%s\t%zu\t%.3f\n", job.name.c_str(), operands.sets.size(), reference_ms);
     std::fflush(stdout);
+    best_ms_ = INFINITY;
     for (const KernelJob& kernel : job.kernels) profile(job, kernel, operands);
   }
 
@@ -279,7 +291,9 @@ class Profiler {
   void profile(const WorkloadJob& job, const KernelJob& kernel, Operands& operands) {
     std::printf("begin\t%s\t%s\n", job.name.c_str(), kernel.name.c_str());
     std::fflush(stdout);
-    emit(job, kernel, measure(job, kernel, operands));
+    Result r = measure(job, kernel, operands);
+    if (r.status == "ok") best_ms_ = std::min(best_ms_, r.median_ms);
+    emit(job, kernel, r);
   }
 
   Result measure(const WorkloadJob& job, const KernelJob& kernel, Operands& operands) {
@@ -346,19 +360,29 @@ class Profiler {
     auto launch = [&](int count) {
       for (int i = 0; i < count && launched; ++i) launched = op.run(next++ % sets, stream_);
     };
-    launch(options_.warmup);
-    synchronize_or_crash(job, kernel, "warm-up");
+    // Warm-up: up to --warmup launches, fewer for a long kernel (the first run was one already).
+    // Calibration: as many launches (at most 3) as the warm-up managed.
+    auto warm_start = std::chrono::steady_clock::now();
+    int warmed = 0;
+    while (warmed < options_.warmup && launched) {
+      launch(1);
+      ++warmed;
+      synchronize_or_crash(job, kernel, "warm-up");
+      if (std::chrono::steady_clock::now() - warm_start > std::chrono::milliseconds(1)) break;
+    }
+    const int calibration_launches = std::clamp(warmed, 1, 3);
 
     cudaEvent_t start, stop;
     check(cudaEventCreate(&start), "cudaEventCreate");
     check(cudaEventCreate(&stop), "cudaEventCreate");
     check(cudaEventRecord(start, stream_), "cudaEventRecord");
-    launch(3);
+    launch(calibration_launches);
     check(cudaEventRecord(stop, stream_), "cudaEventRecord");
     synchronize_or_crash(job, kernel, "calibration");
     float calibration_ms = 0;
     check(cudaEventElapsedTime(&calibration_ms, start, stop), "cudaEventElapsedTime");
-    int batch = int(std::clamp(std::round(options_.batch_ms / std::max(calibration_ms / 3.0, 1e-4)), 1.0, 10000.0));
+    int batch = int(std::clamp(std::round(options_.batch_ms / std::max(double(calibration_ms) / calibration_launches, 1e-4)),
+                               1.0, 10000.0));
 
     // --graph: the batch of launches captured once, instantiated once, replayed per repeat; a
     // whole number of passes over the operand sets, so that every replay touches each set alike.
@@ -388,9 +412,12 @@ class Profiler {
       synchronize_or_crash(job, kernel, "graph warm-up");
     }
 
-    std::vector<cudaEvent_t> events(2 * options_.repeats);
+    // The first batch alone, then the rest: a kernel well behind the workload's fastest so far
+    // (--prune) is timed with fewer batches.
+    int repeats = options_.repeats;
+    std::vector<cudaEvent_t> events(2 * repeats);
     for (cudaEvent_t& e : events) check(cudaEventCreate(&e), "cudaEventCreate");
-    for (int i = 0; i < options_.repeats; ++i) {
+    for (int i = 0; i < repeats; ++i) {
       check(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
       if (replay) {
         check(cudaGraphLaunch(replay, stream_), "cudaGraphLaunch");
@@ -398,11 +425,17 @@ class Profiler {
         launch(batch);
       }
       check(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+      if (i == 0 && options_.prune > 0 && std::isfinite(best_ms_)) {
+        synchronize_or_crash(job, kernel, "timed runs");
+        float first_ms = 0;
+        check(cudaEventElapsedTime(&first_ms, events[0], events[1]), "cudaEventElapsedTime");
+        if (first_ms / batch > options_.prune * best_ms_) repeats = std::min(repeats, options_.pruned_repeats);
+      }
     }
     synchronize_or_crash(job, kernel, "timed runs");
     if (replay) check(cudaGraphExecDestroy(replay), "cudaGraphExecDestroy");
     std::vector<double> per_launch;
-    for (int i = 0; i < options_.repeats; ++i) {
+    for (int i = 0; i < repeats; ++i) {
       float ms = 0;
       check(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "cudaEventElapsedTime");
       per_launch.push_back(ms / batch);
@@ -415,7 +448,7 @@ class Profiler {
     r.median_ms = n % 2 ? per_launch[n / 2] : 0.5 * (per_launch[n / 2 - 1] + per_launch[n / 2]);
     r.min_ms = per_launch.front();
     r.max_ms = per_launch.back();
-    r.iterations = long(batch) * options_.repeats;
+    r.iterations = long(batch) * repeats;
     return launched;
   }
 
@@ -459,6 +492,7 @@ class Profiler {
   }
 
   const Options& options_;
+  double best_ms_ = INFINITY;  // the fastest median measured on the current workload
   double rotate_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   void* pool_ = nullptr;
@@ -480,7 +514,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   Device device = open_device();
-  print_device(device);
+  print_device(device, options);
   if (options.device_only) return 0;
   std::vector<WorkloadJob> jobs = read_jobs(options.jobs_path);
   try {

@@ -69,3 +69,19 @@ def test_the_header_names_the_flag_it_was_measured_with(tmp_path, compiler, flag
     errors = [line for line in out.stderr.splitlines() if re.search(r"\berror\b", line)]
     assert errors and all("#error" in line or "best_kernels.h" in line for line in errors), \
         "the flags' message and nothing else: " + out.stderr[-3000:]
+
+
+@requires_nvcc
+@pytest.mark.parametrize("defines, expected", [
+    (["BEST_KERNELS_PARTS=2"], "a file defines BEST_KERNELS_IMPLEMENTATION .the launcher and part 0. or BEST_KERNELS_PART"),
+    (["BEST_KERNELS_PART=1"], "BEST_KERNELS_PART needs BEST_KERNELS_PARTS, the number of parts"),
+    (["BEST_KERNELS_PARTS=2", "BEST_KERNELS_PART=2"], "BEST_KERNELS_PART must be 0 to BEST_KERNELS_PARTS - 1"),
+    (["BEST_KERNELS_PARTS=0", "BEST_KERNELS_IMPLEMENTATION"], "BEST_KERNELS_PART must be 0 to BEST_KERNELS_PARTS - 1"),
+], ids=["parts-without-part", "part-without-parts", "part-out-of-range", "no-parts"])
+def test_a_file_of_a_header_split_into_parts_says_which_part_it_compiles(tmp_path, defines, expected):
+    source = tmp_path / "part.cu"
+    source.write_text('#include "best_kernels.h"\n')
+    command = header_builds.nvcc_command(header_builds.launcher_header(), "", FLAGS, "/dev/null")
+    command[-1] = str(source)
+    out = subprocess.run([*command, *(f"-D{d}" for d in defines), "-E"], capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and re.search(expected, out.stderr), out.stderr[-3000:]

@@ -220,8 +220,8 @@ def replace_line(index, old, new):
 
 CSV_CASES = [
     ("T1 non-UTF-8", lambda t: t.encode().replace(b"NVIDIA H200", b"NVIDIA H\xff00", 1), r"line 2: not UTF-8 text \(byte 0xff"),
-    ("too few fields", replace_line(2, ",NVIDIA H200,", ","), r"line 3: 17 field\(s\), but the header has 18"),
-    ("too many fields", replace_line(1, ",NVIDIA H200,", ",NVIDIA H200,x,"), r"line 2: 19 field\(s\), but the header has 18"),
+    ("too few fields", replace_line(2, ",NVIDIA H200,", ","), rf"line 3: {len(results.COLUMNS) - 1} field\(s\), but the header has {len(results.COLUMNS)}"),
+    ("too many fields", replace_line(1, ",NVIDIA H200,", ",NVIDIA H200,x,"), rf"line 2: {len(results.COLUMNS) + 1} field\(s\), but the header has {len(results.COLUMNS)}"),
     ("E1 newline in the gpu field", replace_line(3, ",NVIDIA H200,", ',"NVIDIA H200\n#include ""/etc/passwd""",'),
      r"line 4: control character '\\n' in the field 'NVIDIA H200\\n#include \"/etc/passwd\"'"),
     ("non-ASCII digits", replace_line(2, ",0.5,", ",\u0660.\u0665,"), "line 3: runtime_ms '\u0660.\u0665' is not a number"),
@@ -469,7 +469,7 @@ def test_d3_a_selection_after_a_driver_change_is_refused_before_anything_is_lost
     monkeypatch.setenv("FAKE_DRIVER", "590.10")
     message = refused(lambda: profile_run(tmp_path, workload_file, kernels={"kernel_a": "aaaa"}), KernelgenError,
                       r"3 row\(s\) were measured with GPU NVIDIA H200, driver 580\.159\.04, CUDA 13\.0, CUTLASS "
-                      r"4\.2\.0, and 2 of their kernels are not in this build \(e\.g\. kernel_b\) \(1 more CSV\(s\) alike\)")
+                      r"4\.2\.0, timed by graph, and 2 of their kernels are not in this build \(e\.g\. kernel_b\) \(1 more CSV\(s\) alike\)")
     assert "Nothing was profiled" in message and "without KERNELS=" in message and "move the file aside" in message
     assert results_of(tmp_path, workload_file) == before, "every row is still there"
     assert len(invocations(log)) == 1, "no profiler run"

@@ -52,10 +52,14 @@ def header(tmp_path, winners, catalog=CATALOG, project_includes=ROOT / "profiler
 
 
 def launchers(text):
-    """(adapter, kernel) of each row of detail::kLaunchers, in order."""
+    """(adapter, kernel, name) of each row of detail::kLaunchers, in order: the adapter and kernel of
+    its Operation<i>, the name in the table row that points at its entry points."""
     table = text[text.index("inline constexpr Launcher kLaunchers[] = {"):]
     table = table[:table.index("};")]
-    return re.findall(r'adapted<(.+?)<(\w+)>>\(\n\s+"(\w+)"\)', table)
+    rows = re.findall(r'\{"(\w+)", &supports_(\d+), &workspace_\2, &launch_\2\}', table)
+    assert [int(i) for _, i in rows] == list(range(len(rows))), "row i dispatches to kernel i's entry points"
+    operations = dict(re.findall(r"using Operation(\d+) = (.+);", text))
+    return [(*re.fullmatch(r"(.+?)<(\w+)>", operations[i]).groups(), name) for name, i in rows]
 
 
 def test_the_launcher_dispatches_each_winner_through_its_own_adapter_in_first_chosen_order(tmp_path):
@@ -152,8 +156,12 @@ def test_the_header_demands_its_kernels_target(tmp_path, winners, check, message
 def test_the_launcher_is_deterministic_and_compiled_only_where_asked(tmp_path):
     text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
     assert header(tmp_path, [HALO, PERSISTENT, GEMM, SM80]) == text
-    body = text[text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)"):text.index("#endif  // BEST_KERNELS_IMPLEMENTATION")]
+    body = text[text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)\n"):text.index("#endif  // BEST_KERNELS_IMPLEMENTATION\n")]
     assert "inline constexpr Launcher kLaunchers[]" in body
+    parts = text[text.index("#if defined(BEST_KERNELS_IMPLEMENTATION) || defined(BEST_KERNELS_PARTS)"):
+                 text.index("#endif  // BEST_KERNELS_IMPLEMENTATION || BEST_KERNELS_PARTS")]
+    assert [int(i) for i in re.findall(r"#if BEST_KERNELS_IN_THIS_PART\((\d+)\)\nusing Operation\1 = ", parts)] == \
+        [0, 1, 2, 3], "each kernel's entry points compiled in its part only"
     declarations = text[:text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)")]
     for declaration in ("size_t workspace_size(const Conv2dFpropProblem& problem);",
                         "cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::half_t* x",

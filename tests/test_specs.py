@@ -22,6 +22,8 @@ def test_catalog_holds_each_family():
     sm90 = [k for k in kernels if k.family == "conv2d_fprop_sm90"]
     narrow = [k for k in kernels if k.family == "conv2d_fprop_sm75_few_channels"]
     assert len(sm80) == 10 * 3, "10 SM80 16816 tiles x alignments 8, 4, 2"
+    small = [k for k in kernels if k.family == "conv2d_fprop_sm80_small"]
+    assert len(small) == 3 and {k.alignment for k in small} == {8}
     assert len(sm90) == 2 * 2, "2 SM90 tiles x clusters 1x1, 1x2"
     assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
@@ -32,20 +34,29 @@ def test_catalog_holds_each_family():
     transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
     assert len(transposed) == 20 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
     void = [k for k in kernels if k.family.endswith("_void")]
-    assert len(void) == 13 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
+    assert len(void) == 14 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
     stores = [k for k in kernels if k.family.endswith("_stores")]
     assert len(stores) == 9 and all(k.source == "void" and k.store_stages in (4, 6, 8) for k in stores)
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
-    assert all(getattr(k, "source", None) is None for k in kernels if k not in void and k not in stores)
+
     halo = [k for k in kernels if k.family == "conv2d_fprop_sm90_halo"]
     assert [(k.width, k.rows, k.pixels) for k in halo] == [(56, 4, 232)]
     pointwise = [k for k in kernels if k.family == "conv2d_fprop_sm90_pointwise"]
     assert [(k.channels, k.stages) for k in pointwise] == [(128, 2), (64, 4)]
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
     assert len(few) == 9
-    assert len(kernels) == (len(sm80) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
-                            + len(void) + len(stores) + len(halo) + len(pointwise) + len(few))
+    split = [k for k in kernels if k.family.endswith("split_k")]
+    assert len(split) == 5 and all(k.scheduler == "stream_k" and k.schedule == "cooperative" for k in split)
+    assert {k.splits for k in split} == {None, 2}
+    assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
+    assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
+    gemv = [k for k in kernels if k.family == "gemv"]
+    assert len(gemv) == 8 and {k.max_m for k in gemv} == {1, 2, 4, 8} and {k.op for k in gemv} == {"gemm"}
+    assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
+                            + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
+                            + len(gemv))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -66,9 +77,9 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 152
-    assert len(select(kernels, "*", parse_arch("90"))) == 51, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 51
+    assert len(select(kernels, "*", parse_arch("90a"))) == 169
+    assert len(select(kernels, "*", parse_arch("90"))) == 62, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 62
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -142,6 +153,18 @@ TRANSPOSED = PERSISTENT.replace('"conv2d_fprop_sm90_persistent"', '"conv2d_fprop
     '{ tile = [128, 256, 64], schedule = "cooperative", clusters = [[1, 1, 1], [2, 1, 1]] },\n', "")
 
 
+GEMV = """\
+kind = "gemv"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+kernels = [
+  { max_m = 1, rows = 4, threads = 128, unroll = 4 },
+  { max_m = 8, rows = 2, threads = 256, unroll = 2 },
+]
+"""
+
+
 def test_a_halo_family_builds_one_kernel_per_width_and_rows(tmp_path):
     halo = load_family(family(tmp_path, HALO))
     assert [(k.pixels, k.name) for k in halo] == [
@@ -211,6 +234,17 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (GEMM.replace('schedule = "pingpong",', 'schedule = "pingpong", scheduler = "stream_k",'),
      "kernels[1]", "scheduler", "needs the cooperative schedule"),
     (GEMM.replace("[64, 128, 64], schedule", "[64, 264, 64], schedule"), "kernels[1]", "tile", "outside"),
+    (GEMM.replace("[[1, 1, 1], [2, 1, 1]] }", "[[1, 1, 1]], splits = [4] }"), "kernels[0]", "splits",
+     'splits needs the stream-K tile scheduler'),
+    (GEMM.replace("[[1, 1, 1], [2, 1, 1]] }", '[[1, 1, 1]], scheduler = "stream_k", splits = [1] }'), "kernels[0]",
+     "splits", r"1 is outside \[2, 64\]"),
+    (PERSISTENT.replace("[[1, 1, 1], [2, 1, 1]] }", "[[1, 1, 1]], splits = [2] }"), "kernels[0]", "splits",
+     'splits needs the stream-K tile scheduler'),
+    (GEMV.replace("unroll = 4", "unroll = 16"), "kernels[0]", "unroll",
+     "max_m 1 x rows 4 sums and unroll 16 x rows 4 chunks in flight need about 300 registers"),
+    (GEMV.replace("threads = 128", "threads = 96"), "kernels[0]", "threads", "96 is not one of"),
+    (GEMV.replace('accumulator = "f32"', 'accumulator = "f16"'), None, "accumulator",
+     "written for accumulator f32, not f16"),
     (GEMM.replace('[[1, 1, 1]] }', '[[1, 1, 3]] }'), "kernels[1].clusters[0]", None, "cluster K must be 1"),
     (GEMM.replace('schedule = "pingpong"', 'schedule = "pingpong", swizzle = 4'), "kernels[1]", "swizzle",
      "unknown key"),
@@ -302,4 +336,4 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 9
+    assert len(families.FAMILIES) == 10

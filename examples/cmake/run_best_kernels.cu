@@ -1,11 +1,16 @@
 // Runs every choice of best_kernels.h through its launcher: checks the output against a direct
 // convolution computed on the GPU, then times the launcher as the profiler times a kernel
 // (operands rotated over copies that cover four times the L2 cache, 20 batches of about 1 ms of
-// back-to-back launches timed with CUDA events, the median per launch) and prints it beside the
-// profiler's time. Then one problem that was not profiled (the first layer with another batch),
-// which runs the launcher's fallback kernel. Exit status 0 when every output matched.
+// launches timed with CUDA events, the median per launch): each batch captured once in a CUDA
+// graph and replayed, the GPU's time (`ms`, beside the profiler's and their ratio), and launched
+// back to back from the host, the host's cost per launch included (`launches ms`). Then one
+// problem that was not profiled (the first layer with another batch), which runs the launcher's
+// fallback kernel. Exit status 0 when every output matched.
 //
 //   run_best_kernels [--repeats N]
+//
+// The header's kernels are compiled in BEST_KERNELS_PARTS files (CMakeLists.txt): this one, with
+// the launcher and part 0, and best_kernels_part<i>.cu for the others.
 #define BEST_KERNELS_IMPLEMENTATION
 #include "best_kernels.h"
 
@@ -168,7 +173,7 @@ class Runner {
     const char* kernel = c.kernel();
     cutlass::Status status = c.run(xs[0], ws[0], ys[0], workspace, workspace_bytes, stream_);
     bool ok = status == cutlass::Status::kSuccess;
-    double ms = 0, rel_l2 = 0, rel_max = 0;
+    double ms = 0, launches_ms = 0, rel_l2 = 0, rel_max = 0;
     if (ok) {
       Errors zero{};
       check(cudaMemcpyAsync(errors_, &zero, sizeof zero, cudaMemcpyHostToDevice, stream_), "clear errors");
@@ -179,9 +184,10 @@ class Runner {
       rel_l2 = std::sqrt(e.squared_error / std::max(e.squared_reference, 1e-30));
       rel_max = as_float(e.max_error_bits) / std::max(as_float(e.max_reference_bits), 1e-30f);
       ok = e.nonfinite == 0 && rel_l2 <= 1e-3 && rel_max <= 1e-3;
-      ms = time(c, xs, ws, ys, workspace, workspace_bytes);
+      ms = time(c, xs, ws, ys, workspace, workspace_bytes, true);
+      launches_ms = time(c, xs, ws, ys, workspace, workspace_bytes, false);
     }
-    std::printf("%-24s %-8.4f %-8s %-6s %-9.2e %-9.2e %s %s\n", c.label.c_str(), ms,
+    std::printf("%-24s %-8.4f %-11.4f %-8s %-6s %-9.2e %-9.2e %s %s\n", c.label.c_str(), ms, launches_ms,
                 c.profiled_ms > 0 ? std::to_string(c.profiled_ms).substr(0, 6).c_str() : "-",
                 c.profiled_ms > 0 && ms > 0 ? std::to_string(ms / c.profiled_ms).substr(0, 4).c_str() : "-", rel_l2,
                 rel_max, ok ? "ok" : (status == cutlass::Status::kSuccess ? "MISMATCH" : cutlassGetStatusString(status)),
@@ -194,9 +200,10 @@ class Runner {
   }
 
  private:
-  // The median over `repeats_` batches of the time per launch, each batch about 1 ms.
+  // The median over `repeats_` batches of the time per launch, each batch about 1 ms: replayed
+  // from a CUDA graph (`graph`), or launched from the host.
   double time(const Case& c, const std::vector<const half_t*>& xs, const std::vector<const half_t*>& ws,
-              const std::vector<half_t*>& ys, void* workspace, size_t workspace_bytes) {
+              const std::vector<half_t*>& ys, void* workspace, size_t workspace_bytes, bool graph) {
     size_t next = 0;
     auto launch = [&](int count) {
       for (int i = 0; i < count; ++i, ++next) {
@@ -218,9 +225,32 @@ class Runner {
     };
     launch(10);  // warm-up
     const double once = timed(10) / 10;
-    const int count = std::max(1, int(std::ceil(1.0 / std::max(once, 1e-4))));
+    // A whole number of passes over the operand sets, as the profiler replays them.
+    int count = std::max(1, int(std::ceil(1.0 / std::max(once, 1e-4))));
+    count = int((count + xs.size() - 1) / xs.size() * xs.size());
     std::vector<double> batches;
-    for (int i = 0; i < repeats_; ++i) batches.push_back(timed(count) / count);
+    if (graph) {
+      cudaGraph_t captured = nullptr;
+      cudaGraphExec_t replay = nullptr;
+      check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+      launch(count);  // recorded, not run
+      check(cudaStreamEndCapture(stream_, &captured), "cudaStreamEndCapture");
+      check(cudaGraphInstantiate(&replay, captured, 0), "cudaGraphInstantiate");
+      check(cudaGraphLaunch(replay, stream_), "cudaGraphLaunch");  // uploads the graph
+      for (int i = 0; i < repeats_; ++i) {
+        check(cudaEventRecord(start_, stream_), "cudaEventRecord");
+        check(cudaGraphLaunch(replay, stream_), "cudaGraphLaunch");
+        check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+        check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+        batches.push_back(double(ms) / count);
+      }
+      check(cudaGraphExecDestroy(replay), "cudaGraphExecDestroy");
+      check(cudaGraphDestroy(captured), "cudaGraphDestroy");
+    } else {
+      for (int i = 0; i < repeats_; ++i) batches.push_back(timed(count) / count);
+    }
     std::sort(batches.begin(), batches.end());
     return batches[batches.size() / 2];
   }
@@ -266,8 +296,8 @@ int main(int argc, char** argv) {
   }
 
   Runner runner(repeats);
-  std::printf("%-24s %-8s %-8s %-6s %-9s %-9s %s %s\n", "problem", "ms", "profiled", "ratio", "rel_l2", "rel_max",
-              "result", "kernel");
+  std::printf("%-24s %-8s %-11s %-8s %-6s %-9s %-9s %s %s\n", "problem", "ms", "launches ms", "profiled", "ratio",
+              "rel_l2", "rel_max", "result", "kernel");
   int failed = 0;
   for (const Case& c : cases) failed += !runner.run(c);
   std::printf("%d of %zu problems matched the reference\n", int(cases.size()) - failed, cases.size());

@@ -1,5 +1,6 @@
 // The launcher of best_kernels.h, compiled here once with the flags its kernels were measured
-// with (setup.py), behind the plain interface of best_conv.h.
+// with (setup.py), behind the plain interface of best_conv.h; with part 0 of its kernels, the
+// other parts in build/best_kernels_parts/ (BEST_KERNELS_PARTS, setup.py).
 #define BEST_KERNELS_IMPLEMENTATION
 #include "best_kernels.h"
 

@@ -5,7 +5,11 @@ and on a few it was not profiled on, and times both with CUDA events; a bad inpu
 
 Prints one row per problem; exit status 0 when every output matched (relative L2 error and the
 largest element error, relative to the largest reference element, both within 1e-3, as the
-profiler verifies) and every bad input raised.
+profiler verifies) and every bad input raised. Times are taken as the profiler takes them:
+operands rotated over copies that cover four times the L2 cache, the median over batches of
+about 1 ms, each batch of calls captured once in a CUDA graph and replayed (`ms`, the GPU's time,
+beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike), and called one after
+another from Python (`calls ms`: PyTorch's and the extension's cost per call included).
 """
 
 import argparse
@@ -25,27 +29,46 @@ def operands(n, h, w, c, k, r, s):
     return x, wt
 
 
-def time_ms(function, repeats):
-    """The median over `repeats` batches of about 1 ms of the time per call."""
-    for _ in range(10):
-        function()
+def operand_sets(n, h, w, c, k, r, s):
+    """Copies of the operands covering four times the L2 cache (at least one), as the profiler has."""
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    bytes_per_set = 2 * (n * h * w * c + k * r * s * c + n * h * w * k)
+    return [operands(n, h, w, c, k, r, s) for _ in range(max(1, min(64, -(-4 * l2 // bytes_per_set))))]
+
+
+def time_ms(function, sets, repeats, graph):
+    """The median over `repeats` batches of about 1 ms of the time per call of function(i), i
+    cycling over `sets`: each batch replayed from a CUDA graph (`graph`), or called from Python."""
+    for i in range(10):
+        function(i % sets)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def batch(count):
+    def elapsed(run, count):
         start.record()
-        for _ in range(count):
-            function()
+        run()
         stop.record()
         stop.synchronize()
         return start.elapsed_time(stop) / count
 
-    count = max(1, round(1.0 / max(batch(10), 1e-4)))
-    return sorted(batch(count) for _ in range(repeats))[repeats // 2]
+    def calls(count):
+        for i in range(count):
+            function(i % sets)
+
+    per_call = elapsed(lambda: calls(10), 10)
+    count = -(-max(1, round(1.0 / max(per_call, 1e-4))) // sets) * sets  # whole passes over the sets
+    if not graph:
+        return sorted(elapsed(lambda: calls(count), count) for _ in range(repeats))[repeats // 2]
+    replay = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(replay, capture_error_mode="relaxed"):
+        calls(count)
+    replay.replay()
+    return sorted(elapsed(replay.replay, count) for _ in range(repeats))[repeats // 2]
 
 
 def check(label, problem, profiled_ms, repeats) -> bool:
     n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
-    x, wt = operands(n, h, w, c, k, r, s)
+    sets = operand_sets(n, h, w, c, k, r, s)
+    x, wt = sets[0]
     args = ((stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
     kernel = best_conv.kernel_for(x, wt, *args)
     y = best_conv.conv2d(x, wt, *args)
@@ -54,11 +77,13 @@ def check(label, problem, profiled_ms, repeats) -> bool:
     rel_l2 = (error.norm() / expected.norm()).item()
     rel_max = (error.abs().max() / expected.abs().max()).item()
     ok = bool(torch.isfinite(y).all()) and rel_l2 <= TOLERANCE and rel_max <= TOLERANCE
-    ours = time_ms(lambda: best_conv.conv2d(x, wt, *args), repeats)
-    torch_ms = time_ms(lambda: F.conv2d(x, wt, None, *args), repeats)
+    ours = lambda i: best_conv.conv2d(*sets[i], *args)  # noqa: E731
+    ours_ms, calls_ms = (time_ms(ours, len(sets), repeats, graph) for graph in (True, False))
+    torch_ms = time_ms(lambda i: F.conv2d(*sets[i], None, *args), len(sets), repeats, True)
     shown = f"{profiled_ms:.4f}" if profiled_ms else "-"
-    print(f"{label:<22} {ours:8.4f} {shown:>8} {torch_ms:8.4f} {rel_l2:9.2e} {rel_max:9.2e} "
-          f"{'ok' if ok else 'MISMATCH'} {kernel}", flush=True)
+    ratio = f"{ours_ms / profiled_ms:.2f}" if profiled_ms else "-"
+    print(f"{label:<22} {ours_ms:8.4f} {shown:>8} {ratio:>5} {calls_ms:8.4f} {torch_ms:8.4f} {rel_l2:9.2e} "
+          f"{rel_max:9.2e} {'ok' if ok else 'MISMATCH'} {kernel}", flush=True)
     return ok
 
 
@@ -78,7 +103,8 @@ def main() -> int:
     repeats = max(1, parser.parse_args().repeats)
     torch.backends.cudnn.allow_tf32 = False  # the fp32 reference in fp32
     profiled = best_conv.profiled()
-    print(f"{'problem':<22} {'ms':>8} {'profiled':>8} {'torch ms':>8} {'rel_l2':>9} {'rel_max':>9} result kernel")
+    print(f"{'problem':<22} {'ms':>8} {'profiled':>8} {'ratio':>5} {'calls ms':>8} {'torch ms':>8} {'rel_l2':>9} "
+          f"{'rel_max':>9} result kernel")
     ok = [check(f"conv {i}", problem, ms, repeats) for i, (problem, ms) in enumerate(profiled)]
     if profiled:  # problems not profiled: the launcher's fallback kernels
         first = profiled[0][0]

@@ -7,7 +7,9 @@
 #include <torch/extension.h>
 
 #include <array>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "best_conv.h"
@@ -15,6 +17,29 @@
 namespace {
 
 namespace py = pybind11;
+
+// Refusals raise ValueError with a message built here: on the H200 machine's PyTorch 2.11 an
+// extension's TORCH_CHECK with a number in its message crashed the process instead of raising.
+void append(std::string& out, const char* part) { out += part; }
+void append(std::string& out, const std::string& part) { out += part; }
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+void append(std::string& out, T part) {
+  out += std::to_string(part);
+}
+
+template <typename... Parts>
+void require(bool ok, const Parts&... parts) {
+  if (ok) return;
+  std::string message = "best_conv.conv2d: ";
+  (append(message, parts), ...);
+  throw std::invalid_argument(message);
+}
+
+std::string shape(const torch::Tensor& t) {
+  std::string out = "(";
+  for (int64_t i = 0; i < t.dim(); ++i) out += (i ? ", " : "") + std::to_string(t.size(i));
+  return out + ")";
+}
 
 // An int, or a sequence of one or two ints, as (height, width).
 std::array<int, 2> pair(const py::object& value, const char* name, int least) {
@@ -25,26 +50,26 @@ std::array<int, 2> pair(const py::object& value, const char* name, int least) {
     try {
       values = value.cast<std::vector<int64_t>>();
     } catch (const py::cast_error&) {
-      TORCH_CHECK(false, "best_conv.conv2d: ", name, " must be an int or a pair of ints");
+      require(false, name, " must be an int or a pair of ints");
     }
     if (values.size() == 1) values.push_back(values[0]);
   }
-  TORCH_CHECK(values.size() == 2, "best_conv.conv2d: ", name, " must be an int or a pair of ints, got ",
+  require(values.size() == 2, name, " must be an int or a pair of ints, got ",
               values.size(), " values");
   for (int64_t v : values) {
-    TORCH_CHECK(v >= least && v <= (1 << 30), "best_conv.conv2d: ", name, " must be at least ", least, ", got ", v);
+    require(v >= least && v <= (1 << 30), name, " must be at least ", least, ", got ", v);
   }
   return {int(values[0]), int(values[1])};
 }
 
 void check_operand(const torch::Tensor& t, const char* name, const char* dims) {
-  TORCH_CHECK(t.is_cuda(), "best_conv.conv2d: ", name, " must be a CUDA tensor");
-  TORCH_CHECK(t.scalar_type() == torch::kHalf, "best_conv.conv2d: ", name, " must be float16, got ", t.scalar_type());
-  TORCH_CHECK(t.dim() == 4, "best_conv.conv2d: ", name, " must be 4-D ", dims, ", got ", t.dim(), "-D");
-  TORCH_CHECK(t.is_contiguous(torch::MemoryFormat::ChannelsLast), "best_conv.conv2d: ", name,
+  require(t.is_cuda(), name, " must be a CUDA tensor");
+  require(t.scalar_type() == torch::kHalf, name, " must be float16, got ", c10::toString(t.scalar_type()));
+  require(t.dim() == 4, name, " must be 4-D ", dims, ", got ", t.dim(), "-D");
+  require(t.is_contiguous(torch::MemoryFormat::ChannelsLast), name,
               " must be channels_last (", name, ".to(memory_format=torch.channels_last))");
   for (int64_t extent : t.sizes()) {
-    TORCH_CHECK(extent >= 1 && extent <= (1 << 30), "best_conv.conv2d: ", name, " has an extent ", extent);
+    require(extent >= 1 && extent <= (1 << 30), name, " has an extent ", extent);
   }
 }
 
@@ -52,8 +77,8 @@ best_conv::Problem problem_of(const torch::Tensor& x, const torch::Tensor& w, co
                               const py::object& padding, const py::object& dilation) {
   check_operand(x, "x", "(N, C, H, W)");
   check_operand(w, "w", "(K, C, R, S)");
-  TORCH_CHECK(x.device() == w.device(), "best_conv.conv2d: x and w are on different devices");
-  TORCH_CHECK(w.size(1) == x.size(1), "best_conv.conv2d: w has ", w.size(1), " input channels, x has ", x.size(1));
+  require(x.device() == w.device(), "x and w are on different devices");
+  require(w.size(1) == x.size(1), "w has ", w.size(1), " input channels, x has ", x.size(1));
   auto [stride_h, stride_w] = pair(stride, "stride", 1);
   auto [pad_h, pad_w] = pair(padding, "padding", 0);
   auto [dilation_h, dilation_w] = pair(dilation, "dilation", 1);
@@ -66,7 +91,7 @@ torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::o
   const best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
   const int64_t out_h = (int64_t(p.h) + 2 * p.pad_h - int64_t(p.dilation_h) * (p.r - 1) - 1) / p.stride_h + 1;
   const int64_t out_w = (int64_t(p.w) + 2 * p.pad_w - int64_t(p.dilation_w) * (p.s - 1) - 1) / p.stride_w + 1;
-  TORCH_CHECK(out_h >= 1 && out_w >= 1, "best_conv.conv2d: the ", p.r, "x", p.s,
+  require(out_h >= 1 && out_w >= 1, "the ", p.r, "x", p.s,
               " filter does not fit the padded ", p.h, "x", p.w, " input");
   const c10::cuda::CUDAGuard guard(x.device());
   torch::Tensor y = torch::empty({p.n, p.k, out_h, out_w}, x.options().memory_format(torch::MemoryFormat::ChannelsLast));
@@ -75,7 +100,7 @@ torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::o
   const std::string error = best_conv::conv2d_fprop(p, x.data_ptr(), w.data_ptr(), y.data_ptr(),
                                                     bytes ? workspace.data_ptr() : nullptr, bytes,
                                                     c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(error.empty(), "best_conv.conv2d: best_kernels::conv2d_fprop refused x ", x.sizes(), ", w ", w.sizes(),
+  require(error.empty(), "best_kernels::conv2d_fprop refused x ", shape(x), ", w ", shape(w),
               ", stride (", p.stride_h, ", ", p.stride_w, "), padding (", p.pad_h, ", ", p.pad_w, "), dilation (",
               p.dilation_h, ", ", p.dilation_w, "): ", error);
   return y;

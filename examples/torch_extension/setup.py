@@ -6,8 +6,10 @@ Finds best_kernels.h in generated/ of this checkout (where `scons best_kernels.h
 CUTLASS in the nvidia-cutlass package, unless BEST_KERNELS_DIR or CUTLASS_DIR (a CUTLASS source
 root) say otherwise; BEST_KERNELS_GENCODE overrides the device target, compute_90a/sm_90a. Set
 CUDA_HOME when PyTorch does not find the CUDA toolkit (a bare nvcc on PATH is not enough: the
-extension includes the CUDA runtime's headers). best_conv.cu compiles every kernel of the header:
-minutes for a ResNet-50 header.
+extension includes the CUDA runtime's headers). The header's kernels (up to a minute of one core
+each) are compiled in BEST_KERNELS_PARTS files (default 8): best_conv.cu with the launcher and
+part 0, build/best_kernels_parts/part<i>.cu the others, in parallel where PyTorch builds with ninja
+(MAX_JOBS says how many at once).
 """
 
 import importlib.util
@@ -40,15 +42,30 @@ cutlass = cutlass_dir()
 if not (cutlass / "include" / "cutlass" / "cutlass.h").is_file():
     sys.exit(f"setup.py: {cutlass} holds no include/cutlass/cutlass.h (set CUTLASS_DIR)")
 
+parts = os.environ.get("BEST_KERNELS_PARTS", "8")
+if not parts.isdigit() or int(parts) < 1:
+    sys.exit(f"setup.py: BEST_KERNELS_PARTS={parts!r}: expected a positive number")
+part_sources = []
+for part in range(1, int(parts)):
+    source = Path("build") / "best_kernels_parts" / f"part{part}.cu"
+    text = f'#define BEST_KERNELS_PART {part}\n#include "best_kernels.h"\n'
+    if not source.is_file() or source.read_text() != text:  # unchanged: not compiled again
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(text)
+    part_sources.append(str(source))
+
 # The flags the profiler measured the kernels with (best_kernels.h stops with an #error without
 # them). Naming the -gencode here keeps PyTorch from adding targets of its own.
 gencode = os.environ.get("BEST_KERNELS_GENCODE", "-gencode=arch=compute_90a,code=sm_90a")
 setup(
     name="best_conv",
     ext_modules=[CUDAExtension(
-        "best_conv", ["extension.cpp", "best_conv.cu"],
+        "best_conv", ["extension.cpp", "best_conv.cu", *part_sources],
         include_dirs=[str(HERE), str(header_dir), str(cutlass / "include"), str(cutlass / "tools" / "util" / "include")],
-        extra_compile_args={"cxx": ["-std=c++17", "-O3"],
-                            "nvcc": ["-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", gencode]})],
+        # The host compiler keeps the C++ standard PyTorch asks for: its headers built under another
+        # one break its own code (a refused input crashed where it should raise).
+        extra_compile_args={"cxx": ["-O3"],
+                            "nvcc": ["-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", gencode,
+                                     f"-DBEST_KERNELS_PARTS={parts}"]})],
     cmdclass={"build_ext": BuildExtension},
 )

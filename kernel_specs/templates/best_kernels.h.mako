@@ -1,6 +1,6 @@
 ## The header other builds include: per workload the chosen kernel, its CUTLASS type,
 ## its measured time, lookups from a problem to its kernel, and a launcher that runs them.
-## Inputs: banner, source, gpu, driver, cuda, cutlass, includes, embedded (project headers
+## Inputs: banner, source, gpu, driver, cuda, cutlass, timing (how the times were taken), includes, embedded (project headers
 ## the kernels and their profiler adapters need: name -> text), type_definitions, conv_entries,
 ## gemm_entries (each with 'launcher', its kernel's index in launchers), launchers (the kernels in
 ## the launcher's fallback order: name, adapter), device_arch (the kernels' compute capability,
@@ -9,7 +9,8 @@
 ${banner}
 //
 // For each workload, the fastest kernel whose output matched a reference convolution on
-// the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}.
+// the same inputs, as measured on: GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass}
+// (${timing}).
 //
 // Flags. Compile this header as the profiler compiled the kernels it measured: nvcc, the CUTLASS
 // include directories (include/ and tools/util/include/), and
@@ -32,7 +33,11 @@ ${banner}
 //   const char*     best_kernels::kernel_for(problem)         the kernel a launch runs, or nullptr
 // Define BEST_KERNELS_IMPLEMENTATION before including this header in exactly one .cu file of a
 // program: that file compiles the launcher and every kernel below (up to a minute of one core per
-// CUTLASS 3.x kernel); other files see the declarations. A problem listed below runs its chosen
+// CUTLASS 3.x kernel); other files see the declarations. To compile the kernels in parallel, split
+// them into parts: with BEST_KERNELS_PARTS=n defined in every file that includes the header, the
+// BEST_KERNELS_IMPLEMENTATION file compiles the launcher and part 0 of the kernels, and n - 1 other
+// .cu files, each defining BEST_KERNELS_PART=1, ..., n-1 (and BEST_KERNELS_PARTS=n), compile the
+// rest: kernel i of detail::kLaunchers is in part i % n. A problem listed below runs its chosen
 // kernel. Any other problem runs the first kernel of detail::kLaunchers that its profiler
 // adapter's can_implement accepts: the kernels below in the order they are first chosen in
 // kConv2dFprop, then in kGemm. A launch is asynchronous on `stream`; it returns
@@ -69,6 +74,12 @@ ${banner}
 // embedded conv_sm90_resident.h) is not CUTLASS's: `typename Kernel::Arguments args;`, then
 // `Kernel::initialize(args, x, w, y, n, h, w, c, k)` once per set of operands (nullptr on success,
 // else what failed), then `Kernel::run(args, multiprocessor_count, stream)`.
+// A kernel named *_splitk<S>_* or *_stream_k_* is kernelgen::SplitK<GemmUniversalAdapter<...>, S>
+// (the embedded stream_k_adapter.h): CUTLASS's stream-K tile scheduler splitting each tile's K S
+// ways (S = 0: as the scheduler chooses). Its workspace holds counters that must be zero when it
+// starts: the launcher zeroes them before every launch (a memset on the stream; it was timed so).
+// A kernel named kernelgen_sm80_simt_gemv_* is a matrix-vector kernel of the embedded gemv.h for
+// GEMMs of at most m<MaxM> rows: `Kernel::launch(problem, binding, stream)`.
 // A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
 #pragma once
 
@@ -236,7 +247,26 @@ cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::h
 cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a, const cutlass::half_t* b,
                      cutlass::half_t* d, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
-#if defined(BEST_KERNELS_IMPLEMENTATION)
+// Which of the kernels this file compiles (see the top of this header).
+#if defined(BEST_KERNELS_PARTS)
+#if !defined(BEST_KERNELS_PART) && defined(BEST_KERNELS_IMPLEMENTATION)
+#define BEST_KERNELS_PART 0
+#endif
+#if !defined(BEST_KERNELS_PART)
+#error "best_kernels.h: with BEST_KERNELS_PARTS, a file defines BEST_KERNELS_IMPLEMENTATION (the launcher and part 0) or BEST_KERNELS_PART (1 to BEST_KERNELS_PARTS - 1)"
+#elif BEST_KERNELS_PARTS < 1 || BEST_KERNELS_PART < 0 || BEST_KERNELS_PART >= BEST_KERNELS_PARTS
+#error "best_kernels.h: BEST_KERNELS_PART must be 0 to BEST_KERNELS_PARTS - 1"
+#endif
+#define BEST_KERNELS_IN_THIS_PART(i) ((i) % BEST_KERNELS_PARTS == BEST_KERNELS_PART)
+#elif defined(BEST_KERNELS_PART)
+#error "best_kernels.h: BEST_KERNELS_PART needs BEST_KERNELS_PARTS, the number of parts"
+#elif defined(BEST_KERNELS_IMPLEMENTATION)
+#define BEST_KERNELS_IN_THIS_PART(i) 1
+#else
+#define BEST_KERNELS_IN_THIS_PART(i) 0
+#endif
+
+#if defined(BEST_KERNELS_IMPLEMENTATION) || defined(BEST_KERNELS_PARTS)
 namespace detail {
 
 // One kernel behind the adapter the profiler measured it through (embedded above).
@@ -287,16 +317,33 @@ struct Adapted {
   }
 };
 
-template <typename Operation>
-constexpr Launcher adapted(const char* kernel) {
-  return {kernel, &Adapted<Operation>::supports, &Adapted<Operation>::workspace, &Adapted<Operation>::launch};
+// Each kernel's entry points, defined in the file of its part.
+% for i, launcher in enumerate(launchers):
+
+// kLaunchers[${i}]: ${launcher['name']}
+bool supports_${i}(const kernelgen::Conv2dProblem& p);
+size_t workspace_${i}(const kernelgen::Conv2dProblem& p);
+bool launch_${i}(const kernelgen::Conv2dProblem& p, const kernelgen::Conv2dBinding& b, cudaStream_t stream);
+#if BEST_KERNELS_IN_THIS_PART(${i})
+using Operation${i} = ${launcher['adapter']};
+bool supports_${i}(const kernelgen::Conv2dProblem& p) { return Adapted<Operation${i}>::supports(p); }
+size_t workspace_${i}(const kernelgen::Conv2dProblem& p) { return Adapted<Operation${i}>::workspace(p); }
+bool launch_${i}(const kernelgen::Conv2dProblem& p, const kernelgen::Conv2dBinding& b, cudaStream_t stream) {
+  return Adapted<Operation${i}>::launch(p, b, stream);
 }
+#endif
+% endfor
+
+}  // namespace detail
+#endif  // BEST_KERNELS_IMPLEMENTATION || BEST_KERNELS_PARTS
+
+#if defined(BEST_KERNELS_IMPLEMENTATION)
+namespace detail {
 
 // The fallback order: the kernels as first chosen in kConv2dFprop, then in kGemm.
 inline constexpr Launcher kLaunchers[] = {
-% for launcher in launchers:
-    adapted<${launcher['adapter']}>(
-        "${launcher['name']}"),
+% for i, launcher in enumerate(launchers):
+    {"${launcher['name']}", &supports_${i}, &workspace_${i}, &launch_${i}},
 % endfor
 };
 constexpr int kLauncherCount = int(sizeof(kLaunchers) / sizeof(kLaunchers[0]));

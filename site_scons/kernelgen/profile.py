@@ -53,6 +53,7 @@ class Device:
     driver: str
     cuda: str
     cutlass: str
+    timing: str = "graph"  # how the profiler times (results.TIMINGS)
 
     def matches(self, row: dict) -> bool:
         return all(str(row[k]) == getattr(self, k) for k in results.PROVENANCE)
@@ -87,8 +88,11 @@ def query_gpu() -> tuple[str, str]:
 
 
 def parse_device_line(fields: list[str], driver: str) -> Device:
-    # device NAME CC SMS L2 CUDA_RUNTIME CUDA_DRIVER CUTLASS
-    return Device(gpu=fields[1], driver=driver, cuda=fields[5], cutlass=fields[7])
+    # device NAME CC SMS L2 CUDA_RUNTIME CUDA_DRIVER CUTLASS TIMING
+    timing = fields[8] if len(fields) > 8 else results.UNRECORDED_TIMING
+    if timing not in results.TIMINGS:
+        raise KernelgenError(f"the profiler times as {timing!r}, not one of {', '.join(results.TIMINGS)}")
+    return Device(gpu=fields[1], driver=driver, cuda=fields[5], cutlass=fields[7], timing=timing)
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -225,7 +229,7 @@ class Runner:
         row = {c: None for c in results.COLUMNS}
         row.update(workload=problem.name, kernel=kernel, status=status, family=info["family"],
                    kernel_hash=info["hash"], gpu=self.device.gpu, driver=self.device.driver,
-                   cuda=self.device.cuda, cutlass=self.device.cutlass,
+                   cuda=self.device.cuda, cutlass=self.device.cutlass, timing=self.device.timing,
                    measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
         row.update(values)
         return row
@@ -324,7 +328,8 @@ class Runner:
 
 
 def _stack(row: dict) -> str:
-    return f"GPU {row['gpu']}, driver {row['driver']}, CUDA {row['cuda']}, CUTLASS {row['cutlass']}"
+    return (f"GPU {row['gpu']}, driver {row['driver']}, CUDA {row['cuda']}, CUTLASS {row['cutlass']}, "
+            f"timed by {row.get('timing') or results.UNRECORDED_TIMING}")
 
 
 def _duration(seconds: float) -> str:
@@ -332,8 +337,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def device_of(profiler: Path, driver: str) -> Device:
-    out = subprocess.run([str(profiler), "--device"], capture_output=True, text=True, timeout=120)
+def device_of(profiler: Path, driver: str, extra_args=()) -> Device:
+    """The profiler's device line, as it reports with ``extra_args`` (they say how it times)."""
+    out = subprocess.run([str(profiler), "--device", *extra_args], capture_output=True, text=True, timeout=120)
     for line in out.stdout.splitlines():
         fields = line.split("\t")
         if fields[0] == "device":
@@ -361,9 +367,10 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     if not results.gpu_slug(gpu):
         raise KernelgenError(f"nvidia-smi names the GPU {gpu!r}, which gives no folder name for its results")
     runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, gpu), timeout, list(extra_args), log)
-    runner.device = device_of(profiler, driver)
+    runner.device = device_of(profiler, driver, list(extra_args))
     log(f"profiling {len(problems)} workload(s) of {workload_file} x {len(manifest['kernels'])} kernel(s) "
-        f"on {runner.device.gpu} (driver {driver}, CUDA {runner.device.cuda}, CUTLASS {runner.device.cutlass})")
+        f"on {runner.device.gpu} (driver {driver}, CUDA {runner.device.cuda}, CUTLASS {runner.device.cutlass}; "
+        f"timed by {runner.device.timing})")
     states = runner.plan(problems)
     up_to_date = sum(1 for s in states if not s.pending)
     if up_to_date:

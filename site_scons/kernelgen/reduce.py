@@ -54,7 +54,7 @@ def load_set(results_dir, problems) -> pd.DataFrame:
 
 
 def _describe(row) -> str:
-    return f"GPU {row.gpu}, driver {row.driver}, CUDA {row.cuda}, CUTLASS {row.cutlass}"
+    return f"GPU {row.gpu}, driver {row.driver}, CUDA {row.cuda}, CUTLASS {row.cutlass}, timed by {row.timing}"
 
 
 def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
@@ -141,12 +141,17 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
         templates, "best_kernels.h.mako", "best_kernels.h",
         banner=render.BANNER.format(source=comment(f"scons best_kernels.h from {source}")),
         source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
-        cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
+        cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]), timing=TIMING_TEXT[first["timing"]],
         includes=includes, embedded=embedded, **sections,
         launchers=[{"name": n, "adapter": f"{kernels_by_name[n].adapter}<{n}>"} for n in order],
         device_arch=device_arch, arch_specific=arch_specific,
         device_target=f"{device_arch}{TARGETS[device_arch].suffix if arch_specific else ''}",
         type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
+
+
+# How the header says its times were taken (results.TIMINGS).
+TIMING_TEXT = {"graph": "GPU time, each batch of launches replayed from a CUDA graph",
+               "launches": "launched back to back from the host, the host's cost per launch included"}
 
 
 def target_arch(kernels) -> tuple:

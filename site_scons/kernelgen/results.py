@@ -25,12 +25,18 @@ from .render import write_generated
 COLUMNS = (
     "workload", "kernel", "status", "runtime_ms", "min_ms", "max_ms", "iterations", "gflops",
     "rel_l2_error", "rel_max_error", "message", "family", "kernel_hash",
-    "gpu", "driver", "cuda", "cutlass", "measured_at",
+    "gpu", "driver", "cuda", "cutlass", "measured_at", "timing",
 )
 REQUIRED = ("workload", "kernel", "status", "runtime_ms", "kernel_hash", "gpu", "driver", "cuda", "cutlass")
 STATUSES = ("ok", "unsupported", "incorrect", "failed", "crashed", "timeout")
 NUMERIC = ("runtime_ms", "min_ms", "max_ms", "iterations", "gflops", "rel_l2_error", "rel_max_error")
-PROVENANCE = ("gpu", "driver", "cuda", "cutlass")
+PROVENANCE = ("gpu", "driver", "cuda", "cutlass", "timing")
+# How runtime_ms was timed: "graph", each batch of launches replayed from a CUDA graph (GPU time,
+# the profiler's default), or "launches", launched back to back from the host (host cost
+# included). A file written before the column existed was timed so: its rows (and an empty
+# cell) read as "launches".
+TIMINGS = ("graph", "launches")
+UNRECORDED_TIMING = "launches"
 
 # A number as the profile driver writes it: ASCII decimal or exponent notation, or inf.
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^[+-]?inf(?:inity)?$", re.IGNORECASE)
@@ -170,13 +176,16 @@ def validate(frame: pd.DataFrame, path, lines=None) -> pd.DataFrame:
     frame = frame.copy()
     for column in COLUMNS:
         if column not in frame.columns:
-            frame[column] = ""
+            frame[column] = UNRECORDED_TIMING if column == "timing" else ""
     frame = frame[list(COLUMNS)]
+    frame["timing"] = frame["timing"].where(frame["timing"] != "", UNRECORDED_TIMING)
     for i, row in enumerate(frame.itertuples(index=False)):
         if row.status not in STATUSES:
             raise ResultsError(path, f"line {line_of(i)}: status {row.status!r} is not one of {', '.join(STATUSES)}")
         if not row.workload or not row.kernel:
             raise ResultsError(path, f"line {line_of(i)}: empty workload or kernel")
+        if row.timing not in TIMINGS:
+            raise ResultsError(path, f"line {line_of(i)}: timing {row.timing!r} is not one of {', '.join(TIMINGS)}")
     numbers = {}
     for column in NUMERIC:
         text = frame[column]

@@ -29,8 +29,8 @@ class Conv2dFpropSm90Persistent(GemmSm90):
     op = "conv2d_fprop"
     template = TEMPLATE
     family_includes = INCLUDES
-    adapter = "kernelgen::Conv2dPersistentOperation3x"
-    adapter_header = "conv2d_adapter_3x.h"
+    default_adapter = "kernelgen::Conv2dPersistentOperation3x", "conv2d_adapter_3x.h"
+    stream_k_adapter = "kernelgen::Conv2dPersistentStreamKOperation3x", "stream_k_adapter.h"
 
     def operation(self) -> tuple[str, str]:
         e, o = self.element, self.output

@@ -8,7 +8,10 @@ warpgroups share one tile; pingpong: they alternate tiles), a tile scheduler, th
 shapes and epilogue subtiles to build it with, and optionally how many TMA stores of D the
 epilogue keeps in flight (``store_stages``). Each entry x cluster x epilogue subtile is one
 kernel. The family's ``source`` says whether the epilogue has a source operand C (absent: C
-typed as the output and never read; "void": none).
+typed as the output and never read; "void": none). With the stream-K tile scheduler an entry
+may list ``splits``: one kernel per value, each splitting every output tile's K that many ways
+(split-K); without, the scheduler splits as it sees fit (stream-K). Such kernels zero their
+workspace's counters before each launch (profiler/stream_k_adapter.h).
 """
 
 from dataclasses import dataclass
@@ -58,6 +61,9 @@ ENTRY = S.Table((
     S.Key("epilogue_tiles", S.list_of(S.int_tuple(2, 8, 256)), (None,)),
     # TMA stores of D in flight (profiler/epilogue_sm90.h); absent: CUTLASS's builder, at most two.
     S.Key("store_stages", S.integer(2, 16), None),
+    # With the stream-K scheduler: split every output tile's K this many ways (split-K), one
+    # kernel per value; absent: as the scheduler chooses (stream-K). profiler/stream_k_adapter.h.
+    S.Key("splits", S.list_of(S.integer(2, 64)), (None,)),
 ))
 
 
@@ -74,14 +80,23 @@ class GemmSm90:
     epilogue_tile: tuple = None  # None: EpilogueTileAuto
     source: str = None  # None: C typed and placed as the output; "void": none (SOURCES)
     store_stages: int = None  # None: the epilogue CUTLASS's builder makes
+    splits: int = None  # with the stream-K scheduler: K split this many ways; None: its own choice
 
     op = "gemm"
     arch = 90
     arch_specific = True
     template = TEMPLATE
     family_includes = INCLUDES
-    adapter = "kernelgen::GemmOperation3x"
-    adapter_header = "gemm_adapter_3x.h"
+    default_adapter = "kernelgen::GemmOperation3x", "gemm_adapter_3x.h"
+    stream_k_adapter = "kernelgen::GemmStreamKOperation3x", "stream_k_adapter.h"
+
+    @property
+    def adapter(self) -> str:
+        return (self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter)[0]
+
+    @property
+    def adapter_header(self) -> str:
+        return (self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter)[1]
 
     @property
     def alignment(self) -> int:
@@ -106,9 +121,13 @@ class GemmSm90:
         operation, layouts = self.operation()
         return (f"cutlass3x_sm90_tensorop_{operation}"
                 f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0{layouts}_align{self.alignment}"
-                f"{SM90_TILE_SCHEDULERS[self.scheduler][1]}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
+                f"{self.scheduler_suffix}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}"
                 f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}")
+
+    @property
+    def scheduler_suffix(self) -> str:
+        return SM90_TILE_SCHEDULERS[self.scheduler][1] if self.splits is None else f"_splitk{self.splits}"
 
     def values(self) -> dict:
         kernel, _, epilogue, _ = SM90_GEMM_SCHEDULES[self.schedule]
@@ -124,6 +143,8 @@ class GemmSm90:
             "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
             "epilogue_tile": epilogue_tile_cpp(self.epilogue_tile),
             "store_stages": self.store_stages,
+            # the K split of a stream-K kernel (kernelgen::SplitK): 0, the scheduler's choice; None: not stream-K
+            "splits": None if self.scheduler != "stream_k" else (self.splits or 0),
         }
 
 
@@ -148,6 +169,8 @@ def check_entry(path, entry, fam, spec):
     check_sm90_tile_k(path, entry, fam["element"], k, "tile")
     if spec["scheduler"] == "stream_k" and spec["schedule"] != "cooperative":
         raise SpecError(path, "stream-K tile scheduling needs the cooperative schedule", entry, "scheduler")
+    if spec["splits"] != (None,) and spec["scheduler"] != "stream_k":
+        raise SpecError(path, "splits needs the stream-K tile scheduler (scheduler = \"stream_k\")", entry, "splits")
     for i, cluster in enumerate(spec["clusters"]):
         check_sm90_cluster(path, f"{entry}.clusters[{i}]", cluster)
     for i, epi in enumerate(spec["epilogue_tiles"]):
@@ -184,8 +207,8 @@ def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
                         scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"],
-                        store_stages=spec["store_stages"])
-                    for cluster in spec["clusters"] for epi in spec["epilogue_tiles"]]
+                        store_stages=spec["store_stages"], splits=splits)
+                    for cluster in spec["clusters"] for epi in spec["epilogue_tiles"] for splits in spec["splits"]]
     return kernels
 
 

@@ -1,0 +1,77 @@
+"""Matrix-vector kernels of this project (profiler/gemv.h) for GEMMs with few rows: D (m x n) =
+A (m x k) B^T in fp16 with fp32 accumulation, m <= ``max_m``: batch-1 and small-batch fully
+connected layers, and 1x1 stride-1 unpadded convolutions of at most ``max_m`` pixels. Such a
+product streams B once and is bound by memory; tensor-core tiles of 64 rows and more would
+compute mostly padding and leave most SMs idle.
+
+A spec lists entries of ``max_m`` (the most rows of A a kernel takes), ``rows`` (output columns
+per CTA), ``threads`` (per CTA, striding over K in 16-byte chunks) and ``unroll`` (chunks of
+each B row a thread loads before using any). K must be a multiple of 8; other shapes are
+``unsupported``.
+"""
+
+from dataclasses import dataclass
+
+from .. import spec_schema as S
+from ..errors import SpecError
+from .common import expand_fixed_type_entries, fixed_type_family
+
+KIND = "gemv"
+TEMPLATE = "gemv.mako"
+TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what the kernel is written for
+MAX_REGISTERS_PER_THREAD = 255
+# Registers besides the accumulators and the B chunks in flight (pointers, indices, an A chunk).
+BASE_REGISTERS = 40
+
+FAMILY = fixed_type_family(KIND)
+ENTRY = S.Table((
+    S.Key("max_m", S.integer(1, 64)),
+    S.Key("rows", S.integer(1, 64)),
+    S.Key("threads", S.one_of((32, 64, 128, 256, 512, 1024))),
+    S.Key("unroll", S.integer(1, 16)),
+))
+
+
+@dataclass(frozen=True)
+class Gemv:
+    family: str
+    max_m: int
+    rows: int
+    threads: int
+    unroll: int
+
+    element = TYPES["element"]
+    accumulator = TYPES["accumulator"]
+    output = TYPES["output"]
+    op = "gemm"
+    arch = 80
+    arch_specific = False  # plain CUDA: any GPU the other kernels run on
+    template = TEMPLATE
+    includes = ("gemv.h",)
+    adapter = "kernelgen::DirectOperation"
+    adapter_header = "direct_adapter.h"
+
+    @property
+    def name(self) -> str:
+        return (f"kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m{self.max_m}_rows{self.rows}"
+                f"_threads{self.threads}_unroll{self.unroll}")
+
+    def registers(self) -> int:
+        """A thread's registers, about: its fp32 sums, its B chunks in flight (4 each), the rest."""
+        return self.max_m * self.rows + 4 * self.unroll * self.rows + BASE_REGISTERS
+
+    def values(self) -> dict:
+        return {"max_m": self.max_m, "rows": self.rows, "threads": self.threads, "unroll": self.unroll}
+
+
+def check(path, entry, kernel) -> None:
+    """Refuse a kernel whose thread would need more registers than a thread has, naming the key."""
+    need = kernel.registers()
+    if need > MAX_REGISTERS_PER_THREAD:
+        raise SpecError(path, f"max_m {kernel.max_m} x rows {kernel.rows} sums and unroll {kernel.unroll} x rows "
+                        f"{kernel.rows} chunks in flight need about {need} registers a thread, more than "
+                        f"{MAX_REGISTERS_PER_THREAD}", entry, "unroll")
+
+
+def expand(path, raw: dict) -> list:
+    return expand_fixed_type_entries(Gemv, FAMILY, ENTRY, path, raw, TYPES, check)

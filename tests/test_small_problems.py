@@ -1,0 +1,104 @@
+"""Kernels for small problems: matrix-vector kernels (profiler/gemv.h) for GEMMs of a few rows,
+and stream-K / split-K CUTLASS kernels (profiler/stream_k_adapter.h) for problems with few
+output tiles and a long K. What they render to, what they serve, and on a GPU that they are
+verified on the layers they serve, relaunched many times (a split-K launch on the counters
+another left would never finish), and refuse the others."""
+
+import os
+
+import pytest
+
+from conftest import ROOT, requires_gpu
+from kernelgen import render
+from kernelgen.ops import serves
+from kernelgen.ops.gemm import GemmProblem
+from kernelgen.specs import load_catalog
+from kernelgen.workloads import parse_workloads
+from test_gpu_profile import scons, this_gpu
+from kernelgen import results
+
+TEMPLATES = ROOT / "kernel_specs" / "templates"
+CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
+GEMV = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m4_rows4_threads128_unroll2"
+GEMV_1 = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows4_threads128_unroll4"
+SPLIT_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_splitk2"
+              "_warpspecialized_cooperative_epi_tma")
+STREAM_K_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_stream_k"
+                 "_warpspecialized_cooperative_epi_tma")
+SPLIT_CONV = ("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_void_f16nhwc_128x64x64_1x1x1_0_align8_splitk2"
+              "_warpspecialized_cooperative_epi_tma")
+
+
+def source(name):
+    return render.kernel_source(render.lookup(TEMPLATES), CATALOG[name])
+
+
+def test_a_split_k_kernel_is_the_cutlass_kernel_run_with_its_split_and_a_workspace_reset_per_launch():
+    text = source(SPLIT_GEMM)
+    assert f"using {SPLIT_GEMM} = kernelgen::SplitK<cutlass::gemm::device::GemmUniversalAdapter<{SPLIT_GEMM}_base>, 2>;" \
+        in text
+    assert "cutlass::gemm::StreamKScheduler>;" in text
+    assert '#include "stream_k_adapter.h"' in text
+    assert f"kernelgen::GemmStreamKOperation3x<::{SPLIT_GEMM}>" in text
+    stream_k = source(STREAM_K_GEMM)
+    assert f"GemmUniversalAdapter<{STREAM_K_GEMM}_base>, 0>;" in stream_k, "0: the scheduler's own split"
+    conv = source(SPLIT_CONV)
+    assert f"kernelgen::Conv2dPersistentStreamKOperation3x<::{SPLIT_CONV}>" in conv
+    assert "kernelgen::Sm90PersistentFprop<" in conv and ", 2>;" in conv
+    adapter = (ROOT / "profiler" / "stream_k_adapter.h").read_text()
+    run = adapter[adapter.index("bool run(size_t index"):]
+    assert run.index("initialize_workspace") < run.index("->run(stream)"), "the counters are zeroed before each launch"
+
+
+def test_a_kernel_without_a_split_renders_as_before():
+    plain = SPLIT_GEMM.replace("_splitk2", "").replace("_f32_void_f16_", "_f32_f16_f16_")
+    text = source(plain)
+    assert f"using {plain} = cutlass::gemm::device::GemmUniversalAdapter<{plain}_base>;" in text
+    assert "SplitK" not in text and "stream_k_adapter.h" not in text
+
+
+def test_a_matrix_vector_kernel_serves_gemms_and_renders_its_parameters():
+    kernel = CATALOG[GEMV]
+    assert (kernel.op, kernel.element, kernel.arch, kernel.arch_specific) == ("gemm", "f16", 80, False)
+    assert serves(kernel, GemmProblem(m=1, n=4096, k=25088)) and not serves(kernel, GemmProblem(1, 8, 8, dtype="bf16"))
+    text = source(GEMV)
+    assert f"using {GEMV} = kernelgen::Gemv<4, 4, 128, 2>;" in text
+    assert '#include "gemv.h"' in text and f"kernelgen::DirectOperation<::{GEMV}>" in text
+
+
+SMALL = {
+    # (layers it computes, layers it refuses with a word of the reason)
+    GEMV: ({"gemm m=1 n=1000 k=2048", "gemm m=3 n=257 k=1032", "gemm m=4 n=64 k=8",
+            "conv2d_fprop n=1 h=2 w=2 c=512 k=100 r=1 s=1"},
+           {"gemm m=5 n=64 k=64": "at most 4 rows", "gemm m=2 n=64 k=60": "multiple of 8",
+            "conv2d_fprop n=1 h=2 w=2 c=64 k=64 r=3 s=3 pad=1": "not a GEMM"}),
+    GEMV_1: ({"gemm m=1 n=4096 k=25088", "gemm m=1 n=7 k=4104"}, {"gemm m=2 n=64 k=64": "at most 1 rows"}),
+    SPLIT_GEMM: ({"conv2d_fprop n=1 h=7 w=7 c=2048 k=512 r=1 s=1", "gemm m=256 n=4096 k=4096", "gemm m=3 n=200 k=136"},
+                 {"conv2d_fprop n=1 h=7 w=7 c=512 k=512 r=3 s=3 pad=1": "not a GEMM"}),
+    STREAM_K_GEMM: ({"conv2d_fprop n=1 h=14 w=14 c=1024 k=256 r=1 s=1", "gemm m=1 n=1000 k=2048"}, {}),
+    SPLIT_CONV: ({"conv2d_fprop n=1 h=7 w=7 c=512 k=512 r=3 s=3 pad=1",
+                  "conv2d_fprop n=1 h=14 w=14 c=1024 k=2048 r=1 s=1 stride=2",
+                  "conv2d_fprop n=2 h=9 w=11 c=64 k=72 r=3 s=3 pad=1"}, {}),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("kernel", sorted(SMALL))
+def test_small_problem_kernels_are_verified_relaunched_and_refuse_other_layers(tmp_path, kernel):
+    computes, refuses = SMALL[kernel]
+    layers = sorted(computes | set(refuses))
+    text = "".join(f"{layer}\n" for layer in layers)
+    workloads = tmp_path / "layers.txt"
+    workloads.write_text(text)
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    scons("profile", f"WORKLOADS={workloads}", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}",
+          "PROFILE_TIMEOUT=20")
+    for layer, problem in zip(layers, parse_workloads(text)):
+        frame = results.read_csv(this_gpu(tmp_path / "results", "layers") / f"{problem.name}.csv")
+        row = frame.iloc[0]
+        if layer in computes:
+            assert row["status"] == "ok", (layer, row["message"])
+            assert 0 < row["rel_l2_error"] < 1e-3 and row["rel_max_error"] < 1e-3, layer
+            assert row["iterations"] >= 20 and row["timing"] == "graph", "launched again and again"
+        else:
+            assert row["status"] == "unsupported" and refuses[layer] in row["message"], (layer, row["message"])
