@@ -15,8 +15,11 @@
 // recorded is still the median of its own batches (ITERATIONS says how many launches).
 //
 // Job file, one record per line:
-//   workload NAME conv2d_fprop N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
+//   workload NAME OP EXTENTS...    (OP and its extents: a row of kJobOps below)
+//     workload NAME conv2d_fprop N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
+//     workload NAME gemm M N K     (D = A B^T, run as the 1x1 convolution it is)
 //   kernel NAME TOLERANCE          (belongs to the workload above it)
+// The job file is read, and refused naming its line, before the GPU is asked anything.
 //
 // Output on stdout, one tab-separated record per line, flushed as it is written:
 //   device NAME CC SMS L2_BYTES CUDA_RUNTIME CUDA_DRIVER CUTLASS TIMING   (TIMING: graph or launches)
@@ -120,6 +123,30 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+// The ops a job line may name: how many extents follow the op, and the convolution the kernels
+// are given for them (every kernel's interface is the forward convolution's, operation.h).
+struct JobOp {
+  const char* name;
+  int extents;
+  Conv2dProblem (*problem)(const std::vector<int>& v);
+};
+
+const JobOp kJobOps[] = {
+    {"conv2d_fprop", 13,
+     [](const std::vector<int>& v) {
+       return Conv2dProblem{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
+     }},
+    {"gemm", 3,  // M N K: M pixels, K channels, N filters
+     [](const std::vector<int>& v) { return Conv2dProblem{v[0], 1, 1, v[2], v[1], 1, 1, 0, 0, 1, 1, 1, 1}; }},
+};
+
+const JobOp* job_op(const std::string& name) {
+  for (const JobOp& op : kJobOps) {
+    if (name == op.name) return &op;
+  }
+  return nullptr;
+}
+
 std::vector<WorkloadJob> read_jobs(const std::string& path) {
   std::ifstream in(path);
   if (!in) die("cannot read job file " + path);
@@ -134,13 +161,21 @@ std::vector<WorkloadJob> read_jobs(const std::string& path) {
     auto bad = [&](const char* why) { die(path + ":" + std::to_string(lineno) + ": " + why); };
     if (record == "workload") {
       WorkloadJob job;
-      std::string op;
-      Conv2dProblem& p = job.problem;
-      if (!(fields >> job.name >> op)) bad("expected: workload NAME OP ...");
-      if (op != "conv2d_fprop") bad("unknown operation");
-      if (!(fields >> p.n >> p.h >> p.w >> p.c >> p.k >> p.r >> p.s >> p.pad_h >> p.pad_w >> p.stride_h >>
-            p.stride_w >> p.dilation_h >> p.dilation_w))
-        bad("expected 13 integers after conv2d_fprop");
+      std::string name;
+      if (!(fields >> job.name >> name)) bad("expected: workload NAME OP ...");
+      const JobOp* op = job_op(name);
+      if (op == nullptr) bad(("unknown operation " + name).c_str());
+      std::vector<int> extents(op->extents);
+      for (int& extent : extents) {
+        if (!(fields >> extent)) bad(("expected " + std::to_string(op->extents) + " integers after " + name).c_str());
+      }
+      std::string extra;
+      if (fields >> extra) bad(("more than " + std::to_string(op->extents) + " integers after " + name).c_str());
+      job.problem = op->problem(extents);
+      const Conv2dProblem& p = job.problem;
+      if (p.n < 1 || p.h < 1 || p.w < 1 || p.c < 1 || p.k < 1 || p.r < 1 || p.s < 1 || p.pad_h < 0 ||
+          p.pad_w < 0 || p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1)
+        bad("an extent below 1, or padding below 0");
       if (p.p() < 1 || p.q() < 1) bad("problem has no output");
       jobs.push_back(job);
     } else if (record == "kernel") {
@@ -513,10 +548,11 @@ int main(int argc, char** argv) {
     for (const Registration& r : registry()) std::printf("%s\n", r.name);
     return 0;
   }
+  std::vector<WorkloadJob> jobs;
+  if (!options.device_only) jobs = read_jobs(options.jobs_path);  // refused before the GPU is asked
   Device device = open_device();
   print_device(device, options);
   if (options.device_only) return 0;
-  std::vector<WorkloadJob> jobs = read_jobs(options.jobs_path);
   try {
     Profiler profiler(device, options, jobs);
     for (const WorkloadJob& job : jobs) profiler.run(job);

@@ -46,8 +46,8 @@ def test_every_op_module_has_the_whole_interface_and_is_keyed_by_its_problems_op
            "8 14 14 64 64 3 3 1 1 1 1 1 1"),
     ("conv2d_fprop n=1 h=9 w=7 c=3 k=8 r=7 s=5 pad_h=3 pad_w=2 stride_h=2 stride_w=1 dilation_w=2",
      "workload conv2d_fprop_f16_n1_h9_w7_c3_k8_r7_s5_pad3x2_str2x1_dil1x2 conv2d_fprop 1 9 7 3 8 7 5 3 2 2 1 1 2"),
-    ("gemm m=256 n=1000 k=2048", "workload gemm_f16_m256_n1000_k2048 conv2d_fprop 256 1 1 2048 1000 1 1 0 0 1 1 1 1"),
-], ids=["conv", "conv, every field its own", "gemm as a 1x1 convolution"])
+    ("gemm m=256 n=1000 k=2048", "workload gemm_f16_m256_n1000_k2048 gemm 256 1000 2048"),
+], ids=["conv", "conv, every field its own", "gemm, its own op"])
 def test_the_job_line_of_each_op_is_what_the_profiler_reads(text, job):
     problem, = parse_workloads(text + "\n")
     assert ops.op_of(problem).job_line(problem) == job
@@ -215,3 +215,13 @@ def test_a_gemm_and_the_1x1_convolution_it_runs_as_are_different_lookups():
     problems = parse_workloads(f"gemm m=8 n=16 k=32\nconv2d_fprop n=8 h=1 w=1 c=32 k=16 r=1 s=1 dtype=bf16\n"
                                f"{CONV.replace('k=64', 'k=128')} dtype=bf16\n{CONV}\n")
     ops.check_header_keys(problems, "w.txt")  # no two differ in dtype only
+
+
+def test_every_op_module_is_found_by_its_op_and_nothing_else_is():
+    import re
+    from pathlib import Path
+
+    modules = sorted(p.stem for p in Path(ops.__file__).parent.glob("*.py")
+                     if re.search(r"^OP = ", p.read_text(), re.MULTILINE))
+    assert [m.__name__.rsplit(".", 1)[1] for m in ops.OPS.values()] == modules, "all of them, in name order"
+    assert "common" not in modules

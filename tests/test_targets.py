@@ -73,7 +73,9 @@ clusters = [[2, 2, 1]]
     ({"max_cluster_ctas": 2}, CLUSTERED, "cluster 2x2 holds 4 CTAs; SM90 allows at most 2 portably"),
     ({"shared_memory": 96 * 1024}, CLUSTERED.replace("[[2, 2, 1]]", "[[1, 1, 1]]") + "stages = 4\n",
      "4 stages of a 128x128x64 tile need 131072 bytes of shared memory, more than SM90's 98304"),
-], ids=["largest cluster", "shared memory"])
+    ({"tile_k": (128, 32)}, CLUSTERED.replace("[[2, 2, 1]]", "[[1, 1, 1]]"),
+     "tile K 64 is not a multiple of 128 elements and 32 bytes"),
+], ids=["largest cluster", "shared memory", "tile K"])
 def test_the_sm90_checks_read_the_table(tmp_path, monkeypatch, change, spec, message):
     path = family(tmp_path, spec)
     assert load_family(path)  # as the table stands, the spec is fine
@@ -93,3 +95,13 @@ def test_a_2x_family_is_checked_against_the_shared_memory_of_its_own_architectur
     with pytest.raises(SpecError, match=re.escape(f"need {need} bytes of shared memory, more than "
                                                   f"SM{arch}'s {limit}")):
         load_family(family(tmp_path, spec))
+
+
+def test_the_sm90_families_name_the_schedules_of_the_sm90_row():
+    schedules = TARGETS[90].schedules
+    gemm = [k for k in CATALOG if k.family.startswith("gemm")]
+    assert {k.schedule for k in gemm} <= set(schedules["gemm"]) and {k.scheduler for k in gemm} <= \
+        set(schedules["tile_scheduler"])
+    for kernel in gemm[:3]:
+        assert schedules["gemm"][kernel.schedule][0] in render.kernel_source(TEMPLATES, kernel)
+    assert not any(t.schedules for sm, t in TARGETS.items() if sm != 90), "the 2.x families need none"

@@ -1,8 +1,9 @@
 """The closed vocabulary of kernel specs and their C++ spellings.
 
-Every value a spec may name is a key of one of these maps; every string that
-reaches a template comes from a map value or is an integer. A spec therefore
-cannot paste arbitrary text into the generated C++.
+Every value a spec may name is a key of one of these maps or of an architecture's
+schedules (``targets.py``); every string that reaches a template comes from a map
+value or is an integer. A spec therefore cannot paste arbitrary text into the
+generated C++.
 """
 
 from dataclasses import dataclass
@@ -42,30 +43,9 @@ SWIZZLES = {
 }
 DEFAULT_SWIZZLE = "identity4"
 
-# CUTLASS 3.x SM90 conv mainloop schedules: spec key -> (C++ tag, name suffix).
-SM90_CONV_SCHEDULES = {
-    "warpspecialized": ("cutlass::conv::KernelImplicitTmaWarpSpecializedSm90", "warpspecialized"),
-}
-# CUTLASS 3.x epilogue schedules: spec key -> (C++ tag, name suffix).
-SM90_EPILOGUE_SCHEDULES = {
-    "tma": ("cutlass::epilogue::TmaWarpSpecialized", "epi_tma"),
-}
 
 # Verification tolerance by accumulator type: the largest relative L2 error, and the largest
 # element error relative to the largest reference element, that a kernel's fp16 output may
 # show. fp32 accumulation with fp16 output is off by at most half an fp16 ulp (2^-11).
 VERIFY_TOLERANCE = {"f32": 1e-3, "f16": 2e-2, "bf16": 2e-2}
 
-# CUTLASS 3.x SM90 GEMM schedules: spec key -> (kernel schedule, name suffix, epilogue schedule,
-# the tile M it needs a multiple of: cooperative splits M over two consumer warpgroups).
-SM90_GEMM_SCHEDULES = {
-    "cooperative": ("cutlass::gemm::KernelTmaWarpSpecializedCooperative", "warpspecialized_cooperative",
-                    "cutlass::epilogue::TmaWarpSpecializedCooperative", 128),
-    "pingpong": ("cutlass::gemm::KernelTmaWarpSpecializedPingpong", "warpspecialized_pingpong",
-                 "cutlass::epilogue::TmaWarpSpecialized", 64),
-}
-# CUTLASS 3.x tile schedulers: spec key -> (C++ tag, name suffix).
-SM90_TILE_SCHEDULERS = {
-    "default": ("void", ""),
-    "stream_k": ("cutlass::gemm::StreamKScheduler", "_stream_k"),
-}

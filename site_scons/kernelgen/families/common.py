@@ -1,9 +1,9 @@
-"""What kernel families share: the spec keys every family has, the expansion of a family of
-entries written for fixed types, and the SM90 tile and cluster checks."""
+"""What kernel families share: the spec keys every family has and the expansion of a family of
+entries written for fixed types. (An architecture's tile and cluster checks are its row's, in
+``targets.py``.)"""
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..targets import TARGETS
 from ..vocab import DATA_TYPES
 
 
@@ -36,21 +36,3 @@ def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: d
         check(path, name, kernel)
         kernels.append(kernel)
     return kernels
-
-
-def check_sm90_tile_k(path, entry, element: str, k: int, key=None) -> None:
-    """A wgmma tile's K: whole 16-element MMA steps, and rows of 32-byte multiples for TMA swizzles."""
-    if k % 16 or (k * DATA_TYPES[element].bits // 8) % 32:
-        raise SpecError(path, f"tile K {k} is not a multiple of 16 elements and 32 bytes", entry, key)
-
-
-def check_sm90_cluster(path, entry, cluster) -> None:
-    m, n, k = cluster
-    if k != 1:
-        raise SpecError(path, f"cluster K must be 1, got {k}", entry)
-    for v in (m, n):
-        if v not in (1, 2, 4, 8):
-            raise SpecError(path, f"cluster extent {v} is not a power of two", entry)
-    largest = TARGETS[90].max_cluster_ctas
-    if m * n > largest:
-        raise SpecError(path, f"cluster {m}x{n} holds {m * n} CTAs; SM90 allows at most {largest} portably", entry)

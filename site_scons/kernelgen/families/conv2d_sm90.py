@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..targets import TARGETS
-from ..vocab import DATA_TYPES, SM90_CONV_SCHEDULES, SM90_EPILOGUE_SCHEDULES
-from .common import check_sm90_cluster, check_sm90_tile_k, family_keys
+from ..vocab import DATA_TYPES
+from .common import family_keys
+
+SM90_CONV_SCHEDULES = TARGETS[90].schedules["conv"]
+SM90_EPILOGUE_SCHEDULES = TARGETS[90].schedules["epilogue"]
 
 KIND = "conv2d_fprop_sm90"
 TEMPLATE = "conv2d_fprop_sm90.mako"
@@ -90,7 +93,7 @@ def _check_tile(path, entry, fam, tile):
         raise SpecError(path, f"tile M {m} is not a multiple of 64 (one warpgroup's wgmma)", entry)
     if n % 8:
         raise SpecError(path, f"tile N {n} is not a multiple of 8 (wgmma's N step)", entry)
-    check_sm90_tile_k(path, entry, fam["element"], k)
+    TARGETS[90].check_tile_k(path, entry, fam["element"], k)
     if fam["stages"]:
         smem = fam["stages"] * (m + n) * k * DATA_TYPES[fam["element"]].bits // 8
         if smem > TARGETS[90].shared_memory:
@@ -105,7 +108,7 @@ def expand(path, raw: dict) -> list:
     for i, tile in enumerate(fam["tiles"]):
         _check_tile(path, f"tiles[{i}]", fam, tile)
     for i, cluster in enumerate(fam["clusters"]):
-        check_sm90_cluster(path, f"clusters[{i}]", cluster)
+        TARGETS[90].check_cluster(path, f"clusters[{i}]", cluster)
     return [
         Conv2dFpropSm90(
             family=path.stem, element=fam["element"], accumulator=fam["accumulator"],

@@ -18,8 +18,12 @@ from dataclasses import dataclass
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..vocab import DATA_TYPES, SM90_GEMM_SCHEDULES, SM90_TILE_SCHEDULERS
-from .common import check_sm90_cluster, check_sm90_tile_k, family_keys
+from ..targets import TARGETS
+from ..vocab import DATA_TYPES
+from .common import family_keys
+
+SM90_GEMM_SCHEDULES = TARGETS[90].schedules["gemm"]
+SM90_TILE_SCHEDULERS = TARGETS[90].schedules["tile_scheduler"]
 
 KIND = "gemm_sm90"
 TEMPLATE = "gemm_sm90.mako"
@@ -166,13 +170,13 @@ def check_entry(path, entry, fam, spec):
         raise SpecError(path, f"a {spec['schedule']} tile's M must be a multiple of {min_m}, not {m}", entry, "tile")
     if n % 8 or n > 256:
         raise SpecError(path, f"tile N {n} must be a multiple of 8 of at most 256 (wgmma)", entry, "tile")
-    check_sm90_tile_k(path, entry, fam["element"], k, "tile")
+    TARGETS[90].check_tile_k(path, entry, fam["element"], k, "tile")
     if spec["scheduler"] == "stream_k" and spec["schedule"] != "cooperative":
         raise SpecError(path, "stream-K tile scheduling needs the cooperative schedule", entry, "scheduler")
     if spec["splits"] != (None,) and spec["scheduler"] != "stream_k":
         raise SpecError(path, "splits needs the stream-K tile scheduler (scheduler = \"stream_k\")", entry, "splits")
     for i, cluster in enumerate(spec["clusters"]):
-        check_sm90_cluster(path, f"{entry}.clusters[{i}]", cluster)
+        TARGETS[90].check_cluster(path, f"{entry}.clusters[{i}]", cluster)
     for i, epi in enumerate(spec["epilogue_tiles"]):
         if epi is None:
             continue

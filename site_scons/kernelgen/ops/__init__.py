@@ -4,16 +4,36 @@
 (``table_label``). ``OPS`` maps an op's name (a workload line's first word, ``problem.op``) to
 its module, in the order the header lists their entries.
 
+Every module of this package with an ``OP`` is an op (found by name, in sorted order, which is
+the order the header lists their entries); the others (``common``) hold what ops share. A new op
+is a module here and its section of the header's template: nothing to register.
+
 A kernel serves a workload when the kernel's op is one of the workload op's ``KERNEL_OPS`` and
 the kernel's ``element`` is the workload's ``dtype``.
 """
 
+import importlib
+import pkgutil
 from dataclasses import replace
 
 from ..errors import WorkloadError
-from . import conv2d_fprop, gemm
 
-OPS = {m.OP: m for m in (conv2d_fprop, gemm)}
+
+def _discover() -> dict:
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        name = getattr(module, "OP", None)
+        if name is None:
+            continue
+        if name in found:
+            raise ImportError(f"ops {found[name].__name__} and {module.__name__} both have OP {name!r}")
+        found[name] = module
+    return found
+
+
+OPS = _discover()
+conv2d_fprop, gemm = OPS["conv2d_fprop"], OPS["gemm"]  # the two ops other modules name directly
 
 
 def op_of(problem):

@@ -8,7 +8,6 @@ is its baseline.
 from dataclasses import dataclass, field
 
 from ..vocab import DATA_TYPES
-from . import conv2d_fprop
 from .common import check_products, check_sizes, operand_sets, read_values, torch_dtype
 from .conv2d_fprop import Conv2dProblem
 
@@ -61,8 +60,9 @@ def parse(path, lineno, pairs: dict) -> GemmProblem:
 
 
 def job_line(problem) -> str:
-    """The profiler's ``workload`` job line: the GEMM's name, then the 1x1 convolution it runs as."""
-    return conv2d_fprop.job_line(problem)
+    """The profiler's ``workload`` job line: the GEMM's name and extents (the profiler runs it as
+    the 1x1 convolution it is)."""
+    return f"workload {problem.name} {OP} {problem.m} {problem.n} {problem.k}"
 
 
 def table_label(problem) -> str:
