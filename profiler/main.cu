@@ -15,9 +15,10 @@
 // recorded is still the median of its own batches (ITERATIONS says how many launches).
 //
 // Job file, one record per line:
-//   workload NAME OP EXTENTS...    (OP and its extents: a row of kJobOps below)
-//     workload NAME conv2d_fprop N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
-//     workload NAME gemm M N K     (D = A B^T, run as the 1x1 convolution it is)
+//   workload NAME OP DTYPE EXTENTS...   (OP and its extents: a row of kJobOps below; DTYPE the
+//                                        operands' and output's type: f16 or bf16)
+//     workload NAME conv2d_fprop f16 N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
+//     workload NAME gemm f16 M N K   (D = A B^T, run as the 1x1 convolution it is)
 //   kernel NAME TOLERANCE          (belongs to the workload above it)
 // The job file is read, and refused naming its line, before the GPU is asked anything.
 //
@@ -60,6 +61,7 @@ struct KernelJob {
 
 struct WorkloadJob {
   std::string name;
+  Element element = Element::f16;
   Conv2dProblem problem;
   std::vector<KernelJob> kernels;
 };
@@ -161,10 +163,11 @@ std::vector<WorkloadJob> read_jobs(const std::string& path) {
     auto bad = [&](const char* why) { die(path + ":" + std::to_string(lineno) + ": " + why); };
     if (record == "workload") {
       WorkloadJob job;
-      std::string name;
-      if (!(fields >> job.name >> name)) bad("expected: workload NAME OP ...");
+      std::string name, dtype;
+      if (!(fields >> job.name >> name >> dtype)) bad("expected: workload NAME OP DTYPE ...");
       const JobOp* op = job_op(name);
       if (op == nullptr) bad(("unknown operation " + name).c_str());
+      if (!element_named(dtype.c_str(), &job.element)) bad(("unknown dtype " + dtype + " (f16, bf16)").c_str());
       std::vector<int> extents(op->extents);
       for (int& extent : extents) {
         if (!(fields >> extent)) bad(("expected " + std::to_string(op->extents) + " integers after " + name).c_str());
@@ -255,12 +258,12 @@ class Profiler {
 
   void run(const WorkloadJob& job) {
     const Conv2dProblem& p = job.problem;
-    Operands operands = place_operands(p);
+    Operands operands = place_operands(p, job.element);
     cudaEvent_t start, stop;
     check(cudaEventCreate(&start), "cudaEventCreate");
     check(cudaEventCreate(&stop), "cudaEventCreate");
     check(cudaEventRecord(start, stream_), "cudaEventRecord");
-    reference_conv2d_fprop_f16(p, operands.sets[0].x, operands.sets[0].w, reference_, stream_);
+    reference_conv2d_fprop(job.element, p, operands.sets[0].x, operands.sets[0].w, reference_, stream_);
     check(cudaEventRecord(stop, stream_), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "reference convolution");
     float reference_ms = 0;
@@ -282,17 +285,17 @@ class Profiler {
     double rel_l2 = NAN, rel_max = NAN;
   };
 
-  Operands place_operands(const Conv2dProblem& p) {
+  Operands place_operands(const Conv2dProblem& p, Element element) {
     Operands operands;
     size_t sets = sets_for(p, rotate_bytes_);
     char* base = static_cast<char*>(pool_);
     for (size_t i = 0; i < sets; ++i) {
       Conv2dBinding b{};
       b.x = base;
-      fill_random_f16(base, p.activation_elements(), options_.seed * 7919 + 2 * i, stream_);
+      fill_random(element, base, p.activation_elements(), options_.seed * 7919 + 2 * i, stream_);
       base += round_up(p.activation_elements() * 2);
       b.w = base;
-      fill_random_f16(base, p.filter_elements(), options_.seed * 7919 + 2 * i + 1, stream_);
+      fill_random(element, base, p.filter_elements(), options_.seed * 7919 + 2 * i + 1, stream_);
       base += round_up(p.filter_elements() * 2);
       b.y = base;
       base += round_up(p.output_elements() * 2);
@@ -360,7 +363,7 @@ class Profiler {
     }
 
     // One run on fresh random operands, compared with the reference on the same inputs.
-    fill_nan_f16(bindings[0].y, p.output_elements(), stream_);
+    fill_nan(job.element, bindings[0].y, p.output_elements(), stream_);
     bool launched = op->run(0, stream_);
     cudaError_t launch_error = cudaGetLastError();
     if (!launched || launch_error != cudaSuccess) {
@@ -371,7 +374,7 @@ class Profiler {
       return r;
     }
     synchronize_or_crash(job, kernel, "first run");
-    Comparison c = compare_f16(bindings[0].y, reference_, p.output_elements(), scratch_, stream_);
+    Comparison c = compare(job.element, bindings[0].y, reference_, p.output_elements(), scratch_, stream_);
     r.rel_l2 = c.relative_l2();
     r.rel_max = c.relative_max();
     if (c.nonfinite > 0 || !(r.rel_l2 <= kernel.tolerance) || !(r.rel_max <= kernel.tolerance)) {

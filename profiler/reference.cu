@@ -1,5 +1,6 @@
 #include "reference.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -20,22 +21,42 @@ __device__ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__global__ void fill_random_kernel(__half* data, size_t count, uint64_t seed) {
+// Conversions between float and each element type, and its NaN.
+template <typename T>
+struct Convert;
+
+template <>
+struct Convert<__half> {
+  __device__ static __half from(float v) { return __float2half_rn(v); }
+  __device__ static float to(__half v) { return __half2float(v); }
+  __device__ static __half nan() { return __ushort_as_half(0x7E00); }
+};
+
+template <>
+struct Convert<__nv_bfloat16> {
+  __device__ static __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+  __device__ static float to(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 nan() { return __ushort_as_bfloat16(0x7FC0); }
+};
+
+template <typename T>
+__global__ void fill_random_kernel(T* data, size_t count, uint64_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
     uint64_t bits = splitmix64(seed * 0x100000001B3ull ^ i);
     float u = float(bits >> 40) * (1.0f / float(1ull << 24));  // [0, 1)
-    data[i] = __float2half_rn(2.0f * u - 1.0f);
+    data[i] = Convert<T>::from(2.0f * u - 1.0f);
   }
 }
 
-__global__ void fill_nan_kernel(__half* data, size_t count) {
+template <typename T>
+__global__ void fill_nan_kernel(T* data, size_t count) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-    data[i] = __ushort_as_half(0x7E00);
+    data[i] = Convert<T>::nan();
   }
 }
 
-__global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, const __half* x, const __half* w,
-                                              float* y) {
+template <typename T>
+__global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, const T* x, const T* w, float* y) {
   size_t total = size_t(p.n) * P * Q * p.k;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
     int k = int(i % p.k);
@@ -51,10 +72,10 @@ __global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, con
       for (int s = 0; s < p.s; ++s) {
         int ww = q * p.stride_w - p.pad_w + s * p.dilation_w;
         if (ww < 0 || ww >= p.w) continue;
-        const __half* xp = x + ((size_t(n) * p.h + h) * p.w + ww) * p.c;
-        const __half* wp = w + ((size_t(k) * p.r + r) * p.s + s) * p.c;
+        const T* xp = x + ((size_t(n) * p.h + h) * p.w + ww) * p.c;
+        const T* wp = w + ((size_t(k) * p.r + r) * p.s + s) * p.c;
         for (int c = 0; c < p.c; ++c) {
-          acc += double(__half2float(xp[c]) * __half2float(wp[c]));  // fp16 products are exact in fp32
+          acc += double(Convert<T>::to(xp[c]) * Convert<T>::to(wp[c]));  // 16-bit products are exact in fp32
         }
       }
     }
@@ -67,11 +88,12 @@ __device__ inline void atomic_max_nonnegative(double* address, double value) {
   atomicMax(reinterpret_cast<unsigned long long*>(address), __double_as_longlong(value));
 }
 
-__global__ void compare_kernel(const __half* y, const float* ref, size_t count, Comparison* out) {
+template <typename T>
+__global__ void compare_kernel(const T* y, const float* ref, size_t count, Comparison* out) {
   double sq_diff = 0.0, sq_ref = 0.0, max_diff = 0.0, max_ref = 0.0;
   unsigned long long nonfinite = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-    double v = __half2float(y[i]);
+    double v = Convert<T>::to(y[i]);
     double r = ref[i];
     if (!isfinite(v)) {
       ++nonfinite;
@@ -117,30 +139,61 @@ double Comparison::relative_max() const {
   return max_abs_ref > 0 ? max_abs_diff / max_abs_ref : (max_abs_diff > 0 ? INFINITY : 0.0);
 }
 
-void fill_random_f16(void* data, size_t count, uint64_t seed, cudaStream_t stream) {
-  fill_random_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<__half*>(data), count, seed);
-  check(cudaGetLastError(), "fill_random_f16");
+bool element_named(const char* name, Element* element) {
+  const std::string text = name;
+  if (text == "f16") *element = Element::f16;
+  else if (text == "bf16") *element = Element::bf16;
+  else return false;
+  return true;
 }
 
-void fill_nan_f16(void* data, size_t count, cudaStream_t stream) {
-  fill_nan_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<__half*>(data), count);
-  check(cudaGetLastError(), "fill_nan_f16");
+// Runs `launch` with the C++ type of `element` (__half or __nv_bfloat16).
+template <typename Launch>
+void with_type(Element element, Launch&& launch) {
+  if (element == Element::bf16) {
+    launch(__nv_bfloat16{});
+  } else {
+    launch(__half{});
+  }
 }
 
-void reference_conv2d_fprop_f16(const Conv2dProblem& problem, const void* x, const void* w, float* y_ref,
-                                cudaStream_t stream) {
-  reference_conv2d_fprop_kernel<<<blocks_for(problem.output_elements()), kThreads, 0, stream>>>(
-      problem, problem.p(), problem.q(), static_cast<const __half*>(x), static_cast<const __half*>(w), y_ref);
-  check(cudaGetLastError(), "reference_conv2d_fprop_f16");
+void fill_random(Element element, void* data, size_t count, uint64_t seed, cudaStream_t stream) {
+  with_type(element, [&](auto t) {
+    using T = decltype(t);
+    fill_random_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(data), count, seed);
+  });
+  check(cudaGetLastError(), "fill_random");
 }
 
-Comparison compare_f16(const void* y, const float* y_ref, size_t count, Comparison* scratch, cudaStream_t stream) {
-  check(cudaMemsetAsync(scratch, 0, sizeof(Comparison), stream), "compare_f16 memset");
-  compare_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const __half*>(y), y_ref, count, scratch);
-  check(cudaGetLastError(), "compare_f16");
+void fill_nan(Element element, void* data, size_t count, cudaStream_t stream) {
+  with_type(element, [&](auto t) {
+    using T = decltype(t);
+    fill_nan_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(data), count);
+  });
+  check(cudaGetLastError(), "fill_nan");
+}
+
+void reference_conv2d_fprop(Element element, const Conv2dProblem& problem, const void* x, const void* w,
+                            float* y_ref, cudaStream_t stream) {
+  with_type(element, [&](auto t) {
+    using T = decltype(t);
+    reference_conv2d_fprop_kernel<<<blocks_for(problem.output_elements()), kThreads, 0, stream>>>(
+        problem, problem.p(), problem.q(), static_cast<const T*>(x), static_cast<const T*>(w), y_ref);
+  });
+  check(cudaGetLastError(), "reference_conv2d_fprop");
+}
+
+Comparison compare(Element element, const void* y, const float* y_ref, size_t count, Comparison* scratch,
+                   cudaStream_t stream) {
+  check(cudaMemsetAsync(scratch, 0, sizeof(Comparison), stream), "compare memset");
+  with_type(element, [&](auto t) {
+    using T = decltype(t);
+    compare_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const T*>(y), y_ref, count, scratch);
+  });
+  check(cudaGetLastError(), "compare");
   Comparison result{};
-  check(cudaMemcpyAsync(&result, scratch, sizeof(Comparison), cudaMemcpyDeviceToHost, stream), "compare_f16 copy");
-  check(cudaStreamSynchronize(stream), "compare_f16");
+  check(cudaMemcpyAsync(&result, scratch, sizeof(Comparison), cudaMemcpyDeviceToHost, stream), "compare copy");
+  check(cudaStreamSynchronize(stream), "compare");
   return result;
 }
 

@@ -11,15 +11,23 @@
 
 namespace kernelgen {
 
-// Fills `count` fp16 values with uniform random numbers in [-1, 1), a function of (seed, index).
-void fill_random_f16(void* data, size_t count, uint64_t seed, cudaStream_t stream);
+// The element type of a workload's operands and output (a job line's DTYPE): 16 bits each.
+enum class Element { f16, bf16 };
 
-// Fills `count` fp16 values with NaN, so that an element a kernel never writes cannot pass.
-void fill_nan_f16(void* data, size_t count, cudaStream_t stream);
+// The element named `name` (f16, bf16) into `element`; false if there is none of that name.
+bool element_named(const char* name, Element* element);
 
-// y_ref[n,p,q,k] = sum over r,s,c of x[n,h,w,c] * w[k,r,s,c], accumulated in double.
-void reference_conv2d_fprop_f16(const Conv2dProblem& problem, const void* x, const void* w, float* y_ref,
-                                cudaStream_t stream);
+// Fills `count` values with uniform random numbers in [-1, 1), a function of (seed, index),
+// rounded to the element type.
+void fill_random(Element element, void* data, size_t count, uint64_t seed, cudaStream_t stream);
+
+// Fills `count` values with NaN, so that an element a kernel never writes cannot pass.
+void fill_nan(Element element, void* data, size_t count, cudaStream_t stream);
+
+// y_ref[n,p,q,k] = sum over r,s,c of x[n,h,w,c] * w[k,r,s,c], accumulated in double (the
+// products of two 16-bit values are exact in fp32).
+void reference_conv2d_fprop(Element element, const Conv2dProblem& problem, const void* x, const void* w,
+                            float* y_ref, cudaStream_t stream);
 
 struct Comparison {
   double sum_sq_diff;   // sum of (y - ref)^2
@@ -32,8 +40,9 @@ struct Comparison {
   double relative_max() const;      // max |y - ref| / max |ref|
 };
 
-// Compares fp16 output y against the reference; `scratch` is device memory for one Comparison.
-Comparison compare_f16(const void* y, const float* y_ref, size_t count, Comparison* scratch,
-                       cudaStream_t stream);
+// Compares output y of the element type against the reference; `scratch` is device memory for
+// one Comparison.
+Comparison compare(Element element, const void* y, const float* y_ref, size_t count, Comparison* scratch,
+                   cudaStream_t stream);
 
 }  // namespace kernelgen

@@ -101,7 +101,8 @@ class NewFamilyKernel:
     family = "new_family"
     op = "conv2d_fprop"
     element = "f16"  # with op, which workloads it serves
-    accumulator = "f32"  # its verification tolerance
+    accumulator = "f32"  # with its output, its verification tolerance
+    output = "f16"
     arch = 80
     arch_specific = False
     template = "test_faults.mako"
@@ -164,8 +165,9 @@ def test_the_launcher_is_deterministic_and_compiled_only_where_asked(tmp_path):
         [0, 1, 2, 3], "each kernel's entry points compiled in its part only"
     declarations = text[:text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)")]
     for declaration in ("size_t workspace_size(const Conv2dFpropProblem& problem);",
-                        "cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::half_t* x",
-                        "cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a",
+                        "cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x",
+                        "cutlass::Status gemm(const GemmProblem& problem, const Element* a",
+                        "using Element = cutlass::half_t;",
                         "const char* kernel_for(const GemmProblem& problem);"):
         assert declaration in declarations
     assert text.rstrip().endswith("#endif  // !BEST_KERNELS_WRONG_FLAGS")
@@ -249,3 +251,29 @@ def test_a_repeated_launch_reuses_the_prepared_kernel_and_any_change_prepares_it
     # Same problem, operands and stream: prepared once; a new output pointer, the old one again, a
     # new stream and a new problem each prepare it again.
     assert out.stdout.split() == ["1", "1", "1", "2", "3", "4", "5", "status", "0"], out.stdout + out.stderr
+
+
+def test_a_bf16_set_gives_a_header_whose_launcher_takes_bf16_and_whose_kernels_are_checked_at_bf16s_tolerance(
+        tmp_path):
+    from dataclasses import replace as with_fields
+
+    from kernelgen.vocab import verify_tolerance
+
+    bf16 = with_fields(CATALOG[SM80], element="bf16", output="bf16")
+    assert bf16.name != SM80 and verify_tolerance(bf16) == 8e-3 and verify_tolerance(CATALOG[SM80]) == 1e-3
+    problems = parse_workloads("conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 dtype=bf16\n")
+    rows = []
+    for name, error in ((bf16.name, 5e-3), ("other", 9e-3)):  # within bf16's tolerance; over it
+        r = {c: None for c in results.COLUMNS}
+        r.update(workload=problems[0].name, kernel=name, status="ok", runtime_ms=0.1 if name == "other" else 0.2,
+                 rel_l2_error=error, rel_max_error=error, kernel_hash="h", gpu="NVIDIA H200", driver="580.159.04",
+                 cuda="13.0", cutlass="4.2.0")
+        rows.append(r)
+    results.write_csv(tmp_path / f"{problems[0].name}.csv", rows)
+    catalog = {bf16.name: bf16, "other": bf16}  # "other": the same kind of kernel under another name
+    best = build_header(tmp_path, problems, {bf16.name: "h", "other": "h"}, catalog, TEMPLATES,
+                        tmp_path / "best_kernels.h", ROOT / "profiler")
+    assert list(best["kernel"]) == [bf16.name], "the faster row is over bf16's tolerance"
+    text = (tmp_path / "best_kernels.h").read_text()
+    assert "using Element = cutlass::bfloat16_t;" in text
+    assert "cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x" in text

@@ -42,12 +42,13 @@ def test_every_op_module_has_the_whole_interface_and_is_keyed_by_its_problems_op
 
 
 @pytest.mark.parametrize("text, job", [
-    (CONV, "workload conv2d_fprop_f16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 conv2d_fprop "
+    (CONV, "workload conv2d_fprop_f16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 conv2d_fprop f16 "
            "8 14 14 64 64 3 3 1 1 1 1 1 1"),
     ("conv2d_fprop n=1 h=9 w=7 c=3 k=8 r=7 s=5 pad_h=3 pad_w=2 stride_h=2 stride_w=1 dilation_w=2",
-     "workload conv2d_fprop_f16_n1_h9_w7_c3_k8_r7_s5_pad3x2_str2x1_dil1x2 conv2d_fprop 1 9 7 3 8 7 5 3 2 2 1 1 2"),
-    ("gemm m=256 n=1000 k=2048", "workload gemm_f16_m256_n1000_k2048 gemm 256 1000 2048"),
-], ids=["conv", "conv, every field its own", "gemm, its own op"])
+     "workload conv2d_fprop_f16_n1_h9_w7_c3_k8_r7_s5_pad3x2_str2x1_dil1x2 conv2d_fprop f16 1 9 7 3 8 7 5 3 2 2 1 1 2"),
+    ("gemm m=256 n=1000 k=2048", "workload gemm_f16_m256_n1000_k2048 gemm f16 256 1000 2048"),
+    ("gemm m=1 n=8 k=16 dtype=bf16", "workload gemm_bf16_m1_n8_k16 gemm bf16 1 8 16"),
+], ids=["conv", "conv, every field its own", "gemm, its own op", "bf16"])
 def test_the_job_line_of_each_op_is_what_the_profiler_reads(text, job):
     problem, = parse_workloads(text + "\n")
     assert ops.op_of(problem).job_line(problem) == job
@@ -191,19 +192,24 @@ def test_pairing_by_op_and_dtype_leaves_the_f16_selections_as_they_were(set_name
     assert list(paired["runtime_ms"]) == list(unpaired["runtime_ms"])
 
 
-# Two workloads of one op that differ in dtype only: one header lookup defined twice. The
-# kernels serve every dtype here, so that this check, not the dtype one, is what refuses them.
+# A set of two dtypes: the header takes one element type (and two workloads that differ in dtype
+# only would be one lookup defined twice). The kernels serve every dtype here, so that this check,
+# not the dtype one, is what refuses them.
 EVERY_DTYPE = [kernel(op, dtype) for op in ("conv2d_fprop", "gemm") for dtype in ("f16", "bf16", "f32")]
+ONE_TYPE = "a header is built for one element type: profile each dtype as a set of its own"
 
 
 @pytest.mark.parametrize("text, message", [
     (f"{CONV}\n{CONV} dtype=bf16\n",
-     "w.txt:2: workload conv2d_fprop_bf16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 differs from "
-     "conv2d_fprop_f16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 (line 1) in dtype only"),
+     "w.txt:2: workload conv2d_fprop_bf16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 is bf16, "
+     f"conv2d_fprop_f16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1 (line 1) f16; {ONE_TYPE}"),
     ("gemm m=8 n=16 k=32 dtype=bf16 count=2\n# f32\ngemm m=8 n=16 k=32 dtype=f32\n",
-     "w.txt:3: workload gemm_f32_m8_n16_k32 differs from gemm_bf16_m8_n16_k32 (line 1) in dtype only"),
-], ids=["conv f16 and bf16", "gemm bf16 and f32, counts aside"])
-def test_two_dtypes_of_one_problem_in_a_set_are_refused_naming_both_lines(text, message):
+     f"w.txt:3: workload gemm_f32_m8_n16_k32 is f32, gemm_bf16_m8_n16_k32 (line 1) bf16; {ONE_TYPE}"),
+    (f"gemm m=8 n=16 k=32\n{CONV.replace('k=64', 'k=128')} dtype=bf16\n",
+     f"w.txt:2: workload conv2d_fprop_bf16_n8_h14_w14_c64_k128_r3_s3_pad1x1_str1x1_dil1x1 is bf16, "
+     f"gemm_f16_m8_n16_k32 (line 1) f16; {ONE_TYPE}"),
+], ids=["conv f16 and bf16", "gemm bf16 and f32, counts aside", "two problems, two dtypes"])
+def test_a_set_of_two_dtypes_is_refused_naming_both_lines(text, message):
     problems = parse_workloads(text, "w.txt")
     ops.check_served(problems, EVERY_DTYPE, "w.txt")
     with pytest.raises(WorkloadError) as error:
@@ -212,9 +218,9 @@ def test_two_dtypes_of_one_problem_in_a_set_are_refused_naming_both_lines(text, 
 
 
 def test_a_gemm_and_the_1x1_convolution_it_runs_as_are_different_lookups():
-    problems = parse_workloads(f"gemm m=8 n=16 k=32\nconv2d_fprop n=8 h=1 w=1 c=32 k=16 r=1 s=1 dtype=bf16\n"
-                               f"{CONV.replace('k=64', 'k=128')} dtype=bf16\n{CONV}\n")
-    ops.check_header_keys(problems, "w.txt")  # no two differ in dtype only
+    problems = parse_workloads(f"gemm m=8 n=16 k=32 dtype=bf16\nconv2d_fprop n=8 h=1 w=1 c=32 k=16 r=1 s=1 dtype=bf16\n"
+                               f"{CONV.replace('k=64', 'k=128')} dtype=bf16\n{CONV} dtype=bf16\n")
+    ops.check_header_keys(problems, "w.txt")  # one dtype, no problem twice
 
 
 def test_every_op_module_is_found_by_its_op_and_nothing_else_is():

@@ -79,14 +79,17 @@ def test_generated_sources_are_byte_identical_across_runs(built):
 
 @requires_nvcc
 @pytest.mark.parametrize("jobs, error", [
-    ("workload w gemm 4 8\n", "1: expected 3 integers after gemm"),
-    ("workload w gemm 4 8 16 2\n", "1: more than 3 integers after gemm"),
-    ("workload a gemm 4 8 16\nworkload w conv3d 1 2 3\n", "2: unknown operation conv3d"),
-    ("workload w gemm 0 8 16\n", "1: an extent below 1, or padding below 0"),
-    ("workload w conv2d_fprop 1 2 2 8 8 3 3 0 0 1 1 1 1\n", "1: problem has no output"),
-    ("workload w conv2d_fprop 1 8 8 8 8 3 3 1 1 1 1 1\n", "1: expected 13 integers after conv2d_fprop"),
+    ("workload w gemm f16 4 8\n", "1: expected 3 integers after gemm"),
+    ("workload w gemm f16 4 8 16 2\n", "1: more than 3 integers after gemm"),
+    ("workload a gemm f16 4 8 16\nworkload w conv3d f16 1 2 3\n", "2: unknown operation conv3d"),
+    ("workload w gemm f32 4 8 16\n", "1: unknown dtype f32 (f16, bf16)"),
+    ("workload w gemm\n", "1: expected: workload NAME OP DTYPE ..."),
+    ("workload w gemm bf16 0 8 16\n", "1: an extent below 1, or padding below 0"),
+    ("workload w conv2d_fprop f16 1 2 2 8 8 3 3 0 0 1 1 1 1\n", "1: problem has no output"),
+    ("workload w conv2d_fprop f16 1 8 8 8 8 3 3 1 1 1 1 1\n", "1: expected 13 integers after conv2d_fprop"),
     ("kernel k 0.001\n", "1: kernel before any workload"),
-], ids=["gemm-short", "gemm-long", "unknown-op", "gemm-m-0", "no-output", "conv-short", "kernel-first"])
+], ids=["gemm-short", "gemm-long", "unknown-op", "unknown-dtype", "no-dtype", "gemm-m-0", "no-output",
+        "conv-short", "kernel-first"])
 def test_the_profiler_reads_each_ops_job_line_and_refuses_a_bad_one_before_the_gpu(built, tmp_path, jobs, error):
     project, _ = built
     path = tmp_path / "jobs.txt"
@@ -97,10 +100,10 @@ def test_the_profiler_reads_each_ops_job_line_and_refuses_a_bad_one_before_the_g
 
 
 @requires_nvcc
-def test_the_profiler_takes_a_gemm_and_a_convolution_job(built, tmp_path):
+def test_the_profiler_takes_a_gemm_and_a_bf16_convolution_job(built, tmp_path):
     project, _ = built
     path = tmp_path / "jobs.txt"
-    path.write_text("workload a gemm 4 8 16\nworkload b conv2d_fprop 1 8 8 8 8 3 3 1 1 1 1 1 1\n")
+    path.write_text("workload a gemm f16 4 8 16\nworkload b conv2d_fprop bf16 1 8 8 8 8 3 3 1 1 1 1 1 1\n")
     out = subprocess.run([str(project / "generated" / "profiler"), "--jobs", str(path)], capture_output=True,
                          text=True, timeout=300)
     assert f"fatal\t{path}:" not in out.stdout, out.stdout  # read; then run, or no GPU to run on

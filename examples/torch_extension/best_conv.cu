@@ -6,6 +6,8 @@
 
 #include "best_conv.h"
 
+#include <type_traits>
+
 namespace best_conv {
 namespace {
 
@@ -15,6 +17,8 @@ best_kernels::Conv2dFpropProblem convert(const Problem& p) {
 
 }  // namespace
 
+const char* element() { return std::is_same_v<best_kernels::Element, cutlass::bfloat16_t> ? "bf16" : "f16"; }
+
 size_t workspace_size(const Problem& problem) { return best_kernels::workspace_size(convert(problem)); }
 
 const char* kernel_for(const Problem& problem) { return best_kernels::kernel_for(convert(problem)); }
@@ -22,8 +26,8 @@ const char* kernel_for(const Problem& problem) { return best_kernels::kernel_for
 const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, void* workspace,
                          size_t workspace_bytes, void* stream) {
   cutlass::Status status = best_kernels::conv2d_fprop(
-      convert(problem), static_cast<const cutlass::half_t*>(x), static_cast<const cutlass::half_t*>(w),
-      static_cast<cutlass::half_t*>(y), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
+      convert(problem), static_cast<const best_kernels::Element*>(x), static_cast<const best_kernels::Element*>(w),
+      static_cast<best_kernels::Element*>(y), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
   return status == cutlass::Status::kSuccess ? "" : cutlassGetStatusString(status);
 }
 

@@ -16,10 +16,13 @@ size_t workspace_size(const Problem& problem);
 // The kernel conv2d_fprop runs for `problem`, or nullptr when none of the header's kernels can.
 const char* kernel_for(const Problem& problem);
 
-// best_kernels::conv2d_fprop on fp16 device tensors; `stream` is a cudaStream_t. Empty on success,
-// else the launcher's status.
+// best_kernels::conv2d_fprop on device tensors of element(); `stream` is a cudaStream_t. Empty on
+// success, else the launcher's status.
 const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, void* workspace,
                          size_t workspace_bytes, void* stream);
+
+// The element type of best_kernels.h's operands: "f16" or "bf16".
+const char* element();
 
 // The problems best_kernels.h was profiled on, and the time of each one's chosen kernel.
 int profiled_count();

@@ -4,8 +4,9 @@ and on a few it was not profiled on, and times both with CUDA events; a bad inpu
     python check.py [--repeats N]      (after python setup.py build_ext --inplace; needs a GPU)
 
 Prints one row per problem; exit status 0 when every output matched (relative L2 error and the
-largest element error, relative to the largest reference element, both within 1e-3, as the
-profiler verifies) and every bad input raised. Times are taken as the profiler takes them:
+largest element error, relative to the largest reference element, both within the profiler's
+tolerance: 1e-3 for float16, 8e-3 for bfloat16) and every bad input raised. The tensors are of
+the header's element type (best_conv.element()). Times are taken as the profiler takes them:
 operands rotated over copies that cover four times the L2 cache, the median over batches of
 about 1 ms, each batch of calls captured once in a CUDA graph and replayed (`ms`, the GPU's time,
 beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike), and called one after
@@ -20,12 +21,14 @@ import torch.nn.functional as F
 
 import best_conv
 
-TOLERANCE = 1e-3
+# The header's element type, and the tolerance the profiler verified its kernels with.
+DTYPE = {"f16": torch.half, "bf16": torch.bfloat16}[best_conv.element()]
+TOLERANCE = {"f16": 1e-3, "bf16": 8e-3}[best_conv.element()]
 
 
 def operands(n, h, w, c, k, r, s):
-    x = torch.empty(n, c, h, w, device="cuda").uniform_(-1, 1).half().to(memory_format=torch.channels_last)
-    wt = torch.empty(k, c, r, s, device="cuda").uniform_(-1, 1).half().to(memory_format=torch.channels_last)
+    x = torch.empty(n, c, h, w, device="cuda").uniform_(-1, 1).to(DTYPE).to(memory_format=torch.channels_last)
+    wt = torch.empty(k, c, r, s, device="cuda").uniform_(-1, 1).to(DTYPE).to(memory_format=torch.channels_last)
     return x, wt
 
 
@@ -114,6 +117,8 @@ def main() -> int:
     x, wt = operands(2, 16, 16, 64, 64, 3, 3)
     ok += [
         refuses("float32 x", lambda: best_conv.conv2d(x.float(), wt, 1, 1)),
+        refuses("x of the other 16-bit type", lambda: best_conv.conv2d(
+            x.to(torch.bfloat16 if DTYPE == torch.half else torch.half), wt, 1, 1)),
         refuses("x not channels_last", lambda: best_conv.conv2d(x.contiguous(), wt, 1, 1)),
         refuses("x on the CPU", lambda: best_conv.conv2d(x.cpu(), wt, 1, 1)),
         refuses("channels of x and w differ", lambda: best_conv.conv2d(x, wt[:, :32].contiguous(
@@ -122,7 +127,7 @@ def main() -> int:
         refuses("padding of three values", lambda: best_conv.conv2d(x, wt, 1, (1, 1, 1))),
         refuses("filter larger than the input", lambda: best_conv.conv2d(x, wt, 1, 0, 9)),
         refuses("x 2 bytes off 16-byte alignment", lambda: best_conv.conv2d(
-            torch.empty(1 * 16 * 16 * 64 + 1, device="cuda", dtype=torch.half)[1:].view(1, 16, 16, 64)
+            torch.empty(1 * 16 * 16 * 64 + 1, device="cuda", dtype=DTYPE)[1:].view(1, 16, 16, 64)
             .permute(0, 3, 1, 2), wt, 1, 1)),
     ]
     rgb = (1, 32, 32, 3, 64, 3, 3, 1, 1, 1, 1, 1, 1)  # 3 channels: only a few-channel kernel takes them

@@ -1,5 +1,6 @@
-// best_conv.conv2d(x, w, stride=1, padding=0, dilation=1): the convolution of channels_last fp16
-// CUDA tensors x (N, C, H, W) and w (K, C, R, S) through best_kernels.h's launcher, as
+// best_conv.conv2d(x, w, stride=1, padding=0, dilation=1): the convolution of channels_last CUDA
+// tensors x (N, C, H, W) and w (K, C, R, S) of the header's element type (float16 or bfloat16,
+// best_conv.element()) through best_kernels.h's launcher, as
 // torch.nn.functional.conv2d(x, w, None, stride, padding, dilation) computes it (no bias, one group).
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -64,7 +65,9 @@ std::array<int, 2> pair(const py::object& value, const char* name, int least) {
 
 void check_operand(const torch::Tensor& t, const char* name, const char* dims) {
   require(t.is_cuda(), name, " must be a CUDA tensor");
-  require(t.scalar_type() == torch::kHalf, name, " must be float16, got ", c10::toString(t.scalar_type()));
+  const bool bf16 = std::string(best_conv::element()) == "bf16";  // best_kernels.h's element type
+  require(t.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kHalf), name, " must be ", bf16 ? "bfloat16" : "float16",
+          ", got ", c10::toString(t.scalar_type()));
   require(t.dim() == 4, name, " must be 4-D ", dims, ", got ", t.dim(), "-D");
   require(t.is_contiguous(torch::MemoryFormat::ChannelsLast), name,
               " must be channels_last (", name, ".to(memory_format=torch.channels_last))");
@@ -133,4 +136,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("kernel_for", &kernel_for, "the kernel conv2d would run, or None", py::arg("x"), py::arg("w"),
         py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
   m.def("profiled", &profiled, "the problems of best_kernels.h and their profiled times (ms)");
+  m.def("element", &best_conv::element, "the header's element type: f16 or bf16");
 }

@@ -1,6 +1,7 @@
 ## The header other builds include: per workload the chosen kernel, its CUTLASS type,
 ## its measured time, lookups from a problem to its kernel, and a launcher that runs them.
-## Inputs: banner, source, gpu, driver, cuda, cutlass, timing (how the times were taken), includes, embedded (project headers
+## Inputs: banner, source, gpu, driver, cuda, cutlass, timing (how the times were taken), element
+## (the C++ type of every operand and output: the set's dtype), includes, embedded (project headers
 ## the kernels and their profiler adapters need: name -> text), type_definitions, conv_entries,
 ## gemm_entries (each with 'launcher', its kernel's index in launchers), launchers (the kernels in
 ## the launcher's fallback order: name, adapter), device_arch (the kernels' compute capability,
@@ -140,7 +141,10 @@ namespace best_kernels {
 % for definition in type_definitions:
 ${definition}
 % endfor
-// A forward convolution, fp16 NHWC activations, KRSC filters, NPQK output.
+// The type of every operand and output of this header's problems (the set's dtype).
+using Element = ${element};
+
+// A forward convolution, NHWC activations, KRSC filters, NPQK output, all of Element.
 struct Conv2dFpropProblem {
   int n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
 };
@@ -191,7 +195,7 @@ struct Conv2dFprop<${", ".join(map(str, e['problem'].args()))}> {
 };
 % endfor
 
-// A GEMM D (m x n) = A (m x k) B^T in fp16, B n x k.
+// A GEMM D (m x n) = A (m x k) B^T of Element, B n x k.
 struct GemmProblem {
   int m, n, k;
 };
@@ -242,10 +246,10 @@ size_t workspace_size(const Conv2dFpropProblem& problem);
 size_t workspace_size(const GemmProblem& problem);
 const char* kernel_for(const Conv2dFpropProblem& problem);
 const char* kernel_for(const GemmProblem& problem);
-cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::half_t* x, const cutlass::half_t* w,
-                             cutlass::half_t* y, void* workspace, size_t workspace_bytes, cudaStream_t stream);
-cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a, const cutlass::half_t* b,
-                     cutlass::half_t* d, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const Element* w, Element* y,
+                             void* workspace, size_t workspace_bytes, cudaStream_t stream);
+cutlass::Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, void* workspace,
+                     size_t workspace_bytes, cudaStream_t stream);
 
 // Which of the kernels this file compiles (see the top of this header).
 #if defined(BEST_KERNELS_PARTS)
@@ -465,14 +469,14 @@ const char* kernel_for(const GemmProblem& problem) {
   return detail::kernel(detail::as_conv(problem), detail::chosen(problem));
 }
 
-cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const cutlass::half_t* x, const cutlass::half_t* w,
-                             cutlass::half_t* y, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const Element* w, Element* y,
+                             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   return detail::launch(detail::as_conv(problem), detail::chosen(problem), x, w, y, workspace, workspace_bytes,
                         stream);
 }
 
-cutlass::Status gemm(const GemmProblem& problem, const cutlass::half_t* a, const cutlass::half_t* b,
-                     cutlass::half_t* d, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+cutlass::Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, void* workspace,
+                     size_t workspace_bytes, cudaStream_t stream) {
   return detail::launch(detail::as_conv(problem), detail::chosen(problem), a, b, d, workspace, workspace_bytes,
                         stream);
 }

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import render, signature
 from .specs import load_catalog, select
-from .vocab import VERIFY_TOLERANCE
+from .vocab import verify_tolerance
 
 
 @dataclass
@@ -38,7 +38,7 @@ def make_plan(specs_dir, templates_dir, profiler_dir, patterns: str, arch, flags
         "arch": str(arch),
         "cutlass": cutlass,
         "kernels": {k.name: {"family": k.family, "hash": hashes[k.name], "op": k.op, "element": k.element,
-                             "tolerance": VERIFY_TOLERANCE[k.accumulator]} for k in kernels},
+                             "tolerance": verify_tolerance(k)} for k in kernels},
     }
     return BuildPlan(kernels, sources, hashes,
                      render.manifest_source(templates, [k.name for k in kernels]),

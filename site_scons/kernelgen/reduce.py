@@ -18,7 +18,7 @@ from . import inputs, render, results
 from .errors import ResultsError
 from .ops import OPS, check_header_keys, check_served, serves
 from .targets import TARGETS
-from .vocab import VERIFY_TOLERANCE
+from .vocab import DATA_TYPES, VERIFY_TOLERANCE, verify_tolerance
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"[^\n]*\n', re.MULTILINE)
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once[^\n]*\n", re.MULTILINE)
@@ -142,6 +142,7 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
         banner=render.BANNER.format(source=comment(f"scons best_kernels.h from {source}")),
         source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
         cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]), timing=TIMING_TEXT[first["timing"]],
+        element=DATA_TYPES[problems[0].dtype].cpp,
         includes=includes, embedded=embedded, **sections,
         launchers=[{"name": n, "adapter": f"{kernels_by_name[n].adapter}<{n}>"} for n in order],
         device_arch=device_arch, arch_specific=arch_specific,
@@ -170,8 +171,7 @@ def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, tem
     check_served(problems, [kernels_by_name[n] for n in hashes if n in kernels_by_name], workload_file)
     check_header_keys(problems, workload_file)
     frame = load_set(results_dir, problems)
-    tolerances = {name: VERIFY_TOLERANCE[kernels_by_name[name].accumulator]
-                  for name in hashes if name in kernels_by_name}
+    tolerances = {name: verify_tolerance(kernels_by_name[name]) for name in hashes if name in kernels_by_name}
     best = select_best(frame, problems, hashes, tolerances, kernels_by_name)
     text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
                        project_includes)

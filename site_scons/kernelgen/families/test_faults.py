@@ -32,6 +32,7 @@ class FaultyKernel:
     arch = 80
     arch_specific = False
     accumulator = "f32"
+    output = "f16"
     template = "test_faults.mako"
     includes = ("cuda_fp16.h",)
     adapter = "kernelgen::DirectOperation"

@@ -14,7 +14,6 @@ the kernel's ``element`` is the workload's ``dtype``.
 
 import importlib
 import pkgutil
-from dataclasses import replace
 
 from ..errors import WorkloadError
 
@@ -72,15 +71,13 @@ def _element(kernel) -> str:
 
 
 def check_header_keys(problems, path) -> None:
-    """Refuse (WorkloadError naming ``path`` and both lines) two workloads of one op that differ in
-    dtype only: the header's lookups (``find``, ``Conv2dFprop<N, H, ...>``) key a problem by its
-    sizes, so the two would be one specialization defined twice, a header that does not compile."""
-    seen = {}
+    """Refuse (WorkloadError naming ``path`` and both lines) a set of workloads of more than one
+    dtype: the header's launcher takes one element type (``best_kernels::Element``), and its lookups
+    (``find``, ``Conv2dFprop<N, H, ...>``) key a problem by its sizes, so two workloads that differ
+    in dtype only would be one specialization defined twice, a header that does not compile."""
     for problem in problems:
-        key = replace(problem, dtype="f16")  # sizes only: equal when everything but the dtype is
-        first = seen.setdefault(key, problem)
-        if first is not problem:
+        if problem.dtype != problems[0].dtype:
             raise WorkloadError(
-                path, f"workload {problem.name} differs from {first.name} (line {first.line}) in dtype only; "
-                "the header looks a problem up by its sizes alone: profile each dtype as a set of its own",
-                problem.line or None)
+                path, f"workload {problem.name} is {problem.dtype}, {problems[0].name} (line {problems[0].line}) "
+                f"{problems[0].dtype}; a header is built for one element type: profile each dtype as a set of "
+                "its own", problem.line or None)

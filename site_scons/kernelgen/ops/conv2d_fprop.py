@@ -118,9 +118,8 @@ def parse(path, lineno, pairs: dict) -> Conv2dProblem:
 
 
 def job_line(problem) -> str:
-    """The profiler's ``workload`` job line: the name, then the convolution the profiler runs."""
-    conv = problem.as_conv()
-    return " ".join(["workload", problem.name, OP, *map(str, conv.args())])
+    """The profiler's ``workload`` job line: the name, the op, the dtype, the convolution's extents."""
+    return " ".join(["workload", problem.name, OP, problem.dtype, *map(str, problem.args())])
 
 
 def table_label(problem) -> str:

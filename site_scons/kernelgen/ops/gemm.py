@@ -62,7 +62,7 @@ def parse(path, lineno, pairs: dict) -> GemmProblem:
 def job_line(problem) -> str:
     """The profiler's ``workload`` job line: the GEMM's name and extents (the profiler runs it as
     the 1x1 convolution it is)."""
-    return f"workload {problem.name} {OP} {problem.m} {problem.n} {problem.k}"
+    return f"workload {problem.name} {OP} {problem.dtype} {problem.m} {problem.n} {problem.k}"
 
 
 def table_label(problem) -> str:
