@@ -51,12 +51,16 @@ def test_catalog_holds_each_family():
     assert {k.splits for k in split} == {None, 2}
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
+    bf16 = [k for k in kernels if k.element == "bf16"]
+    assert len(bf16) == 12 and {k.family for k in bf16} == {"conv2d_fprop_sm90_persistent_bf16",
+                                                             "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16"}
+    assert all(k.output == "bf16" and "bf16" in k.name and "f16_" not in k.name.replace("bf16", "") for k in bf16)
     gemv = [k for k in kernels if k.family == "gemv"]
     assert len(gemv) == 8 and {k.max_m for k in gemv} == {1, 2, 4, 8} and {k.op for k in gemv} == {"gemm"}
-    assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split)
+    assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
-                            + len(gemv))
+                            + len(gemv) + len(bf16))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -77,7 +81,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 169
+    assert len(select(kernels, "*", parse_arch("90a"))) == 181
     assert len(select(kernels, "*", parse_arch("90"))) == 62, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 62
     assert len(select(kernels, "*", parse_arch("75"))) == 12
