@@ -9,8 +9,9 @@ tolerance: 1e-3 for float16, 8e-3 for bfloat16) and every bad input raised. The 
 the header's element type (best_conv.element()). Times are taken as the profiler takes them:
 operands rotated over copies that cover four times the L2 cache, the median over batches of
 about 1 ms, each batch of calls captured once in a CUDA graph and replayed (`ms`, the GPU's time,
-beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike), and called one after
-another from Python (`calls ms`: PyTorch's and the extension's cost per call included).
+beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike; each call writes its set's
+output through `out=`), and called one after another from Python (`calls ms`: PyTorch's and the
+extension's cost per call included).
 """
 
 import argparse
@@ -32,11 +33,14 @@ def operands(n, h, w, c, k, r, s):
     return x, wt
 
 
-def operand_sets(n, h, w, c, k, r, s):
-    """Copies of the operands covering four times the L2 cache (at least one), as the profiler has."""
+def operand_sets(n, h, w, c, k, r, s, p, q):
+    """Copies of (x, w, y) covering four times the L2 cache (at least one), as the profiler has."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    bytes_per_set = 2 * (n * h * w * c + k * r * s * c + n * h * w * k)
-    return [operands(n, h, w, c, k, r, s) for _ in range(max(1, min(64, -(-4 * l2 // bytes_per_set))))]
+    bytes_per_set = 2 * (n * h * w * c + k * r * s * c + n * p * q * k)
+    count = max(1, min(64, -(-4 * l2 // bytes_per_set)))
+    return [(*operands(n, h, w, c, k, r, s),
+             torch.empty(n, k, p, q, device="cuda", dtype=DTYPE, memory_format=torch.channels_last))
+            for _ in range(count)]
 
 
 def time_ms(function, sets, repeats, graph):
@@ -70,19 +74,24 @@ def time_ms(function, sets, repeats, graph):
 
 def check(label, problem, profiled_ms, repeats) -> bool:
     n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
-    sets = operand_sets(n, h, w, c, k, r, s)
-    x, wt = sets[0]
+    p = (h + 2 * pad_h - dil_h * (r - 1) - 1) // stride_h + 1
+    q = (w + 2 * pad_w - dil_w * (s - 1) - 1) // stride_w + 1
+    sets = operand_sets(n, h, w, c, k, r, s, p, q)
+    x, wt, _ = sets[0]
     args = ((stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
     kernel = best_conv.kernel_for(x, wt, *args)
     y = best_conv.conv2d(x, wt, *args)
+    written = best_conv.conv2d(x, wt, *args, out=sets[0][2])
+    same = written.data_ptr() == sets[0][2].data_ptr() and torch.equal(written, y)  # out= writes the same output
     expected = F.conv2d(x.float(), wt.float(), None, *args)
     error = (y.float() - expected)
     rel_l2 = (error.norm() / expected.norm()).item()
     rel_max = (error.abs().max() / expected.abs().max()).item()
-    ok = bool(torch.isfinite(y).all()) and rel_l2 <= TOLERANCE and rel_max <= TOLERANCE
-    ours = lambda i: best_conv.conv2d(*sets[i], *args)  # noqa: E731
+    ok = bool(torch.isfinite(y).all()) and rel_l2 <= TOLERANCE and rel_max <= TOLERANCE and same
+    # Each call writes its set's output, as the profiler's launches do.
+    ours = lambda i: best_conv.conv2d(sets[i][0], sets[i][1], *args, out=sets[i][2])  # noqa: E731
     ours_ms, calls_ms = (time_ms(ours, len(sets), repeats, graph) for graph in (True, False))
-    torch_ms = time_ms(lambda i: F.conv2d(*sets[i], None, *args), len(sets), repeats, True)
+    torch_ms = time_ms(lambda i: F.conv2d(sets[i][0], sets[i][1], None, *args), len(sets), repeats, True)
     shown = f"{profiled_ms:.4f}" if profiled_ms else "-"
     ratio = f"{ours_ms / profiled_ms:.2f}" if profiled_ms else "-"
     print(f"{label:<22} {ours_ms:8.4f} {shown:>8} {ratio:>5} {calls_ms:8.4f} {torch_ms:8.4f} {rel_l2:9.2e} "
@@ -117,6 +126,8 @@ def main() -> int:
     x, wt = operands(2, 16, 16, 64, 64, 3, 3)
     ok += [
         refuses("float32 x", lambda: best_conv.conv2d(x.float(), wt, 1, 1)),
+        refuses("out of the wrong shape", lambda: best_conv.conv2d(
+            x, wt, 1, 1, out=torch.empty(2, 64, 15, 16, device="cuda", dtype=DTYPE).to(memory_format=torch.channels_last))),
         refuses("x of the other 16-bit type", lambda: best_conv.conv2d(
             x.to(torch.bfloat16 if DTYPE == torch.half else torch.half), wt, 1, 1)),
         refuses("x not channels_last", lambda: best_conv.conv2d(x.contiguous(), wt, 1, 1)),

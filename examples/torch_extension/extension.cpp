@@ -1,4 +1,4 @@
-// best_conv.conv2d(x, w, stride=1, padding=0, dilation=1): the convolution of channels_last CUDA
+// best_conv.conv2d(x, w, stride=1, padding=0, dilation=1, out=None): the convolution of channels_last CUDA
 // tensors x (N, C, H, W) and w (K, C, R, S) of the header's element type (float16 or bfloat16,
 // best_conv.element()) through best_kernels.h's launcher, as
 // torch.nn.functional.conv2d(x, w, None, stride, padding, dilation) computes it (no bias, one group).
@@ -90,14 +90,23 @@ best_conv::Problem problem_of(const torch::Tensor& x, const torch::Tensor& w, co
 }
 
 torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
-                     const py::object& padding, const py::object& dilation) {
+                     const py::object& padding, const py::object& dilation, const py::object& out) {
   const best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
   const int64_t out_h = (int64_t(p.h) + 2 * p.pad_h - int64_t(p.dilation_h) * (p.r - 1) - 1) / p.stride_h + 1;
   const int64_t out_w = (int64_t(p.w) + 2 * p.pad_w - int64_t(p.dilation_w) * (p.s - 1) - 1) / p.stride_w + 1;
   require(out_h >= 1 && out_w >= 1, "the ", p.r, "x", p.s,
               " filter does not fit the padded ", p.h, "x", p.w, " input");
   const c10::cuda::CUDAGuard guard(x.device());
-  torch::Tensor y = torch::empty({p.n, p.k, out_h, out_w}, x.options().memory_format(torch::MemoryFormat::ChannelsLast));
+  torch::Tensor y;
+  if (out.is_none()) {
+    y = torch::empty({p.n, p.k, out_h, out_w}, x.options().memory_format(torch::MemoryFormat::ChannelsLast));
+  } else {  // the caller's output tensor, written in place
+    y = out.cast<torch::Tensor>();
+    check_operand(y, "out", "(N, K, P, Q)");
+    require(y.device() == x.device(), "out is on another device than x");
+    require(y.size(0) == p.n && y.size(1) == p.k && y.size(2) == out_h && y.size(3) == out_w, "out is ", shape(y),
+            ", the output is (", p.n, ", ", p.k, ", ", out_h, ", ", out_w, ")");
+  }
   const size_t bytes = best_conv::workspace_size(p);
   torch::Tensor workspace = torch::empty({int64_t(bytes)}, x.options().dtype(torch::kUInt8));
   const std::string error = best_conv::conv2d_fprop(p, x.data_ptr(), w.data_ptr(), y.data_ptr(),
@@ -131,8 +140,11 @@ py::list profiled() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "Convolutions through the launcher of kernelgen's best_kernels.h";
-  m.def("conv2d", &conv2d, "conv2d(x, w, stride=1, padding=0, dilation=1): channels_last fp16 CUDA tensors",
-        py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
+  m.def("conv2d", &conv2d,
+        "conv2d(x, w, stride=1, padding=0, dilation=1, out=None): channels_last CUDA tensors of the header's "
+        "element type; the output is written to out when given (a channels_last tensor of the output's shape)",
+        py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1,
+        py::arg("out") = py::none());
   m.def("kernel_for", &kernel_for, "the kernel conv2d would run, or None", py::arg("x"), py::arg("w"),
         py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
   m.def("profiled", &profiled, "the problems of best_kernels.h and their profiled times (ms)");
