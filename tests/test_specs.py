@@ -341,3 +341,24 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
     assert len(families.FAMILIES) == 10
+
+
+def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):
+    from kernelgen.discovery import by_attribute
+
+    package = tmp_path / "twin_families"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text('KIND = "conv"\n')
+    (package / "b.py").write_text('KIND = "conv"\n')
+    (package / "c.py").write_text("HELPER = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match=r"twin_families\.a and twin_families\.b both have KIND 'conv'"):
+        by_attribute("twin_families", [str(package)], "KIND")
+    (package / "b.py").write_text('KIND = "gemm"\n')
+    import importlib
+    importlib.invalidate_caches()
+    import sys
+    sys.modules.pop("twin_families.b", None)
+    assert [m.__name__ for m in by_attribute("twin_families", [str(package)], "KIND").values()] == [
+        "twin_families.a", "twin_families.b"], "in module-name order; c declares nothing"

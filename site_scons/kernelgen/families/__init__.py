@@ -11,21 +11,6 @@ others (``common``, ``resident``) hold what families share. A new family is a mo
 spec and its template: nothing to register.
 """
 
-import importlib
-import pkgutil
+from ..discovery import by_attribute
 
-
-def _discover() -> dict:
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        kind = getattr(module, "KIND", None)
-        if kind is None:
-            continue
-        if kind in found:
-            raise ImportError(f"families {found[kind].__name__} and {module.__name__} both have KIND {kind!r}")
-        found[kind] = module
-    return found
-
-
-FAMILIES = _discover()
+FAMILIES = by_attribute(__name__, __path__, "KIND")

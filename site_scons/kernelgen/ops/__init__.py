@@ -12,26 +12,10 @@ A kernel serves a workload when the kernel's op is one of the workload op's ``KE
 the kernel's ``element`` is the workload's ``dtype``.
 """
 
-import importlib
-import pkgutil
-
+from ..discovery import by_attribute
 from ..errors import WorkloadError
 
-
-def _discover() -> dict:
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        name = getattr(module, "OP", None)
-        if name is None:
-            continue
-        if name in found:
-            raise ImportError(f"ops {found[name].__name__} and {module.__name__} both have OP {name!r}")
-        found[name] = module
-    return found
-
-
-OPS = _discover()
+OPS = by_attribute(__name__, __path__, "OP")
 conv2d_fprop, gemm = OPS["conv2d_fprop"], OPS["gemm"]  # the two ops other modules name directly
 
 
