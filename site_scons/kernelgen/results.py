@@ -176,9 +176,9 @@ def validate(frame: pd.DataFrame, path, lines=None) -> pd.DataFrame:
     frame = frame.copy()
     for column in COLUMNS:
         if column not in frame.columns:
-            frame[column] = UNRECORDED_TIMING if column == "timing" else ""
+            frame[column] = ""
     frame = frame[list(COLUMNS)]
-    frame["timing"] = frame["timing"].where(frame["timing"] != "", UNRECORDED_TIMING)
+    frame["timing"] = frame["timing"].where(frame["timing"] != "", UNRECORDED_TIMING)  # also a missing column
     for i, row in enumerate(frame.itertuples(index=False)):
         if row.status not in STATUSES:
             raise ResultsError(path, f"line {line_of(i)}: status {row.status!r} is not one of {', '.join(STATUSES)}")

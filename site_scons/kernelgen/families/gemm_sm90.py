@@ -96,11 +96,15 @@ class GemmSm90:
 
     @property
     def adapter(self) -> str:
-        return (self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter)[0]
+        return self._adapter()[0]
 
     @property
     def adapter_header(self) -> str:
-        return (self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter)[1]
+        return self._adapter()[1]
+
+    def _adapter(self) -> tuple:
+        """(adapter, its header): the stream-K one for a kernel of the stream-K scheduler."""
+        return self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter
 
     @property
     def alignment(self) -> int:
