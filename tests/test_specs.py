@@ -34,7 +34,7 @@ def test_catalog_holds_each_family():
     transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
     assert len(transposed) == 20 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
     void = [k for k in kernels if k.family.endswith("_void")]
-    assert len(void) == 18 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
+    assert len(void) == 19 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
     stores = [k for k in kernels if k.family.endswith("_stores")]
     assert len(stores) == 9 and all(k.source == "void" and k.store_stages in (4, 6, 8) for k in stores)
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
@@ -83,7 +83,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 188
+    assert len(select(kernels, "*", parse_arch("90a"))) == 189
     assert len(select(kernels, "*", parse_arch("90"))) == 62, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 62
     assert len(select(kernels, "*", parse_arch("75"))) == 12
