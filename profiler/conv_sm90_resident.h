@@ -1,11 +1,13 @@
 // Filter-resident conv2d fprop kernels for SM90 with 64-channel pixels: the CTA keeps its filter
 // slice in shared memory for its whole (persistent) life and streams pixel tiles through.
+// `Element` is the 16-bit type of activations, filters and output: cutlass::half_t or
+// cutlass::bfloat16_t; accumulation is fp32.
 //
 // Output channels are wgmma's M (64 per CTA), pixels its N, both operands K-major 128-byte lines
-// (one line = 64 fp16 channels), 128B-swizzled by TMA. A producer thread loads pixel tiles (TMA,
+// (one line = 64 channels), 128B-swizzled by TMA. A producer thread loads pixel tiles (TMA,
 // `Stages` buffers); two consumer warpgroups take alternate tiles, their mainloops ordered
 // (ping-pong) so that one's epilogue overlaps the other's multiply-adds. The epilogue transposes
-// the fp32 accumulators to NHWC fp16 lines in shared memory (stmatrix) and stores them by TMA.
+// the fp32 accumulators to NHWC `Element` lines in shared memory (stmatrix) and stores them by TMA.
 //
 // Two tilings:
 //  - HaloTiling<Width, Rows>: 3x3, stride 1, pad 1, C = 64, K a multiple of 64 (a 64-channel slice
@@ -21,15 +23,18 @@
 //
 // Use: `Kernel::unsupported(...)` (nullptr when the kernel can run the convolution), then
 // `Kernel::initialize(args, x, w, y, n, h, w, c, k)` once per set of operands, and
-// `Kernel::run(args, sms, stream)`. `Mma` is SM90's 64 x kPixels x 16 f32 += f16 * f16 wgmma,
-// both operands K-major from shared memory (cute::SM90::GMMA::MMA_64xNx16_F32F16F16_SS<K, K>).
+// `Kernel::run(args, sms, stream)`. `Mma` is SM90's 64 x kPixels x 16 f32 += Element * Element
+// wgmma, both operands K-major from shared memory (cute::SM90::GMMA::MMA_64xNx16_F32F16F16_SS<K, K>
+// for fp16, MMA_64xNx16_F32BF16BF16_SS for bf16).
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "cute/arch/copy_sm90_tma.hpp"
@@ -39,6 +44,7 @@
 #include "cutlass/arch/barrier.h"
 #include "cutlass/arch/reg_reconfig.h"
 #include "cutlass/cuda_host_adapter.hpp"
+#include "cutlass/numeric_types.h"
 
 namespace kernelgen {
 namespace resident {
@@ -156,12 +162,21 @@ __device__ __forceinline__ void mma(uint64_t a, uint64_t b, float* acc, cute::SM
   Mma::fma(a, b, acc[I]..., scale);
 }
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
+// Two fp32 values rounded to Element, packed in one 32-bit register (`lo` in the low half).
+template <class Element>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  static_assert(std::is_same_v<Element, cutlass::half_t> || std::is_same_v<Element, cutlass::bfloat16_t>,
+                "resident kernels are written for fp16 and bf16");
+  if constexpr (std::is_same_v<Element, cutlass::half_t>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
 }
 
-template <class Tiling, class Mma>
+template <class Tiling, class Mma, class Element>
 __global__ void __launch_bounds__(kThreads, 1)
     fprop_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                  const __grid_constant__ CUtensorMap y_map, Params params) {
@@ -270,11 +285,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float* d = acc + 4 * g;
       if (pair) {
         asm volatile("stmatrix.sync.aligned.x4.trans.m8n8.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-                     "r"(pack_half2(d[0], d[1])), "r"(pack_half2(d[2], d[3])), "r"(pack_half2(d[4], d[5])),
-                     "r"(pack_half2(d[6], d[7])));
+                     "r"(pack2<Element>(d[0], d[1])), "r"(pack2<Element>(d[2], d[3])),
+                     "r"(pack2<Element>(d[4], d[5])), "r"(pack2<Element>(d[6], d[7])));
       } else {
         asm volatile("stmatrix.sync.aligned.x2.trans.m8n8.shared.b16 [%0], {%1, %2};\n" ::"r"(addr),
-                     "r"(pack_half2(d[0], d[1])), "r"(pack_half2(d[2], d[3])));
+                     "r"(pack2<Element>(d[0], d[1])), "r"(pack2<Element>(d[2], d[3])));
       }
     }
     cutlass::arch::fence_view_async_shared();
@@ -288,23 +303,28 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// A tensor map over a packed fp16 tensor with the given extents (innermost first), 128B-swizzled
-// boxes. Nullptr on success, else what failed.
+// A tensor map over a packed tensor of Element with the given extents (innermost first),
+// 128B-swizzled boxes. Nullptr on success, else what failed.
+template <class Element>
 inline const char* encode(CUtensorMap* map, const void* base, int rank, const cuuint64_t* dims,
                           const cuuint32_t* box) {
+  static_assert(sizeof(Element) == 2, "the strides below count 2-byte elements");
+  constexpr CUtensorMapDataType kType = std::is_same_v<Element, cutlass::bfloat16_t>
+                                            ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   cuuint64_t strides[4];
   cuuint64_t stride = 2;
   for (int i = 0; i < rank - 1; ++i) strides[i] = stride *= dims[i];
   cuuint32_t ones[4] = {1, 1, 1, 1};
   CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
-      map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, const_cast<void*>(base), dims, strides, box, ones,
+      map, kType, rank, const_cast<void*>(base), dims, strides, box, ones,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? nullptr : "cuTensorMapEncodeTiled failed (operands not 16-byte aligned?)";
 }
 
 // The part of a kernel type that does not depend on its tiling: arguments and launch.
-template <class Tiling, class Mma>
+template <class Tiling, class Mma, class Element>
 struct Kernel {
   static constexpr int kSharedBytes = Layout<Tiling>::kSharedBytes;
 
@@ -314,7 +334,7 @@ struct Kernel {
   };
 
   static const char* reserve_shared_memory() {
-    return cudaFuncSetAttribute(fprop_kernel<Tiling, Mma>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(fprop_kernel<Tiling, Mma, Element>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 kSharedBytes) == cudaSuccess
                ? nullptr
                : "cannot reserve the kernel's shared memory";
@@ -326,8 +346,8 @@ struct Kernel {
     const int blocks = args.params.channel_blocks;
     int per_block = sms / blocks > 0 ? sms / blocks : 1;
     if (per_block > args.params.tiles) per_block = args.params.tiles;
-    fprop_kernel<Tiling, Mma><<<per_block * blocks, kThreads, kSharedBytes, stream>>>(args.x, args.w, args.y,
-                                                                                        args.params);
+    fprop_kernel<Tiling, Mma, Element><<<per_block * blocks, kThreads, kSharedBytes, stream>>>(
+        args.x, args.w, args.y, args.params);
     return cudaPeekAtLastError();
   }
 };
@@ -335,9 +355,9 @@ struct Kernel {
 }  // namespace resident
 
 // A 3x3 halo kernel for activations `Width` pixels wide, `Rows` output rows per tile.
-template <int Width, int Rows, class Mma>
-struct HaloFprop : resident::Kernel<resident::HaloTiling<Width, Rows>, Mma> {
-  using Base = resident::Kernel<resident::HaloTiling<Width, Rows>, Mma>;
+template <int Width, int Rows, class Mma, class Element = cutlass::half_t>
+struct HaloFprop : resident::Kernel<resident::HaloTiling<Width, Rows>, Mma, Element> {
+  using Base = resident::Kernel<resident::HaloTiling<Width, Rows>, Mma, Element>;
   using typename Base::Arguments;
 
   // Nullptr when the kernel computes this convolution (NHWC x, KRSC w, NPQK y), else why not.
@@ -363,9 +383,9 @@ struct HaloFprop : resident::Kernel<resident::HaloTiling<Width, Rows>, Mma> {
     const cuuint64_t y_dims[4] = {cuuint64_t(k), Width, cuuint64_t(h), cuuint64_t(n)};
     const cuuint32_t w_box[3] = {kChannels, 1, kChannels};
     const cuuint32_t y_box[4] = {kChannels, Width, Rows, 1};
-    const char* err = encode(&args.x, x, 4, x_dims, x_box);
-    if (!err) err = encode(&args.w, w, 3, w_dims, w_box);
-    if (!err) err = encode(&args.y, y, 4, y_dims, y_box);
+    const char* err = encode<Element>(&args.x, x, 4, x_dims, x_box);
+    if (!err) err = encode<Element>(&args.w, w, 3, w_dims, w_box);
+    if (!err) err = encode<Element>(&args.y, y, 4, y_dims, y_box);
     if (err) return err;
     const int per_image = (h + Rows - 1) / Rows;
     args.params = Params{n * per_image, k / kChannels, per_image};
@@ -374,9 +394,9 @@ struct HaloFprop : resident::Kernel<resident::HaloTiling<Width, Rows>, Mma> {
 };
 
 // A 1x1 pointwise kernel for C = 64 * CBlocks input channels, any multiple of 64 output channels.
-template <int CBlocks, int Stages, class Mma>
-struct PointwiseFprop : resident::Kernel<resident::PointwiseTiling<CBlocks, Stages>, Mma> {
-  using Base = resident::Kernel<resident::PointwiseTiling<CBlocks, Stages>, Mma>;
+template <int CBlocks, int Stages, class Mma, class Element = cutlass::half_t>
+struct PointwiseFprop : resident::Kernel<resident::PointwiseTiling<CBlocks, Stages>, Mma, Element> {
+  using Base = resident::Kernel<resident::PointwiseTiling<CBlocks, Stages>, Mma, Element>;
   using typename Base::Arguments;
 
   static const char* unsupported(int, int c, int k, int r, int s, int pad_h, int pad_w, int stride_h, int stride_w,
@@ -399,9 +419,9 @@ struct PointwiseFprop : resident::Kernel<resident::PointwiseTiling<CBlocks, Stag
     const cuuint32_t w_box[2] = {kChannels, kChannels};
     const cuuint64_t y_dims[2] = {cuuint64_t(k), pixels};
     const cuuint32_t y_box[2] = {kChannels, 256};
-    const char* err = encode(&args.x, x, 2, x_dims, x_box);
-    if (!err) err = encode(&args.w, w, 2, w_dims, w_box);
-    if (!err) err = encode(&args.y, y, 2, y_dims, y_box);
+    const char* err = encode<Element>(&args.x, x, 2, x_dims, x_box);
+    if (!err) err = encode<Element>(&args.w, w, 2, w_dims, w_box);
+    if (!err) err = encode<Element>(&args.y, y, 2, y_dims, y_box);
     if (err) return err;
     args.params = Params{int((pixels + 255) / 256), k / kChannels, 0};
     return Base::reserve_shared_memory();

@@ -8,7 +8,7 @@ import types
 import pytest
 
 from conftest import TWO_LAYERS, invocations, write_manifest
-from kernelgen import compare, ops
+from kernelgen import compare, ops, results
 from kernelgen.errors import KernelgenError
 from kernelgen.workloads import Conv2dProblem, GemmProblem, parse_workloads
 
@@ -239,3 +239,24 @@ def test_a_graph_times_the_library_without_the_hosts_cost_per_call():
     graphed = compare.time_graph(torch, lambda i: torch.cuda.launch(), 4)
     assert abs(eager[0] - FakeCuda.HOST_MS) < 1e-6, "call by call, the GPU waits on the host"
     assert abs(graphed[0] - FakeCuda.KERNEL_MS) < 1e-3, "replayed, only the kernels count"
+
+
+def test_compare_chooses_as_the_header_does_each_kernel_at_its_own_tolerance(tmp_path):
+    # a bf16 set: bf16 rounding errors of 3e-3 pass the bf16 kernels' tolerance (8e-3), not fp16's
+    problems = parse_workloads("conv2d_fprop n=2 h=8 w=8 c=64 k=64 r=1 s=1 dtype=bf16\n"
+                               "conv2d_fprop n=2 h=8 w=8 c=64 k=128 r=1 s=1 dtype=bf16\n")
+    manifest = json.loads(write_manifest(tmp_path / "kernels.json", {"fast": "a", "slow": "b"}).read_text())
+    for info in manifest["kernels"].values():
+        info.update(element="bf16", tolerance=8e-3)
+    errors = {"fast": (3e-3, 9e-3), "slow": (3e-3, 5e-3)}  # fast is over its tolerance on the first layer
+    for i, problem in enumerate(problems):
+        rows = []
+        for kernel, ms in (("fast", 0.1), ("slow", 0.2)):
+            row = {c: None for c in results.COLUMNS}
+            l2, worst = errors[kernel] if i == 0 else (3e-3, 5e-3)
+            row.update(workload=problem.name, kernel=kernel, status="ok", runtime_ms=ms, rel_l2_error=l2,
+                       rel_max_error=worst, kernel_hash=manifest["kernels"][kernel]["hash"], gpu="NVIDIA H200",
+                       driver="580.159.04", cuda="13.0", cutlass="4.2.0", timing="graph")
+            rows.append(row)
+        results.write_csv(tmp_path / f"{problem.name}.csv", rows)
+    assert compare.chosen_kernels(manifest, tmp_path, problems) == ["slow", "fast"]

@@ -25,6 +25,7 @@ from kernelgen.profile import main as profile_main
 from kernelgen.profile import profile
 from kernelgen.specs import globs_of, load_family
 from kernelgen.variables import default_cutlass_root, scons_text, variables
+from kernelgen.vocab import verify_tolerance
 from kernelgen.workloads import load_workloads, parse_workloads
 from test_reduce import CATALOG, HASHES, PROBLEMS, SM80, SM80_B, SM90, row
 from test_scons_build import copy_project, scons
@@ -309,7 +310,7 @@ def test_the_committed_choices_are_those_of_the_fastest_ok_row():
         ok = frame[frame["status"] == "ok"].sort_values(["runtime_ms", "kernel"], kind="mergesort")
         fastest = [ok[ok["workload"] == p.name]["kernel"].iloc[0] for p in problems]
         hashes = dict(frame.drop_duplicates("kernel")[["kernel", "kernel_hash"]].itertuples(index=False))
-        tolerances = {name: 1e-3 if CATALOG[name].accumulator == "f32" else 2e-2 for name in hashes if name in CATALOG}
+        tolerances = {name: verify_tolerance(CATALOG[name]) for name in hashes if name in CATALOG}
         present = {k: h for k, h in hashes.items() if k in tolerances}
         assert list(reduce.select_best(frame, problems, present, tolerances)["kernel"]) == fastest
 

@@ -34,7 +34,7 @@ def test_catalog_holds_each_family():
     transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
     assert len(transposed) == 20 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
     void = [k for k in kernels if k.family.endswith("_void")]
-    assert len(void) == 14 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
+    assert len(void) == 19 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
     stores = [k for k in kernels if k.family.endswith("_stores")]
     assert len(stores) == 9 and all(k.source == "void" and k.store_stages in (4, 6, 8) for k in stores)
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
@@ -44,6 +44,7 @@ def test_catalog_holds_each_family():
     assert [(k.width, k.rows, k.pixels) for k in halo] == [(56, 4, 232)]
     pointwise = [k for k in kernels if k.family == "conv2d_fprop_sm90_pointwise"]
     assert [(k.channels, k.stages) for k in pointwise] == [(128, 2), (64, 4)]
+    assert all(k.element == k.output == "f16" for k in halo + pointwise)
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
     assert len(few) == 9
     split = [k for k in kernels if k.family.endswith("split_k")]
@@ -52,8 +53,9 @@ def test_catalog_holds_each_family():
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
     bf16 = [k for k in kernels if k.element == "bf16"]
-    assert len(bf16) == 12 and {k.family for k in bf16} == {"conv2d_fprop_sm90_persistent_bf16",
-                                                             "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16"}
+    assert len(bf16) == 15 and {k.family for k in bf16} == {
+        "conv2d_fprop_sm90_persistent_bf16", "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16",
+        "conv2d_fprop_sm90_halo_bf16", "conv2d_fprop_sm90_pointwise_bf16"}
     assert all(k.output == "bf16" and "bf16" in k.name and "f16_" not in k.name.replace("bf16", "") for k in bf16)
     gemv = [k for k in kernels if k.family == "gemv"]
     assert len(gemv) == 8 and {k.max_m for k in gemv} == {1, 2, 4, 8} and {k.op for k in gemv} == {"gemm"}
@@ -81,7 +83,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 181
+    assert len(select(kernels, "*", parse_arch("90a"))) == 189
     assert len(select(kernels, "*", parse_arch("90"))) == 62, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 62
     assert len(select(kernels, "*", parse_arch("75"))) == 12

@@ -72,7 +72,11 @@ def time_ms(function, sets, repeats, graph):
     return sorted(elapsed(replay.replay, count) for _ in range(repeats))[repeats // 2]
 
 
-def check(label, problem, profiled_ms, repeats) -> bool:
+def measure(label, problem, profiled_ms, repeats) -> dict:
+    """Times one problem: the launcher (replayed and call by call) and torch.nn.functional.conv2d;
+    keeps its first output for verify(), whose float32 reference runs once every problem is
+    timed: no timing follows a reference convolution, the heaviest work of this script, which
+    can leave the GPU at the lower clocks of its power limit."""
     n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
     p = (h + 2 * pad_h - dil_h * (r - 1) - 1) // stride_h + 1
     q = (w + 2 * pad_w - dil_w * (s - 1) - 1) // stride_w + 1
@@ -83,19 +87,26 @@ def check(label, problem, profiled_ms, repeats) -> bool:
     y = best_conv.conv2d(x, wt, *args)
     written = best_conv.conv2d(x, wt, *args, out=sets[0][2])
     same = written.data_ptr() == sets[0][2].data_ptr() and torch.equal(written, y)  # out= writes the same output
-    expected = F.conv2d(x.float(), wt.float(), None, *args)
-    error = (y.float() - expected)
-    rel_l2 = (error.norm() / expected.norm()).item()
-    rel_max = (error.abs().max() / expected.abs().max()).item()
-    ok = bool(torch.isfinite(y).all()) and rel_l2 <= TOLERANCE and rel_max <= TOLERANCE and same
     # Each call writes its set's output, as the profiler's launches do.
     ours = lambda i: best_conv.conv2d(sets[i][0], sets[i][1], *args, out=sets[i][2])  # noqa: E731
     ours_ms, calls_ms = (time_ms(ours, len(sets), repeats, graph) for graph in (True, False))
     torch_ms = time_ms(lambda i: F.conv2d(sets[i][0], sets[i][1], None, *args), len(sets), repeats, True)
+    return {"label": label, "x": x, "w": wt, "args": args, "y": y, "same": same, "kernel": kernel,
+            "ms": ours_ms, "calls_ms": calls_ms, "torch_ms": torch_ms, "profiled_ms": profiled_ms}
+
+
+def verify(m: dict) -> bool:
+    """Prints a measured problem's row, its output checked against the float32 reference."""
+    expected = F.conv2d(m["x"].float(), m["w"].float(), None, *m["args"])
+    error = (m["y"].float() - expected)
+    rel_l2 = (error.norm() / expected.norm()).item()
+    rel_max = (error.abs().max() / expected.abs().max()).item()
+    ok = bool(torch.isfinite(m["y"]).all()) and rel_l2 <= TOLERANCE and rel_max <= TOLERANCE and m["same"]
+    profiled_ms = m["profiled_ms"]
     shown = f"{profiled_ms:.4f}" if profiled_ms else "-"
-    ratio = f"{ours_ms / profiled_ms:.2f}" if profiled_ms else "-"
-    print(f"{label:<22} {ours_ms:8.4f} {shown:>8} {ratio:>5} {calls_ms:8.4f} {torch_ms:8.4f} {rel_l2:9.2e} "
-          f"{rel_max:9.2e} {'ok' if ok else 'MISMATCH'} {kernel}", flush=True)
+    ratio = f"{m['ms'] / profiled_ms:.2f}" if profiled_ms else "-"
+    print(f"{m['label']:<22} {m['ms']:8.4f} {shown:>8} {ratio:>5} {m['calls_ms']:8.4f} {m['torch_ms']:8.4f} "
+          f"{rel_l2:9.2e} {rel_max:9.2e} {'ok' if ok else 'MISMATCH'} {m['kernel']}", flush=True)
     return ok
 
 
@@ -117,11 +128,12 @@ def main() -> int:
     profiled = best_conv.profiled()
     print(f"{'problem':<22} {'ms':>8} {'profiled':>8} {'ratio':>5} {'calls ms':>8} {'torch ms':>8} {'rel_l2':>9} "
           f"{'rel_max':>9} result kernel")
-    ok = [check(f"conv {i}", problem, ms, repeats) for i, (problem, ms) in enumerate(profiled)]
+    measured = [measure(f"conv {i}", problem, ms, repeats) for i, (problem, ms) in enumerate(profiled)]
     if profiled:  # problems not profiled: the launcher's fallback kernels
         first = profiled[0][0]
-        ok.append(check("conv 0, batch 3", (3, *first[1:]), 0, repeats))
-    ok.append(check("3x3, 96 channels", (2, 20, 20, 96, 128, 3, 3, 1, 1, 1, 1, 1, 1), 0, repeats))
+        measured.append(measure("conv 0, batch 3", (3, *first[1:]), 0, repeats))
+    measured.append(measure("3x3, 96 channels", (2, 20, 20, 96, 128, 3, 3, 1, 1, 1, 1, 1, 1), 0, repeats))
+    ok = [verify(m) for m in measured]
 
     x, wt = operands(2, 16, 16, 64, 64, 3, 3)
     ok += [
@@ -145,7 +157,7 @@ def main() -> int:
     if best_conv.kernel_for(*operands(*rgb[:7]), 1, 1) is None:
         ok.append(refuses("3 channels (no kernel takes them)", lambda: best_conv.conv2d(*operands(*rgb[:7]), 1, 1)))
     else:
-        ok.append(check("3 channels", rgb, 0, repeats))
+        ok.append(verify(measure("3 channels", rgb, 0, repeats)))
     print(f"{sum(ok)} of {len(ok)} checks passed")
     return 0 if all(ok) else 1
 

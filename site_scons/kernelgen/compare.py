@@ -305,15 +305,22 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def chosen_kernels(manifest: dict, out_dir, problems) -> list[str]:
+    """The kernel the header of this build would choose for each workload: among the manifest's
+    kernels that serve it, the fastest whose errors are within that kernel's own tolerance."""
+    kernels = manifest["kernels"]
+    hashes = {name: info["hash"] for name, info in kernels.items()}
+    tolerances = {name: info["tolerance"] for name, info in kernels.items()}
+    return list(select_best(load_set(out_dir, problems), problems, hashes, tolerances, kernels)["kernel"])
+
+
 def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=print, resolved_file=None) -> Path:
     torch = import_torch()
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     check_served(problems, manifest["kernels"].values(), workload_file)
     out_dir = gpu_dir(results_root, set_name, query_gpu()[0])
-    hashes = {name: info["hash"] for name, info in manifest["kernels"].items()}
-    best = select_best(load_set(out_dir, problems), problems, hashes, kernels_by_name=manifest["kernels"])
-    chosen = list(best["kernel"])
+    chosen = chosen_kernels(manifest, out_dir, problems)
     log(f"timing the {len(problems)} chosen kernels again")
     kernel_ms = retime_chosen(manifest, profiler, problems, chosen, log)
     device = device_of(profiler, query_gpu()[1])

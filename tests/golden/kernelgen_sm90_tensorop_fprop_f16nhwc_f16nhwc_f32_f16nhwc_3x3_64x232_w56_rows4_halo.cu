@@ -3,7 +3,7 @@
 #include "resident_adapter.h"
 
 // SM90 halo conv2d fprop, width 56, 4 output rows per tile: kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo
-using kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo = kernelgen::HaloFprop<56, 4, cute::SM90::GMMA::MMA_64x232x16_F32F16F16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>>;
+using kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo = kernelgen::HaloFprop<56, 4, cute::SM90::GMMA::MMA_64x232x16_F32F16F16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>, cutlass::half_t>;
 static_assert(kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo::kSharedBytes == 224312, "the spec check counts shared memory as the kernel does");
 
 namespace kernelgen {

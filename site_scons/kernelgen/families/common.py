@@ -22,17 +22,26 @@ def fixed_type_family(kind: str) -> S.Table:
     return S.Table((*family_keys(kind), S.Key("kernels", lambda v: v)))
 
 
-def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, types: dict, check) -> list:
-    """The kernels of a family whose kernels are written for fixed ``types`` (key -> data type):
-    one ``cls(family=..., **entry)`` per entry of ``kernels``, refused by ``check(path, entry
-    name, kernel)`` if the family cannot build it."""
+def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, types, check) -> list:
+    """The kernels of a family whose kernels are written for fixed types: one ``cls(family=...,
+    **entry)`` per entry of ``kernels``, refused by ``check(path, entry name, kernel)`` if the
+    family cannot build it. ``types`` is one typing (key -> data type) or a tuple of them; where
+    there are several, the family's ``element`` is passed on (``cls(element=...)``) and names the
+    typing."""
     fam = family.read(path, raw)
-    for key, value in types.items():
+    typings = types if isinstance(types, tuple) else (types,)
+    typing = next((t for t in typings if t["element"] == fam["element"]), typings[0])
+    if fam["element"] not in {t["element"] for t in typings}:
+        allowed = " or ".join(t["element"] for t in typings)
+        raise SpecError(path, f"this family is written for element {allowed}, not {fam['element']}", None, "element")
+    for key, value in typing.items():
         if fam[key] != value:
-            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}", None, key)
+            raise SpecError(path, f"this family is written for {key} {value}, not {fam[key]}"
+                            + (f" (with element {fam['element']})" if len(typings) > 1 else ""), None, key)
+    typed = {"element": fam["element"]} if len(typings) > 1 else {}
     kernels = []
     for name, spec in S.read_entries(path, fam["kernels"], "kernels", entry):
-        kernel = cls(family=path.stem, **spec)
+        kernel = cls(family=path.stem, **spec, **typed)
         check(path, name, kernel)
         kernels.append(kernel)
     return kernels

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .. import spec_schema as S
 from ..errors import SpecError
 from .common import fixed_type_family
-from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, mma_type, round_up,
+from .resident import (BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, round_up,
                        shared_bytes)
 
 KIND = "conv2d_fprop_sm90_halo"
@@ -32,6 +32,7 @@ class Conv2dFpropSm90Halo(ResidentKernel):
     family: str
     width: int
     rows: int
+    element: str = "f16"
 
     template = TEMPLATE
     fits_key = "rows"  # the key a shared-memory overflow is reported against
@@ -47,7 +48,7 @@ class Conv2dFpropSm90Halo(ResidentKernel):
 
     @property
     def name(self) -> str:
-        return (f"kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_{CHANNELS}x{self.pixels}"
+        return (f"kernelgen_sm90_tensorop_fprop_{self.types}_3x3_{CHANNELS}x{self.pixels}"
                 f"_w{self.width}_rows{self.rows}_halo")
 
     @property
@@ -57,7 +58,7 @@ class Conv2dFpropSm90Halo(ResidentKernel):
                             self.rows * self.width + 8)
 
     def values(self) -> dict:
-        return {"width": self.width, "rows": self.rows, "mma": mma_type(self.pixels),
+        return {"width": self.width, "rows": self.rows, **self.typed_values(self.pixels),
                 "shared_bytes": self.shared_bytes}
 
 

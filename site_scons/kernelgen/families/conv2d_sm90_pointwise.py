@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .. import spec_schema as S
 from ..errors import SpecError
 from .common import fixed_type_family
-from .resident import BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, mma_type, shared_bytes
+from .resident import BLOCK, CHANNELS, LINE, ResidentKernel, expand_entries, shared_bytes
 
 KIND = "conv2d_fprop_sm90_pointwise"
 TEMPLATE = "conv2d_fprop_sm90_pointwise.mako"
@@ -31,6 +31,7 @@ class Conv2dFpropSm90Pointwise(ResidentKernel):
     family: str
     channels: int
     stages: int
+    element: str = "f16"
 
     template = TEMPLATE
     fits_key = "stages"  # the key a shared-memory overflow is reported against
@@ -41,7 +42,7 @@ class Conv2dFpropSm90Pointwise(ResidentKernel):
 
     @property
     def name(self) -> str:
-        return (f"kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_{CHANNELS}x{PIXELS}"
+        return (f"kernelgen_sm90_tensorop_fprop_{self.types}_1x1_{CHANNELS}x{PIXELS}"
                 f"_c{self.channels}_stages{self.stages}_pointwise")
 
     @property
@@ -50,7 +51,7 @@ class Conv2dFpropSm90Pointwise(ResidentKernel):
         return shared_bytes(blocks * BLOCK, self.stages, blocks * PIXELS * LINE, PIXELS)
 
     def values(self) -> dict:
-        return {"channel_blocks": self.channels // CHANNELS, "stages": self.stages, "mma": mma_type(PIXELS),
+        return {"channel_blocks": self.channels // CHANNELS, "stages": self.stages, **self.typed_values(PIXELS),
                 "shared_bytes": self.shared_bytes}
 
 

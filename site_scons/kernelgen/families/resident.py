@@ -1,17 +1,20 @@
 """What the filter-resident SM90 kernel families (halo, pointwise) share: the kernels' fixed
-types and line geometry, their shared-memory count (as profiler/conv_sm90_resident.h lays it
+typings (f16 or bf16, fp32 accumulation) and line geometry, their shared-memory count (as profiler/conv_sm90_resident.h lays it
 out), their wgmma type and spec checks."""
 
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..targets import TARGETS
+from ..vocab import DATA_TYPES
 from .common import expand_fixed_type_entries
 
 INCLUDES = ("conv_sm90_resident.h",)
 CHANNELS = 64  # channels per 128-byte line (a pixel, a filter row), output channels per CTA
 LINE = 128
 BLOCK = CHANNELS * LINE  # a 64 x 64 filter block
-TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what the kernels are written for
+# what the kernels are written for: 16-bit inputs and output of one type, fp32 accumulation
+TYPES = tuple({"element": e, "accumulator": "f32", "output": e} for e in ("f16", "bf16"))
+MMA_TYPES = {"f16": "F32F16F16", "bf16": "F32BF16BF16"}  # wgmma's D, A, B types
 
 
 def round_up(n: int, to: int) -> int:
@@ -25,24 +28,38 @@ def shared_bytes(filter_bytes: int, stages: int, stage_bytes: int, staging_lines
             + (1 + 2 * stages + 2) * 8 + 1024)
 
 
-def mma_type(pixels: int) -> str:
-    """SM90's 64 x pixels x 16 f32 += f16 * f16 wgmma, both operands K-major from shared memory."""
+def mma_type(pixels: int, element: str) -> str:
+    """SM90's 64 x pixels x 16 f32 += element * element wgmma, both operands K-major from shared
+    memory."""
     major = "cute::SM90::GMMA::Major::K"
-    return f"cute::SM90::GMMA::MMA_64x{pixels}x16_F32F16F16_SS<{major}, {major}>"
+    return f"cute::SM90::GMMA::MMA_64x{pixels}x16_{MMA_TYPES[element]}_SS<{major}, {major}>"
 
 
 class ResidentKernel:
-    """What every resident kernel descriptor has besides its own fields, name and values."""
+    """What every resident kernel descriptor has besides its own fields (``element`` among them),
+    name and values."""
 
-    element = TYPES["element"]
-    accumulator = TYPES["accumulator"]
-    output = TYPES["output"]
+    accumulator = "f32"
     op = "conv2d_fprop"
     arch = 90
     arch_specific = True  # wgmma: sm_90a
     includes = INCLUDES
     adapter = "kernelgen::ResidentOperation"
     adapter_header = "resident_adapter.h"
+
+    @property
+    def output(self) -> str:
+        return self.element
+
+    @property
+    def types(self) -> str:
+        """The name's type part: activations, filters, accumulator, output."""
+        e = self.element
+        return f"{e}nhwc_{e}nhwc_f32_{e}nhwc"
+
+    def typed_values(self, pixels: int) -> dict:
+        """The template values every resident kernel has: its wgmma type and element type."""
+        return {"mma": mma_type(pixels, self.element), "element": DATA_TYPES[self.element].cpp}
 
 
 def expand_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, check) -> list:
