@@ -54,6 +54,14 @@ def test_the_network_total_weighs_each_layer_by_its_count_and_ratios_use_the_gra
     assert "worst layer 1.25." in text and "worst layer 1.43." in text
 
 
+def test_the_report_lists_what_the_library_ran_for_each_layer_that_recorded_it():
+    rows = [row("cudnn", 1.0, 1.0), row("cudnn", 1.0, 1.0)]
+    rows[1]["library_kernels"] = "Memset (Device) + sm90_xmma_fprop"
+    text = report(rows)
+    assert "What cuDNN ran, per layer" in text and "- 1: `Memset (Device) + sm90_xmma_fprop`" in text
+    assert "- 0:" not in text and "What cuDNN ran" not in report(rows[:1])
+
+
 def test_a_layer_without_a_profiler_kernel_time_shows_a_dash_not_a_number():
     text = report([row("cudnn", 1.0, 2.0, kernel_time=math.nan), row("cudnn", 1.0, 2.0)])
     assert "| 0 | l | 1 | `k` | 1.0000 | 2.0000 | – | 2.0000 |" in text
@@ -68,11 +76,11 @@ def test_a_gemm_workload_is_timed_with_cublas_a_convolution_with_cudnn(monkeypat
                         lambda torch, p, l2: made.append(("cudnn", p)) or ("conv", 3))
     monkeypatch.setattr(compare, "time_calls", lambda torch, call, sets: timed.append(call) or (1.0, 0.9, 1.1))
     monkeypatch.setattr(compare, "time_graph", lambda torch, call, sets: (0.5, 0.4, 0.6))
-    monkeypatch.setattr(compare, "time_kernels", lambda torch, call, sets: 0.45)
+    monkeypatch.setattr(compare, "time_kernels", lambda torch, call, sets: (0.45, "nvjet_gemm"))
     gemm, conv = GemmProblem(m=256, n=1000, k=2048), Conv2dProblem(n=1, h=8, w=8, c=8, k=8, r=3, s=3)
     torch = types.SimpleNamespace(no_grad=contextlib.nullcontext)
-    assert compare.time_library(torch, gemm, 1 << 20) == ("cublas", 1.0, 0.5, 0.45)
-    assert compare.time_library(torch, conv, 1 << 20) == ("cudnn", 1.0, 0.5, 0.45)
+    assert compare.time_library(torch, gemm, 1 << 20) == ("cublas", 1.0, 0.5, 0.45, "nvjet_gemm")
+    assert compare.time_library(torch, conv, 1 << 20) == ("cudnn", 1.0, 0.5, 0.45, "nvjet_gemm")
     assert made == [("cublas", gemm), ("cudnn", conv)] and timed == ["gemm", "conv"]
 
 
@@ -85,9 +93,9 @@ def test_a_profiler_kernel_time_that_cannot_be_attributed_is_logged_and_left_emp
     monkeypatch.setattr(compare, "time_kernels", unattributed)
     logs = []
     conv = Conv2dProblem(n=1, h=8, w=8, c=8, k=8, r=3, s=3)
-    library, calls, graph, kernels = compare.time_library(
+    library, calls, graph, kernel_ms, kernels = compare.time_library(
         types.SimpleNamespace(no_grad=contextlib.nullcontext), conv, 1 << 20, logs.append)
-    assert (library, calls, graph) == ("cudnn", 1.0, 0.5) and math.isnan(kernels)
+    assert (library, calls, graph, kernels) == ("cudnn", 1.0, 0.5, "") and math.isnan(kernel_ms)
     assert logs == [f"  {conv.name}: no kernel time from torch.profiler: torch.profiler recorded 49 of the 50 "
                     "annotated calls"]
 
@@ -124,6 +132,15 @@ def test_the_library_kernel_time_is_the_median_call_memsets_included():
     events = profiled([10.0, 30.0, 20.0, 12.0, 11.0])
     assert compare.kernel_ms_per_call(events, 5, CPU) == 0.012
     assert compare.kernel_ms_per_call(profiled([4.0, 6.0], annotations_as_kernels=False), 2, CPU) == 0.005
+
+
+def test_the_library_kernels_are_what_most_calls_ran_in_launch_order():
+    events = profiled([10.0, 30.0, 20.0])
+    assert compare.library_kernels(events, CPU) == "Memset (Device) + sm90_xmma_fprop"
+    odd = event(f"{compare.MARK}3", children=[event("aten::conv2d", kernels=[("implicit_gemm", 5.0)])])
+    assert compare.library_kernels(events + [odd], CPU) == "Memset (Device) + sm90_xmma_fprop"
+    assert compare.library_kernels([odd], CPU) == "implicit_gemm"
+    assert compare.library_kernels([], CPU) == ""
 
 
 def test_kernel_durations_a_little_over_their_recorded_spans_are_accepted():

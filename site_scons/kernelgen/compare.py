@@ -20,7 +20,9 @@ The floor of a layer is max(FLOPs / tensor rate, bytes / copy bandwidth), both c
 measured in the same run (a device-to-device copy, an 8192^3 fp16 matrix product). The
 network total of a column is the sum over layers of ``count`` (how many times the network
 runs the layer) times its time. Writes ``compare.csv``, ``compare.md`` and ``compare.png``
-beside the set's CSVs of this GPU; ``library`` names the library (``cudnn`` or ``cublas``).
+beside the set's CSVs of this GPU; ``library`` names the library (``cudnn`` or ``cublas``),
+``library_kernels`` what it ran for the layer (torch.profiler's names of the kernels and
+memsets of one call, `` + ``-joined): the library's choice, which can change from run to run.
 """
 
 import argparse
@@ -136,6 +138,19 @@ def kernel_us(event, cpu) -> float:
     return own + sum(kernel_us(child, cpu) for child in event.cpu_children if child.device_type == cpu)
 
 
+def kernel_names(event, cpu) -> list[str]:
+    """The kernels and memsets the operators under ``event`` launched, in the order recorded."""
+    own = [k.name for k in event.kernels if not k.name.startswith(MARK)]
+    return own + [n for child in event.cpu_children if child.device_type == cpu for n in kernel_names(child, cpu)]
+
+
+def library_kernels(events, cpu) -> str:
+    """What one call runs, as torch.profiler names it: the kernels and memsets of the annotated
+    calls' most frequent sequence, joined by " + " (empty when no call launched any)."""
+    runs = [" + ".join(kernel_names(e, cpu)) for e in events if e.device_type == cpu and e.name.startswith(MARK)]
+    return max(sorted(set(runs)), key=runs.count) if runs else ""
+
+
 def kernel_ms_per_call(events, calls: int, cpu) -> float:
     """The median over the annotated calls of each call's GPU work, from torch.profiler's events
     (``cpu``: torch.autograd.DeviceType.CPU). Every GPU event of the profile must be attributed
@@ -156,9 +171,10 @@ def kernel_ms_per_call(events, calls: int, cpu) -> float:
     return per_call[mid] if len(per_call) % 2 else 0.5 * (per_call[mid - 1] + per_call[mid])
 
 
-def time_kernels(torch, call, sets: int, calls: int = PROFILED_CALLS) -> float:
-    """ms of GPU work per call of call(i), from torch.profiler: the kernels and memsets each call
-    runs, summed; the median over ``calls`` calls (no launch gaps, no host cost)."""
+def time_kernels(torch, call, sets: int, calls: int = PROFILED_CALLS) -> tuple[float, str]:
+    """(ms of GPU work per call of call(i), what a call runs), from torch.profiler: the kernels
+    and memsets each call runs, summed, the median over ``calls`` calls (no launch gaps, no host
+    cost); and their names (``library_kernels``)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -170,24 +186,26 @@ def time_kernels(torch, call, sets: int, calls: int = PROFILED_CALLS) -> float:
             with record_function(f"{MARK}{i}"):
                 call(i % sets)
         torch.cuda.synchronize()
-    return kernel_ms_per_call(prof.events(), calls, DeviceType.CPU)
+    events = prof.events()
+    return kernel_ms_per_call(events, calls, DeviceType.CPU), library_kernels(events, DeviceType.CPU)
 
 
-def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, float, float]:
-    """(library, ms call by call, ms in a CUDA graph, kernel ms from torch.profiler): what PyTorch
-    runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM. The kernel time is NaN,
-    with the reason logged, when torch.profiler's events cannot be attributed to the calls."""
+def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, float, float, str]:
+    """(library, ms call by call, ms in a CUDA graph, kernel ms from torch.profiler, the kernels a
+    call runs): what PyTorch runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM.
+    The kernel time is NaN and the kernels empty, with the reason logged, when torch.profiler's
+    events cannot be attributed to the calls."""
     op = op_of(problem)
     library, (call, sets) = op.BASELINE, op.baseline_call(torch, problem, l2_bytes)
     with torch.no_grad():
         calls_ms = time_calls(torch, call, sets)[0]
         graph_ms = time_graph(torch, call, sets)[0]
         try:
-            kernel_ms = time_kernels(torch, call, sets)
+            kernel_ms, kernels = time_kernels(torch, call, sets)
         except KernelgenError as e:
             log(f"  {problem.name}: no kernel time from torch.profiler: {e}")
-            kernel_ms = math.nan
-    return library, calls_ms, graph_ms, kernel_ms
+            kernel_ms, kernels = math.nan, ""
+    return library, calls_ms, graph_ms, kernel_ms, kernels
 
 
 def measure_ceilings(torch) -> tuple[float, float]:
@@ -270,6 +288,10 @@ def report(rows: list[dict], ceilings: tuple, device, versions: dict, title: str
     if not math.isnan(t):
         lines.append(summary(rows, "library_kernel_ms", f"{lib}'s kernel time (torch.profiler)"))
     lines.append(summary(rows, "library_calls_ms", f"{lib} call by call"))
+    ran = [(i, r["library_kernels"]) for i, r in enumerate(rows) if r.get("library_kernels")]
+    if ran:
+        lines += ["", f"What {lib} ran, per layer (torch.profiler's names of one call's kernels and memsets):", ""]
+        lines += [f"- {i}: `{names.replace('`', '')}`" for i, names in ran]
     return "\n".join(lines) + "\n"
 
 
@@ -331,13 +353,13 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for problem, kernel in zip(problems, chosen):
-        library, calls_ms, graph_ms, library_kernel_ms = time_library(torch, problem, l2, log)
+        library, calls_ms, graph_ms, library_kernel_ms, kernels = time_library(torch, problem, l2, log)
         floor_ms = 1e3 * max(problem.flops / ceilings[1], problem.min_bytes() / ceilings[0])
         ms = kernel_ms[problem.name]
         rows.append({"workload": problem.name, "layer": layer(problem), "count": problem.count, "kernel": kernel,
                      "kernel_ms": ms, "library": library, "library_ms": graph_ms,
                      "library_kernel_ms": library_kernel_ms, "library_calls_ms": calls_ms, "floor_ms": floor_ms,
-                     "kernel_vs_library": ms / graph_ms,
+                     "kernel_vs_library": ms / graph_ms, "library_kernels": kernels,
                      "gpu": device.gpu, "driver": device.driver, "cuda": device.cuda, "cutlass": device.cutlass,
                      "torch": versions["torch"], "cudnn": versions["cudnn"], "copy_tbps": ceilings[0] / 1e12,
                      "tensor_tflops": ceilings[1] / 1e12, "measured_at": stamp})
