@@ -132,22 +132,25 @@ def time_graph(torch, call, sets: int) -> tuple[float, float, float]:
 ATTRIBUTED_EXCESS = 1.05  # the most attributed / recorded GPU time accepted
 
 
+def launched(event, cpu):
+    """The GPU work (kernels and memsets, torch.profiler's records with a name and a duration)
+    the operators under ``event`` launched, in the order recorded."""
+    yield from (k for k in event.kernels if not k.name.startswith(MARK))
+    for child in event.cpu_children:
+        if child.device_type == cpu:
+            yield from launched(child, cpu)
+
+
 def kernel_us(event, cpu) -> float:
-    """Microseconds of GPU work (kernels and memsets) the operators under ``event`` launched."""
-    own = sum(k.duration for k in event.kernels if not k.name.startswith(MARK))
-    return own + sum(kernel_us(child, cpu) for child in event.cpu_children if child.device_type == cpu)
-
-
-def kernel_names(event, cpu) -> list[str]:
-    """The kernels and memsets the operators under ``event`` launched, in the order recorded."""
-    own = [k.name for k in event.kernels if not k.name.startswith(MARK)]
-    return own + [n for child in event.cpu_children if child.device_type == cpu for n in kernel_names(child, cpu)]
+    """Microseconds of GPU work the operators under ``event`` launched."""
+    return sum(k.duration for k in launched(event, cpu))
 
 
 def library_kernels(events, cpu) -> str:
     """What one call runs, as torch.profiler names it: the kernels and memsets of the annotated
     calls' most frequent sequence, joined by " + " (empty when no call launched any)."""
-    runs = [" + ".join(kernel_names(e, cpu)) for e in events if e.device_type == cpu and e.name.startswith(MARK)]
+    runs = [" + ".join(k.name for k in launched(e, cpu)) for e in events
+            if e.device_type == cpu and e.name.startswith(MARK)]
     return max(sorted(set(runs)), key=runs.count) if runs else ""
 
 

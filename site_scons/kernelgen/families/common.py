@@ -30,8 +30,8 @@ def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: d
     typing."""
     fam = family.read(path, raw)
     typings = types if isinstance(types, tuple) else (types,)
-    typing = next((t for t in typings if t["element"] == fam["element"]), typings[0])
-    if fam["element"] not in {t["element"] for t in typings}:
+    typing = next((t for t in typings if t["element"] == fam["element"]), None)
+    if typing is None:
         allowed = " or ".join(t["element"] for t in typings)
         raise SpecError(path, f"this family is written for element {allowed}, not {fam['element']}", None, "element")
     for key, value in typing.items():

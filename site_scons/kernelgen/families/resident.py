@@ -1,6 +1,6 @@
-"""What the filter-resident SM90 kernel families (halo, pointwise) share: the kernels' fixed
-typings (f16 or bf16, fp32 accumulation) and line geometry, their shared-memory count (as profiler/conv_sm90_resident.h lays it
-out), their wgmma type and spec checks."""
+"""What the filter-resident SM90 kernel families (halo, pointwise) share: the kernels' typings
+(f16 or bf16, fp32 accumulation) and line geometry, their shared-memory count (as
+profiler/conv_sm90_resident.h lays it out), their wgmma type and spec checks."""
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -13,8 +13,8 @@ CHANNELS = 64  # channels per 128-byte line (a pixel, a filter row), output chan
 LINE = 128
 BLOCK = CHANNELS * LINE  # a 64 x 64 filter block
 # what the kernels are written for: 16-bit inputs and output of one type, fp32 accumulation
-TYPES = tuple({"element": e, "accumulator": "f32", "output": e} for e in ("f16", "bf16"))
-MMA_TYPES = {"f16": "F32F16F16", "bf16": "F32BF16BF16"}  # wgmma's D, A, B types
+MMA_TYPES = {"f16": "F32F16F16", "bf16": "F32BF16BF16"}  # element -> wgmma's D, A, B types
+TYPES = tuple({"element": e, "accumulator": "f32", "output": e} for e in MMA_TYPES)
 
 
 def round_up(n: int, to: int) -> int:
