@@ -9,7 +9,8 @@ tolerance: 1e-3 for float16, 8e-3 for bfloat16), every layer shaped to run on it
 right behind itself (the check a kernel of programmatic dependent launch must pass: it waits for
 the kernel before it), and every bad input raised. The tensors are of
 the header's element type (best_conv.element()). Times are taken as the profiler takes them:
-operands rotated over copies that cover four times the L2 cache, the median over batches of
+operands rotated over copies that cover four times the L2 cache, laid out in one allocation as the
+profiler's are, the median over batches of
 about 1 ms, each batch of calls captured once in a CUDA graph and replayed (`ms`, the GPU's time,
 beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike; each call writes its set's
 output through `out=`), and called one after another from Python (`calls ms`: PyTorch's and the
@@ -36,13 +37,26 @@ def operands(n, h, w, c, k, r, s):
 
 
 def operand_sets(n, h, w, c, k, r, s, p, q):
-    """Copies of (x, w, y) covering four times the L2 cache (at least one), as the profiler has."""
+    """Copies of (x, w, y) covering four times the L2 cache (at least one), laid out as the profiler
+    lays them: one allocation, each set's x, w and y back to back, each 256-byte aligned."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    bytes_per_set = 2 * (n * h * w * c + k * r * s * c + n * p * q * k)
-    count = max(1, min(64, -(-4 * l2 // bytes_per_set)))
-    return [(*operands(n, h, w, c, k, r, s),
-             torch.empty(n, k, p, q, device="cuda", dtype=DTYPE, memory_format=torch.channels_last))
-            for _ in range(count)]
+    shapes = [(n, h, w, c), (k, r, s, c), (n, p, q, k)]  # NHWC, KRSC, NPQK
+    sizes = [2 * a * b * e * f for a, b, e, f in shapes]
+    offsets = [0]
+    for size in sizes:
+        offsets.append(offsets[-1] + -(-size // 256) * 256)
+    set_bytes = offsets[-1]
+    count = max(1, min(64, -(-4 * l2 // set_bytes)))
+    pool = torch.empty(count * set_bytes, dtype=torch.uint8, device="cuda")
+    sets = []
+    for i in range(count):
+        # each a channels_last view (N, C, H, W) of its NHWC bytes
+        x, wt, y = (pool[i * set_bytes + o:i * set_bytes + o + size].view(DTYPE).view(shape).permute(0, 3, 1, 2)
+                    for o, size, shape in zip(offsets, sizes, shapes))
+        x.copy_(torch.empty(x.shape, device="cuda").uniform_(-1, 1))
+        wt.copy_(torch.empty(wt.shape, device="cuda").uniform_(-1, 1))
+        sets.append((x, wt, y))
+    return sets
 
 
 def time_ms(function, sets, repeats, graph):
