@@ -10,7 +10,7 @@ right behind itself (the check a kernel of programmatic dependent launch must pa
 the kernel before it), and every bad input raised. The tensors are of
 the header's element type (best_conv.element()). Times are taken as the profiler takes them:
 operands rotated over copies that cover four times the L2 cache, laid out in one allocation as the
-profiler's are, the median over batches of
+profiler's are, batches sized from the time per call, each timing after the GPU rested (REST_S), the median over batches of
 about 1 ms, each batch of calls captured once in a CUDA graph and replayed (`ms`, the GPU's time,
 beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike; each call writes its set's
 output through `out=`), and called one after another from Python (`calls ms`: PyTorch's and the
@@ -19,6 +19,7 @@ extension's cost per call included).
 
 import argparse
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -59,9 +60,20 @@ def operand_sets(n, h, w, c, k, r, s, p, q):
     return sets
 
 
+# Before each timing the GPU rests this long: the profiler's timing of a kernel follows its
+# reference convolution and the check of the output, a light load, so that its launches start at
+# the clocks of a GPU under its power limit's average; timed back to back after other heavy work,
+# large layers run at the lower clocks the power limit then sets.
+REST_S = 0.5
+
+
 def time_ms(function, sets, repeats, graph):
     """The median over `repeats` batches of about 1 ms of the time per call of function(i), i
-    cycling over `sets`: each batch replayed from a CUDA graph (`graph`), or called from Python."""
+    cycling over `sets`: each batch replayed from a CUDA graph (`graph`), or called from Python.
+    The batch's size comes from the time per call measured the same way (one pass over the sets,
+    replayed, or called), as the profiler sizes its batches from the kernel's own time: sized from
+    Python's slower calls, a graph of small kernels would hold fewer of them, and the start of
+    each replay would weigh on each call."""
     for i in range(10):
         function(i % sets)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -77,15 +89,22 @@ def time_ms(function, sets, repeats, graph):
         for i in range(count):
             function(i % sets)
 
-    per_call = elapsed(lambda: calls(10), 10)
+    def batch(count):
+        """run() of a batch of `count` calls: replayed from a graph, or called."""
+        if not graph:
+            return lambda: calls(count)
+        replay = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(replay, capture_error_mode="relaxed"):
+            calls(count)
+        replay.replay()
+        return replay.replay
+
+    per_call = elapsed(batch(sets), sets)
     count = -(-max(1, round(1.0 / max(per_call, 1e-4))) // sets) * sets  # whole passes over the sets
-    if not graph:
-        return sorted(elapsed(lambda: calls(count), count) for _ in range(repeats))[repeats // 2]
-    replay = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(replay, capture_error_mode="relaxed"):
-        calls(count)
-    replay.replay()
-    return sorted(elapsed(replay.replay, count) for _ in range(repeats))[repeats // 2]
+    run = batch(count)
+    torch.cuda.synchronize()
+    time.sleep(REST_S)
+    return sorted(elapsed(run, count) for _ in range(repeats))[repeats // 2]
 
 
 def measure(label, problem, profiled_ms, repeats) -> dict:
