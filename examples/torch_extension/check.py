@@ -5,16 +5,16 @@ and on a few it was not profiled on, and times both with CUDA events; a bad inpu
 
 Prints one row per problem; exit status 0 when every output matched (relative L2 error and the
 largest element error, relative to the largest reference element, both within the profiler's
-tolerance: 1e-3 for float16, 8e-3 for bfloat16), every layer shaped to run on its own output did so
-right behind itself (the check a kernel of programmatic dependent launch must pass: it waits for
-the kernel before it), and every bad input raised. The tensors are of
-the header's element type (best_conv.element()). Times are taken as the profiler takes them:
-operands rotated over copies that cover four times the L2 cache, laid out in one allocation as the
-profiler's are, batches sized from the time per call, each timing after the GPU rested (REST_S), the median over batches of
-about 1 ms, each batch of calls captured once in a CUDA graph and replayed (`ms`, the GPU's time,
-beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike; each call writes its set's
-output through `out=`), and called one after another from Python (`calls ms`: PyTorch's and the
-extension's cost per call included).
+tolerance: 1e-3 for float16, 8e-3 for bfloat16), every layer shaped to run on its own output did
+so right behind itself (the check a kernel of programmatic dependent launch must pass: it waits
+for the kernel before it), and every bad input raised. The tensors are of the header's element
+type (best_conv.element()). Times are taken as the profiler takes them: operands rotated over
+copies that cover four times the L2 cache, laid out in one allocation as the profiler's are; the
+median over batches of about 1 ms, each batch sized from the time per call measured as it is
+timed, each timing after the GPU rested (REST_S). `ms` is the GPU's time with each batch of calls
+captured once in a CUDA graph and replayed (each call writing its set's output through `out=`),
+beside the profiler's; `torch ms` the same for torch.nn.functional.conv2d; `calls ms` the calls
+one after another from Python, PyTorch's and the extension's cost per call included.
 """
 
 import argparse
