@@ -337,6 +337,12 @@ class Profiler {
   Result measure(const WorkloadJob& job, const KernelJob& kernel, Operands& operands) {
     const Conv2dProblem& p = job.problem;
     Result r;
+    // An error that earlier work left to be read (not a sticky one: that ends the process) is not
+    // this kernel's: it is read here, and said on stderr, so that this kernel's launch is judged alone.
+    if (cudaError_t stale = cudaGetLastError(); stale != cudaSuccess) {
+      std::fprintf(stderr, "profiler: before %s on %s: cleared an error left by earlier work: %s\n",
+                   kernel.name.c_str(), job.name.c_str(), cudaGetErrorString(stale));
+    }
     auto found = registry_.find(kernel.name);
     if (found == registry_.end()) {
       r.status = "failed";
@@ -397,6 +403,10 @@ class Profiler {
     bool launched = true;
     auto launch = [&](int count) {
       for (int i = 0; i < count && launched; ++i) launched = op.run(next++ % sets, stream_);
+      if (!launched && r.message.empty()) {
+        cudaError_t error = cudaGetLastError();
+        r.message = std::string("a timed launch failed") + (error != cudaSuccess ? std::string(": ") + cudaGetErrorString(error) : "");
+      }
     };
     // Warm-up: up to --warmup launches, fewer for a long kernel (the first run was one already).
     // Calibration: as many launches (at most 3) as the warm-up managed.

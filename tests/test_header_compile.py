@@ -85,3 +85,22 @@ def test_a_file_of_a_header_split_into_parts_says_which_part_it_compiles(tmp_pat
     command[-1] = str(source)
     out = subprocess.run([*command, *(f"-D{d}" for d in defines), "-E"], capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and re.search(expected, out.stderr), out.stderr[-3000:]
+
+
+@requires_nvcc
+@pytest.mark.parametrize("defined", [False, True], ids=["without-the-macro", "with-the-macro"])
+def test_a_dependent_launch_without_grid_dependency_control_stops_at_compile_time(tmp_path, defined):
+    """profiler/dependent_launch.h, which the _pdl kernels and a header holding one include: device
+    code that would launch with PDL but not wait for the previous kernel does not compile."""
+    source = tmp_path / "pdl.cu"
+    source.write_text(("#define CUTLASS_ENABLE_GDC_FOR_SM90\n" if defined else "")
+                      + '#include "cutlass/cutlass.h"\n#include "dependent_launch.h"\n')
+    command = header_builds.nvcc_command(ROOT / "profiler", "", header_builds.MEASURED_FLAGS, "/dev/null")
+    command[-1] = str(source)
+    out = subprocess.run([*command, "-E"], capture_output=True, text=True, timeout=300)
+    if defined:
+        assert out.returncode == 0, out.stderr[-3000:]
+    else:
+        assert out.returncode != 0
+        assert "grid-dependency control is off in this translation unit: define CUTLASS_ENABLE_GDC_FOR_SM90" \
+            in out.stderr, out.stderr[-3000:]

@@ -180,6 +180,27 @@ def test_header_serves_gemm_workloads_and_gemm_kernels_for_convolutions(tmp_path
     assert text.count("inline constexpr Choice kConv2dFprop[]") == 1 and "inline constexpr GemmChoice kGemm[]" in text
 
 
+PDL = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_64x32x64_1x1x1_0_tnt_align8_warpspecialized_pingpong_epi_tma_pdl"
+
+
+@pytest.mark.parametrize("winner, dependent", [(PDL, True), (GEMM, False)])
+def test_a_dependent_launch_winner_turns_on_grid_dependency_control_before_cutlass(tmp_path, winner, dependent):
+    hashes = {SM80: "h80", winner: "hw"}
+    for problem in MIXED:
+        rows = [row(problem.name, SM80, runtime=0.2, kernel_hash="h80"), row(problem.name, winner, runtime=0.1, kernel_hash="hw")]
+        results.write_csv(tmp_path / f"{problem.name}.csv", rows)
+    header = tmp_path / "best_kernels.h"
+    build_header(tmp_path, MIXED, hashes, CATALOG, ROOT / "kernel_specs" / "templates", header, ROOT / "profiler")
+    text = header.read_text()
+    define = "#if !defined(CUTLASS_ENABLE_GDC_FOR_SM90)\n#define CUTLASS_ENABLE_GDC_FOR_SM90\n#endif\n"
+    assert (define in text) == dependent
+    assert ("---- dependent_launch.h, from kernelgen" in text) == dependent
+    assert ("kernelgen::DependentLaunch<" in text) == dependent
+    if dependent:
+        assert text.index(define) < text.index('#include "cutlass/cutlass.h"') < text.index("---- dependent_launch.h")
+        assert "programmatic dependent launch" in text
+
+
 def test_header_template_errors_name_the_template(tmp_path):
     (tmp_path / "best_kernels.h.mako").write_text("${undefined_name}\n")
     with pytest.raises(Exception, match="best_kernels.h.mako failed for best_kernels.h"):

@@ -55,6 +55,29 @@ def test_store_stages_build_the_epilogue_with_that_many_stores_in_flight():
     assert "    cutlass::epilogue::TmaWarpSpecialized, 8\n  >::CollectiveOp;" in text
 
 
+@pytest.mark.parametrize("plain", [
+    "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_64x32x64_1x2x1_0_tnt_align8_warpspecialized_pingpong_epi_tma",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_64x64x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_64x192x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma"
+    "_transposed",
+])
+def test_a_dependent_launch_kernel_turns_on_grid_dependency_control_before_any_header(plain):
+    pdl = CATALOG[plain.replace("_epi_tma", "_epi_tma_pdl")]
+    templates = render.lookup(TEMPLATES)
+    text, plain_text = render.kernel_source(templates, pdl), render.kernel_source(templates, CATALOG[plain])
+    lines = text.splitlines()
+    assert lines[1] == "#define CUTLASS_ENABLE_GDC_FOR_SM90" and lines[2].startswith("#include ")
+    assert '#include "dependent_launch.h"' in text
+    wrapped = f"using {pdl.name} = kernelgen::DependentLaunch<cutlass::gemm::device::GemmUniversalAdapter<{pdl.name}_base>>;"
+    assert wrapped in text
+    # otherwise the same kernel
+    assert "CUTLASS_ENABLE_GDC" not in plain_text and "DependentLaunch" not in plain_text
+    same = (text.replace(pdl.name, plain).replace("#define CUTLASS_ENABLE_GDC_FOR_SM90\n", "")
+            .replace('#include "dependent_launch.h"\n', "").replace(wrapped.replace(pdl.name, plain),
+                                                                    f"using {plain} = cutlass::gemm::device::GemmUniversalAdapter<{plain}_base>;"))
+    assert same == plain_text
+
+
 def test_rendering_is_deterministic():
     kernel = CATALOG[GOLDEN_KERNELS[1]]
     assert render.kernel_source(render.lookup(TEMPLATES), kernel) == \

@@ -29,16 +29,23 @@ def test_catalog_holds_each_family():
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
     assert len(gemm) == 19 and {k.schedule for k in gemm} == {"cooperative", "pingpong"}
     persistent = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent"]
-    assert len(persistent) == 33 and {k.schedule for k in persistent} == {"cooperative", "pingpong"}
+    assert len(persistent) == 35 and {k.schedule for k in persistent} == {"cooperative", "pingpong"}
     assert {k.epilogue_tile for k in persistent} == {None, (64, 64), (64, 128), (128, 64), (128, 128)}
     transposed = [k for k in kernels if k.family == "conv2d_fprop_sm90_transposed"]
-    assert len(transposed) == 20 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
+    assert len(transposed) == 21 and all(k.name.endswith("_transposed") and k.tile[0] in (64, 128, 256) for k in transposed)
     void = [k for k in kernels if k.family.endswith("_void")]
-    assert len(void) == 19 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
+    assert len(void) == 28 and all(k.source == "void" and "_f32_void_f16" in k.name for k in void)
     stores = [k for k in kernels if k.family.endswith("_stores")]
-    assert len(stores) == 9 and all(k.source == "void" and k.store_stages in (4, 6, 8) for k in stores)
+    assert len(stores) == 11 and all(k.source == "void" and k.store_stages in (4, 6, 8) for k in stores)
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
+    pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
+    assert len(pdl) == 14 and all("_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",)
+                                  and "dependent_launch.h" in k.includes for k in pdl)
+    by_name = {k.name: k for k in kernels}
+    for k in pdl:  # each beside the same kernel launched plainly
+        twin = by_name[k.name.replace("_pdl", "")]
+        assert twin.launch == "stream" and twin.defines == () and "dependent_launch.h" not in twin.includes
 
     halo = [k for k in kernels if k.family == "conv2d_fprop_sm90_halo"]
     assert [(k.width, k.rows, k.pixels) for k in halo] == [(56, 4, 232)]
@@ -83,7 +90,7 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 189
+    assert len(select(kernels, "*", parse_arch("90a"))) == 203
     assert len(select(kernels, "*", parse_arch("90"))) == 62, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 62
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -246,6 +253,12 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
      "splits", r"1 is outside \[2, 64\]"),
     (PERSISTENT.replace("[[1, 1, 1], [2, 1, 1]] }", "[[1, 1, 1]], splits = [2] }"), "kernels[0]", "splits",
      'splits needs the stream-K tile scheduler'),
+    (GEMM.replace("[[1, 1, 1]] }", '[[1, 1, 1]], launches = ["pdl", "graph"] }'), "kernels[1]", "launches",
+     "'graph' is not one of pdl, stream"),
+    (GEMM.replace("[[1, 1, 1]] }", '[[1, 1, 1]], launches = ["pdl", "pdl"] }'), "kernels[1]", "launches",
+     r"duplicate items in \['pdl', 'pdl'\]"),
+    (GEMM.replace("[[1, 1, 1], [2, 1, 1]] }", '[[1, 1, 1]], scheduler = "stream_k", launches = ["pdl"] }'),
+     "kernels[0]", "launches", "a stream-K kernel zeroes its workspace before each launch"),
     (GEMV.replace("unroll = 4", "unroll = 16"), "kernels[0]", "unroll",
      "max_m 1 x rows 4 sums and unroll 16 x rows 4 chunks in flight need about 300 registers"),
     (GEMV.replace("threads = 128", "threads = 96"), "kernels[0]", "threads", "96 is not one of"),

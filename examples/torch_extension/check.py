@@ -5,17 +5,21 @@ and on a few it was not profiled on, and times both with CUDA events; a bad inpu
 
 Prints one row per problem; exit status 0 when every output matched (relative L2 error and the
 largest element error, relative to the largest reference element, both within the profiler's
-tolerance: 1e-3 for float16, 8e-3 for bfloat16) and every bad input raised. The tensors are of
-the header's element type (best_conv.element()). Times are taken as the profiler takes them:
-operands rotated over copies that cover four times the L2 cache, the median over batches of
-about 1 ms, each batch of calls captured once in a CUDA graph and replayed (`ms`, the GPU's time,
-beside the profiler's; `torch ms` for torch.nn.functional.conv2d alike; each call writes its set's
-output through `out=`), and called one after another from Python (`calls ms`: PyTorch's and the
-extension's cost per call included).
+tolerance: 1e-3 for float16, 8e-3 for bfloat16), every layer shaped to run on its own output did
+so right behind itself (the check a kernel of programmatic dependent launch must pass: it waits
+for the kernel before it), and every bad input raised. The tensors are of the header's element
+type (best_conv.element()). Times are taken as the profiler takes them: operands rotated over
+copies that cover four times the L2 cache, laid out in one allocation as the profiler's are; the
+median over batches of about 1 ms, each batch sized from the time per call measured as it is
+timed, each timing after the GPU rested (REST_S). `ms` is the GPU's time with each batch of calls
+captured once in a CUDA graph and replayed (each call writing its set's output through `out=`),
+beside the profiler's; `torch ms` the same for torch.nn.functional.conv2d; `calls ms` the calls
+one after another from Python, PyTorch's and the extension's cost per call included.
 """
 
 import argparse
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -34,18 +38,42 @@ def operands(n, h, w, c, k, r, s):
 
 
 def operand_sets(n, h, w, c, k, r, s, p, q):
-    """Copies of (x, w, y) covering four times the L2 cache (at least one), as the profiler has."""
+    """Copies of (x, w, y) covering four times the L2 cache (at least one), laid out as the profiler
+    lays them: one allocation, each set's x, w and y back to back, each 256-byte aligned."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    bytes_per_set = 2 * (n * h * w * c + k * r * s * c + n * p * q * k)
-    count = max(1, min(64, -(-4 * l2 // bytes_per_set)))
-    return [(*operands(n, h, w, c, k, r, s),
-             torch.empty(n, k, p, q, device="cuda", dtype=DTYPE, memory_format=torch.channels_last))
-            for _ in range(count)]
+    shapes = [(n, h, w, c), (k, r, s, c), (n, p, q, k)]  # NHWC, KRSC, NPQK
+    sizes = [2 * a * b * e * f for a, b, e, f in shapes]
+    offsets = [0]
+    for size in sizes:
+        offsets.append(offsets[-1] + -(-size // 256) * 256)
+    set_bytes = offsets[-1]
+    count = max(1, min(64, -(-4 * l2 // set_bytes)))
+    pool = torch.empty(count * set_bytes, dtype=torch.uint8, device="cuda")
+    sets = []
+    for i in range(count):
+        # each a channels_last view (N, C, H, W) of its NHWC bytes
+        x, wt, y = (pool[i * set_bytes + o:i * set_bytes + o + size].view(DTYPE).view(shape).permute(0, 3, 1, 2)
+                    for o, size, shape in zip(offsets, sizes, shapes))
+        x.copy_(torch.empty(x.shape, device="cuda").uniform_(-1, 1))
+        wt.copy_(torch.empty(wt.shape, device="cuda").uniform_(-1, 1))
+        sets.append((x, wt, y))
+    return sets
+
+
+# Before each timing the GPU rests this long: the profiler's timing of a kernel follows its
+# reference convolution and the check of the output, a light load, so that its launches start at
+# the clocks of a GPU under its power limit's average; timed back to back after other heavy work,
+# large layers run at the lower clocks the power limit then sets.
+REST_S = 0.5
 
 
 def time_ms(function, sets, repeats, graph):
     """The median over `repeats` batches of about 1 ms of the time per call of function(i), i
-    cycling over `sets`: each batch replayed from a CUDA graph (`graph`), or called from Python."""
+    cycling over `sets`: each batch replayed from a CUDA graph (`graph`), or called from Python.
+    The batch's size comes from the time per call measured the same way (one pass over the sets,
+    replayed, or called), as the profiler sizes its batches from the kernel's own time: sized from
+    Python's slower calls, a graph of small kernels would hold fewer of them, and the start of
+    each replay would weigh on each call."""
     for i in range(10):
         function(i % sets)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -61,15 +89,22 @@ def time_ms(function, sets, repeats, graph):
         for i in range(count):
             function(i % sets)
 
-    per_call = elapsed(lambda: calls(10), 10)
+    def batch(count):
+        """run() of a batch of `count` calls: replayed from a graph, or called."""
+        if not graph:
+            return lambda: calls(count)
+        replay = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(replay, capture_error_mode="relaxed"):
+            calls(count)
+        replay.replay()
+        return replay.replay
+
+    per_call = elapsed(batch(sets), sets)
     count = -(-max(1, round(1.0 / max(per_call, 1e-4))) // sets) * sets  # whole passes over the sets
-    if not graph:
-        return sorted(elapsed(lambda: calls(count), count) for _ in range(repeats))[repeats // 2]
-    replay = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(replay, capture_error_mode="relaxed"):
-        calls(count)
-    replay.replay()
-    return sorted(elapsed(replay.replay, count) for _ in range(repeats))[repeats // 2]
+    run = batch(count)
+    torch.cuda.synchronize()
+    time.sleep(REST_S)
+    return sorted(elapsed(run, count) for _ in range(repeats))[repeats // 2]
 
 
 def measure(label, problem, profiled_ms, repeats) -> dict:
@@ -110,6 +145,36 @@ def verify(m: dict) -> bool:
     return ok
 
 
+def chained(label, problem, rounds=20) -> bool:
+    """A layer whose output is shaped as its input, run on its own output right after: y2 =
+    conv(conv(x)), `rounds` such pairs captured in one CUDA graph and replayed, so that each call
+    follows the one before it on the GPU with no gap. A kernel launched with programmatic
+    dependent launch (a _pdl kernel) may start while the first still writes y1; it must wait for
+    it. Each y2 is checked against the float32 convolution of the y1 it was given."""
+    n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
+    x, wt = operands(n, h, w, c, k, r, s)
+    wt = wt / (r * s * c) ** 0.5  # keeps y1 and y2 of the order of x
+    args = ((stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
+    pairs = [(torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))) for _ in range(rounds)]
+    best_conv.conv2d(x, wt, *args)  # prepared once outside the capture
+    replay = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(replay, capture_error_mode="relaxed"):
+        for y1, y2 in pairs:
+            best_conv.conv2d(x, wt, *args, out=y1)
+            best_conv.conv2d(y1, wt, *args, out=y2)
+    replay.replay()
+    torch.cuda.synchronize()
+    errors = []
+    for y1, y2 in pairs:
+        expected = F.conv2d(y1.float(), wt.float(), None, *args)
+        errors.append(((y2.float() - expected).norm() / expected.norm()).item())
+    ok = all(e <= TOLERANCE for e in errors)  # a NaN left in y1 or y2 fails it too
+    worst = max(errors, key=lambda e: e if e == e else float("inf"))
+    print(f"{label:<40} {'ok' if ok else 'MISMATCH'}: worst relative L2 error {worst:.2e} over {rounds} "
+          f"back-to-back pairs, {best_conv.kernel_for(x, wt, *args)}", flush=True)
+    return ok
+
+
 def refuses(label, call) -> bool:
     try:
         call()
@@ -134,6 +199,10 @@ def main() -> int:
         measured.append(measure("conv 0, batch 3", (3, *first[1:]), 0, repeats))
     measured.append(measure("3x3, 96 channels", (2, 20, 20, 96, 128, 3, 3, 1, 1, 1, 1, 1, 1), 0, repeats))
     ok = [verify(m) for m in measured]
+    for i, (problem, _) in enumerate(profiled):  # layers that can run on their own output
+        n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
+        if c == k and stride_h == stride_w == 1 and 2 * pad_h == dil_h * (r - 1) and 2 * pad_w == dil_w * (s - 1):
+            ok.append(chained(f"conv {i} on its own output", problem))
 
     x, wt = operands(2, 16, 16, 64, 64, 3, 3)
     ok += [

@@ -56,6 +56,8 @@ for part in range(1, int(parts)):
 
 # The flags the profiler measured the kernels with (best_kernels.h stops with an #error without
 # them). Naming the -gencode here keeps PyTorch from adding targets of its own.
+TORCH_NVCC_MACROS = ("__CUDA_NO_HALF_OPERATORS__", "__CUDA_NO_HALF_CONVERSIONS__", "__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                     "__CUDA_NO_HALF2_OPERATORS__")
 gencode = os.environ.get("BEST_KERNELS_GENCODE", "-gencode=arch=compute_90a,code=sm_90a")
 setup(
     name="best_conv",
@@ -64,8 +66,10 @@ setup(
         include_dirs=[str(HERE), str(header_dir), str(cutlass / "include"), str(cutlass / "tools" / "util" / "include")],
         # The host compiler keeps the C++ standard PyTorch asks for: its headers built under another
         # one break its own code (a refused input crashed where it should raise).
+        # PyTorch's extension builds define __CUDA_NO_HALF_OPERATORS__ and its kin for every nvcc
+        # compile; the profiler compiled the kernels without them, so they are undefined again here.
         extra_compile_args={"cxx": ["-O3"],
                             "nvcc": ["-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", gencode,
-                                     f"-DBEST_KERNELS_PARTS={parts}"]})],
+                                     *(f"-U{m}" for m in TORCH_NVCC_MACROS), f"-DBEST_KERNELS_PARTS={parts}"]})],
     cmdclass={"build_ext": BuildExtension},
 )

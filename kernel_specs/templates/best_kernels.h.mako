@@ -1,7 +1,8 @@
 ## The header other builds include: per workload the chosen kernel, its CUTLASS type,
 ## its measured time, lookups from a problem to its kernel, and a launcher that runs them.
 ## Inputs: banner, source, gpu, driver, cuda, cutlass, timing (how the times were taken), element
-## (the C++ type of every operand and output: the set's dtype), includes, embedded (project headers
+## (the C++ type of every operand and output: the set's dtype), defines (macros the kernels were
+## compiled with, set before CUTLASS's headers), includes, embedded (project headers
 ## the kernels and their profiler adapters need: name -> text), type_definitions, conv_entries,
 ## gemm_entries (each with 'launcher', its kernel's index in launchers), launchers (the kernels in
 ## the launcher's fallback order: name, adapter), device_arch (the kernels' compute capability,
@@ -24,6 +25,16 @@ ${banner}
 // The kernels use sm_${device_target} instructions: every device pass must be compute_${device_target}.
 % else:
 // The kernels need sm_${device_arch} or later: no device pass may target an older GPU.
+% endif
+% if defines:
+//
+// Dependent launch. The kernels whose names carry _pdl were measured, and are launched, with
+// programmatic dependent launch: such a kernel may start while the kernel before it on the
+// stream finishes, and waits for that kernel's writes before it touches memory. It needs
+// ${" and ".join(defines)} defined before any CUTLASS header, which this header does:
+// include it before other CUTLASS headers (its device code stops with an #error otherwise).
+// The macro compiles the same waits into this header's other CUTLASS 3.x kernels, which are
+// launched without the attribute and so wait for nothing.
 % endif
 //
 // Launcher: device pointers, each 16-byte aligned; x NHWC, w KRSC, y NPQK (as for find() below),
@@ -121,6 +132,11 @@ ${banner}
 
 #include <cuda_runtime.h>
 
+% for define in defines:
+#if !defined(${define})
+#define ${define}
+#endif
+% endfor
 #include "cutlass/cutlass.h"
 #include "cutlass/numeric_types.h"
 % for header in includes:

@@ -16,7 +16,9 @@ using ${name}_base = cutlass::gemm::kernel::GemmUniversal<
     ${name}_mainloop,
     ${name}_epilogue,
     ${v["scheduler"]}>;
-% if v["splits"] is None:
+% if v["pdl"]:
+using ${name} = kernelgen::DependentLaunch<cutlass::gemm::device::GemmUniversalAdapter<${name}_base>>;
+% elif v["splits"] is None:
 using ${name} = cutlass::gemm::device::GemmUniversalAdapter<${name}_base>;
 % else:
 using ${name} = kernelgen::SplitK<cutlass::gemm::device::GemmUniversalAdapter<${name}_base>, ${v["splits"]}>;

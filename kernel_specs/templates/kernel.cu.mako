@@ -1,6 +1,10 @@
 ## One profiler translation unit: a kernel's type and the factory the profiler calls.
-## Inputs: banner, kernel (descriptor), type_definition (its family template, rendered).
+## Inputs: banner, kernel (descriptor), defines (macros set before any header: the kernel's
+## launch needs them), type_definition (its family template, rendered).
 ${banner}
+% for define in defines:
+#define ${define}
+% endfor
 % for header in kernel.includes:
 #include "${header}"
 % endfor

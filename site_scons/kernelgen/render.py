@@ -47,10 +47,16 @@ def type_definition(templates: TemplateLookup, kernel) -> str:
                   name=kernel.name, v=kernel.values())
 
 
+def defines(kernel) -> tuple:
+    """The macros ``kernel``'s translation unit defines before any header (a family's
+    descriptor may list them as ``defines``; most need none)."""
+    return getattr(kernel, "defines", ())
+
+
 def kernel_source(templates: TemplateLookup, kernel) -> str:
     return render(templates, "kernel.cu.mako", f"kernel {kernel.name} (family {kernel.family})",
                   banner=BANNER.format(source=f"family {kernel.family}"), kernel=kernel,
-                  type_definition=type_definition(templates, kernel))
+                  defines=defines(kernel), type_definition=type_definition(templates, kernel))
 
 
 def manifest_source(templates: TemplateLookup, names: list) -> str:

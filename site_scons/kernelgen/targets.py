@@ -31,6 +31,13 @@ SM90_SCHEDULES = {
         "default": ("void", ""),
         "stream_k": ("cutlass::gemm::StreamKScheduler", "_stream_k"),
     },
+    # how a kernel is launched: (the macros its translation unit defines before CUTLASS's
+    # headers, name suffix). "pdl": programmatic dependent launch, the kernel compiled with
+    # CUTLASS's grid-dependency control (profiler/dependent_launch.h)
+    "launch": {
+        "stream": ((), ""),
+        "pdl": (("CUTLASS_ENABLE_GDC_FOR_SM90",), "_pdl"),
+    },
 }
 
 

@@ -11,7 +11,10 @@ kernel. The family's ``source`` says whether the epilogue has a source operand C
 typed as the output and never read; "void": none). With the stream-K tile scheduler an entry
 may list ``splits``: one kernel per value, each splitting every output tile's K that many ways
 (split-K); without, the scheduler splits as it sees fit (stream-K). Such kernels zero their
-workspace's counters before each launch (profiler/stream_k_adapter.h).
+workspace's counters before each launch (profiler/stream_k_adapter.h). An entry may list
+``launches``: one kernel per value, "stream" (a plain launch, the default) or "pdl"
+(programmatic dependent launch: the kernel may start while the kernel before it on the stream
+finishes, and waits for it before touching global memory; profiler/dependent_launch.h).
 """
 
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ from .common import family_keys
 
 SM90_GEMM_SCHEDULES = TARGETS[90].schedules["gemm"]
 SM90_TILE_SCHEDULERS = TARGETS[90].schedules["tile_scheduler"]
+SM90_LAUNCHES = TARGETS[90].schedules["launch"]
 
 KIND = "gemm_sm90"
 TEMPLATE = "gemm_sm90.mako"
@@ -68,6 +72,8 @@ ENTRY = S.Table((
     # With the stream-K scheduler: split every output tile's K this many ways (split-K), one
     # kernel per value; absent: as the scheduler chooses (stream-K). profiler/stream_k_adapter.h.
     S.Key("splits", S.list_of(S.integer(2, 64)), (None,)),
+    # How each kernel of the entry is launched, one kernel per value (SM90_LAUNCHES).
+    S.Key("launches", S.list_of(S.choice(SM90_LAUNCHES)), ("stream",)),
 ))
 
 
@@ -85,6 +91,7 @@ class GemmSm90:
     source: str = None  # None: C typed and placed as the output; "void": none (SOURCES)
     store_stages: int = None  # None: the epilogue CUTLASS's builder makes
     splits: int = None  # with the stream-K scheduler: K split this many ways; None: its own choice
+    launch: str = "stream"  # SM90_LAUNCHES: "pdl", programmatic dependent launch
 
     op = "gemm"
     arch = 90
@@ -112,7 +119,13 @@ class GemmSm90:
 
     @property
     def includes(self) -> tuple:
-        return self.family_includes + (() if self.store_stages is None else ("epilogue_sm90.h",))
+        return (self.family_includes + (() if self.store_stages is None else ("epilogue_sm90.h",))
+                + (() if self.launch == "stream" else ("dependent_launch.h",)))
+
+    @property
+    def defines(self) -> tuple:
+        """The macros the kernel's translation unit defines before CUTLASS's headers."""
+        return SM90_LAUNCHES[self.launch][0]
 
     @property
     def source_type(self) -> str:
@@ -131,7 +144,8 @@ class GemmSm90:
                 f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0{layouts}_align{self.alignment}"
                 f"{self.scheduler_suffix}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}"
-                f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}")
+                f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}"
+                f"{SM90_LAUNCHES[self.launch][1]}")
 
     @property
     def scheduler_suffix(self) -> str:
@@ -153,6 +167,7 @@ class GemmSm90:
             "store_stages": self.store_stages,
             # the K split of a stream-K kernel (kernelgen::SplitK): 0, the scheduler's choice; None: not stream-K
             "splits": None if self.scheduler != "stream_k" else (self.splits or 0),
+            "pdl": self.launch == "pdl",  # the device operator wrapped in kernelgen::DependentLaunch
         }
 
 
@@ -179,6 +194,9 @@ def check_entry(path, entry, fam, spec):
         raise SpecError(path, "stream-K tile scheduling needs the cooperative schedule", entry, "scheduler")
     if spec["splits"] != (None,) and spec["scheduler"] != "stream_k":
         raise SpecError(path, "splits needs the stream-K tile scheduler (scheduler = \"stream_k\")", entry, "splits")
+    if "pdl" in spec["launches"] and spec["scheduler"] == "stream_k":
+        raise SpecError(path, "a stream-K kernel zeroes its workspace before each launch, which a dependent "
+                        "launch would overlap: launches = [\"pdl\"] needs the default tile scheduler", entry, "launches")
     for i, cluster in enumerate(spec["clusters"]):
         TARGETS[90].check_cluster(path, f"{entry}.clusters[{i}]", cluster)
     for i, epi in enumerate(spec["epilogue_tiles"]):
@@ -215,8 +233,9 @@ def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
                         scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"],
-                        store_stages=spec["store_stages"], splits=splits)
-                    for cluster in spec["clusters"] for epi in spec["epilogue_tiles"] for splits in spec["splits"]]
+                        store_stages=spec["store_stages"], splits=splits, launch=launch)
+                    for cluster in spec["clusters"] for epi in spec["epilogue_tiles"] for splits in spec["splits"]
+                    for launch in spec["launches"]]
     return kernels
 
 
