@@ -15,8 +15,4 @@ using ${name}_base = cutlass::gemm::kernel::GemmUniversal<
     ${name}_mainloop,
     ${name}_epilogue,
     ${v["scheduler"]}>;
-% if v["pdl"]:
-using ${name} = kernelgen::DependentLaunch<cutlass::gemm::device::GemmUniversalAdapter<${name}_base>>;
-% else:
-using ${name} = cutlass::gemm::device::GemmUniversalAdapter<${name}_base>;
-% endif
+${sm90.device_op(name, v)}\

@@ -2,6 +2,9 @@
 ## epilogue(name, v, layout): the kernel's epilogue type, ${name}_epilogue, for C and D of
 ## cutlass::layout::<layout>: what CUTLASS's builder makes, or with v["store_stages"] TMA stores
 ## in flight (profiler/epilogue_sm90.h).
+## device_op(name, v): the kernel's device-level type, ${name}: GemmUniversalAdapter over
+## ${name}_base, launched with PDL (v["pdl"], profiler/dependent_launch.h) or with a K split
+## (v["splits"], profiler/stream_k_adapter.h).
 <%def name="epilogue(name, v, layout)">\
 % if v["store_stages"] is None:
 using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -23,5 +26,14 @@ using ${name}_epilogue = typename kernelgen::Sm90TmaEpilogue<
     ${v["output"]}, cutlass::layout::${layout},
     ${v["epilogue"]}, ${v["store_stages"]}
   >::CollectiveOp;
+% endif
+</%def>
+<%def name="device_op(name, v)">\
+% if v["pdl"]:
+using ${name} = kernelgen::DependentLaunch<cutlass::gemm::device::GemmUniversalAdapter<${name}_base>>;
+% elif v["splits"] is None:
+using ${name} = cutlass::gemm::device::GemmUniversalAdapter<${name}_base>;
+% else:
+using ${name} = kernelgen::SplitK<cutlass::gemm::device::GemmUniversalAdapter<${name}_base>, ${v["splits"]}>;
 % endif
 </%def>
