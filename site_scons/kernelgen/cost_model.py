@@ -1,0 +1,347 @@
+"""A model of a kernel's time on a workload, to rank every descriptor of the space without a GPU.
+
+A tiled kernel (the SM90 GEMM, persistent and transposed conv kernels, CUTLASS's one-consumer
+SM90 and 2.x conv kernels) computes its implicit GEMM (M x N x K) in tiles; the model counts,
+for the busiest SM, what those tiles cost:
+
+  mma     multiply-adds of its tiles, MFLOP (waves of tiles x K iterations x tile volume)
+  loads   operand bytes it loads into shared memory, KB (a cluster multicasts a tile's A along N
+          and B along M, so each CTA loads its share)
+  stores  output bytes of its tiles, KB
+  tiles   tiles it runs (a fixed cost each: pipeline fill and drain)
+  memory  bytes the layer must move at least, MB (the floor: every operand once)
+  launch  1 (a launch and the kernel's set-up)
+
+and predicts ``base = sum(theta[f] * feature[f])``, one non-negative ``theta`` per group of
+kernels (family class, schedule and tile scheduler: a ping-pong kernel hides its epilogue). What the counts miss (how well a tile shape, cluster, epilogue subtile or
+store depth runs in each regime of layer size) is a correction per attribute of the kernel
+(``attributes``), fitted as a ridge regression of log(measured / base): ``time = base *
+exp(sum of the kernel's corrections)``. An attribute no measured kernel had corrects nothing. Other kernels (this project's direct and matrix-vector kernels) are modelled
+by ``memory``, ``mma`` (the layer's flops) and ``launch`` per family. ``serves`` says which
+kernels can run a workload at all, as their ``can_implement`` does.
+
+The constants are fitted (``python -m kernelgen.cost_model fit``) to the committed CSVs, every
+verified ok row of one GPU, by non-negative least squares on the relative error, and kept in
+``kernel_specs/models/<gpu>.json`` with the GPU's SM count. A model fitted on another GPU is
+refused (``load_model``).
+"""
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import KernelgenError
+from .families.conv2d_2x import Conv2dFprop2x
+from .families.conv2d_few_channels import Conv2dFpropFewChannels
+from .families.conv2d_sm90 import Conv2dFpropSm90
+from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
+from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
+from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
+from .families.gemm_sm90 import GemmSm90
+from .families.gemv import Gemv
+
+FEATURES = ("mma", "loads", "stores", "tiles", "memory", "launch")
+# SMs of the GPUs a model may be fitted for (by results folder name)
+SM_COUNTS = {"nvidia_h200": 132, "nvidia_h100_80gb_hbm3": 132, "nvidia_a100_sxm4_80gb": 108}
+SHARED_MEMORY_2X = 227 * 1024  # bytes of shared memory an SM gives 2.x kernels' CTAs on SM90
+MODELS_DIR = Path(__file__).resolve().parents[2] / "kernel_specs" / "models"
+
+
+class ModelError(KernelgenError):
+    """The cost model cannot be used as asked (fitted on another GPU, no model file, ...)."""
+
+
+# ---- which kernels can run a workload --------------------------------------------------------------
+
+def serves(kernel, problem) -> str | None:
+    """Why ``kernel`` cannot run ``problem`` (its ``can_implement`` would refuse), or None."""
+    if kernel.element != problem.dtype:
+        return f"built for {kernel.element}, not {problem.dtype}"
+    conv = problem.as_conv()
+    pointwise = conv.r == conv.s == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == conv.pad_w == 0
+    if kernel.op == "gemm" and not pointwise:
+        return "not a GEMM: needs a 1x1, stride-1, unpadded convolution"
+    if isinstance(kernel, Gemv):
+        if conv.n * conv.p * conv.q > kernel.max_m:
+            return f"a matrix-vector kernel for at most {kernel.max_m} rows"
+        return None if conv.c % 8 == 0 else "K must be a multiple of 8"
+    if isinstance(kernel, Conv2dFpropFewChannels):
+        if conv.c > 4:
+            return "needs 1 to 4 input channels"
+        return None if conv.k % 8 == 0 else "K must be a multiple of 8"
+    if isinstance(kernel, Conv2dFpropSm90Halo):
+        if (conv.r, conv.s, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w, conv.dilation_h,
+                conv.dilation_w) != (3, 3, 1, 1, 1, 1, 1, 1):
+            return "needs a 3x3 filter, stride 1, pad 1"
+        if conv.c != 64 or conv.k % 64 or conv.q != kernel.width:
+            return f"built for 64 input channels, K a multiple of 64, width {kernel.width}"
+        return None
+    if isinstance(kernel, Conv2dFpropSm90Pointwise):
+        if not pointwise:
+            return "needs a 1x1 filter, stride 1, no padding"
+        return None if conv.c == kernel.channels and conv.k % 64 == 0 else "built for another number of channels"
+    alignment = getattr(kernel, "alignment", 8)
+    if conv.c % alignment or conv.k % alignment:
+        return f"channels not a multiple of the alignment {alignment}"
+    return None
+
+
+# ---- features --------------------------------------------------------------------------------------
+
+def group(kernel) -> str:
+    """The kernels that share constants: class, schedule and tile scheduler."""
+    name = type(kernel).__name__
+    if isinstance(kernel, GemmSm90):
+        return f"{name}/{kernel.schedule}" + ("" if kernel.scheduler == "default" else "/stream_k")
+    if isinstance(kernel, Conv2dFpropFewChannels):
+        return f"{name}/{kernel.mode}"
+    return name
+
+
+def _tiling(kernel):
+    """(tile M, N, K, cluster M, N, CTAs an SM holds) of a tiled kernel, else None."""
+    if isinstance(kernel, (GemmSm90, Conv2dFpropSm90)):
+        m, n, k = kernel.tile
+        return m, n, k, kernel.cluster[0], kernel.cluster[1], 1
+    if isinstance(kernel, Conv2dFprop2x):
+        m, n, k = kernel.threadblock
+        stage = (m + n) * k * 2
+        return m, n, k, 1, 1, max(1, min(4, SHARED_MEMORY_2X // (stage * kernel.stages)))
+    return None
+
+
+def features(kernel, problem, sms: int) -> np.ndarray:
+    """The model's features of ``kernel`` on ``problem`` (FEATURES order)."""
+    conv = problem.as_conv()
+    memory = problem.min_bytes() / 1e6
+    tiling = _tiling(kernel)
+    if tiling is None:
+        return np.array([problem.flops / 1e6 / sms, 0.0, 0.0, 0.0, memory, 1.0])
+    tm, tn, tk, cm, cn, per_sm = tiling
+    m, n, k = conv.gemm_mnk if problem.op != "gemm" else (problem.m, problem.n, problem.k)
+    if isinstance(kernel, Conv2dFpropSm90Transposed):
+        m, n = n, m
+    tiles = math.ceil(m / tm) * math.ceil(n / tn)
+    iterations = math.ceil(k / tk)
+    cluster = cm * cn
+    slots = max(cluster, sms // cluster * cluster) * per_sm
+    if isinstance(kernel, GemmSm90) and kernel.scheduler == "stream_k":
+        splits = kernel.splits
+        if splits is None:  # stream-K: the K iterations of every tile shared out evenly
+            busiest = math.ceil(tiles * iterations / slots)
+            waves = busiest / iterations
+        else:
+            waves = math.ceil(tiles * splits / slots)
+            busiest = waves * math.ceil(iterations / splits)
+    else:
+        waves = math.ceil(tiles / slots)
+        busiest = waves * iterations
+    size = 2
+    return np.array([
+        busiest * tm * tn * tk * 2 / 1e6 * per_sm,
+        busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm,
+        waves * tm * tn * size / 1e3 * per_sm,
+        waves * per_sm,
+        memory,
+        1.0,
+    ])
+
+
+MIN_MS = 1e-4  # no kernel takes less than 0.1 us
+RIDGE = 10.0  # the corrections' ridge penalty (the regret changed by under 0.1% between 1 and 30)
+REGIMES = ((0.01, "small"), (0.1, "mid"), (math.inf, "large"))  # by the base prediction, ms
+
+
+def attributes(kernel, base_ms: float) -> list:
+    """The attributes a correction is fitted for: the group, tile extents, cluster, epilogue
+    subtile (as a fraction of the tile's N), source, store depth, launch; each also within the layer's
+    regime of size (a tile that wins large layers may lose small ones)."""
+    name = group(kernel)
+    out = [f"group={name}"]
+    tile = _tiling(kernel)
+    if tile is not None:
+        tm, tn, tk = tile[:3]
+        out += [f"{name}:tile_m={tm}", f"{name}:tile_n={tn}", f"tile_k={tk}", f"{name}:tile={tm}x{tn}"]
+    if isinstance(kernel, (GemmSm90, Conv2dFpropSm90)):
+        out.append(f"cluster={kernel.cluster[0]}x{kernel.cluster[1]}")
+    if isinstance(kernel, GemmSm90):
+        out.append(f"launch={kernel.launch}")
+        epi = kernel.epilogue_tile
+        out.append("epilogue=auto" if epi is None else f"epilogue={epi[1] / kernel.tile[1]:.2f}")
+        if kernel.source is not None:
+            out.append(f"source={kernel.source}")
+        if kernel.store_stages is not None:
+            out.append(f"store_stages={kernel.store_stages}")
+    regime = next(label for limit, label in REGIMES if base_ms < limit)
+    return out + [f"{a}|{regime}" for a in out]
+
+
+# ---- the model ----------------------------------------------------------------------------------------
+
+@dataclass
+class Model:
+    gpu: str  # the results folder name of the GPU it was fitted on (nvidia_h200)
+    sms: int
+    theta: dict  # group -> [theta per FEATURES]
+    fallback: list  # theta for a group no row was fitted on (the median of each feature's theta)
+    corrections: dict = field(default_factory=dict)  # attribute -> log-time correction
+    rows: int = 0  # rows it was fitted on
+
+    def base(self, kernel, problem) -> float:
+        """The counts' prediction in ms, before corrections."""
+        theta = np.array(self.theta.get(group(kernel), self.fallback))
+        return max(float(features(kernel, problem, self.sms) @ theta) / 1e3, MIN_MS)
+
+    def predict(self, kernel, problem) -> float:
+        """Predicted time in ms."""
+        base = self.base(kernel, problem)
+        return base * math.exp(sum(self.corrections.get(a, 0.0) for a in attributes(kernel, base)))
+
+    def rank(self, kernels, problem) -> list:
+        """[(predicted ms, kernel)] of the kernels that serve ``problem``, fastest first (ties by name)."""
+        scored = [(self.predict(k, problem), k) for k in kernels if serves(k, problem) is None]
+        return sorted(scored, key=lambda t: (t[0], t[1].name))
+
+    def to_json(self) -> str:
+        return json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
+                           "fallback": self.fallback, "theta": self.theta, "corrections": self.corrections},
+                          indent=1, sort_keys=True) + "\n"
+
+
+def load_model(gpu: str, models_dir=MODELS_DIR) -> Model:
+    """The model fitted for ``gpu`` (a results folder name), refused if there is none."""
+    path = Path(models_dir) / f"{gpu}.json"
+    if not path.is_file():
+        fitted = sorted(p.stem for p in Path(models_dir).glob("*.json"))
+        raise ModelError(f"{path}: no cost model fitted for GPU {gpu} (fitted: {', '.join(fitted) or 'none'}); "
+                         "profile a set on it and run python -m kernelgen.cost_model fit")
+    data = json.loads(path.read_text())
+    if data.get("gpu") != gpu or tuple(data.get("features", ())) != FEATURES:
+        raise ModelError(f"{path}: fitted for GPU {data.get('gpu')!r} with features {data.get('features')}, "
+                         f"not for {gpu} with {list(FEATURES)}")
+    return Model(data["gpu"], data["sms"], data["theta"], data["fallback"], data["corrections"], data["rows"])
+
+
+def nonnegative_least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """argmin |a x - b| over x >= 0, by trying every support (few features: exact and fast)."""
+    best, best_x = math.inf, np.zeros(a.shape[1])
+    for size in range(1, a.shape[1] + 1):
+        for support in itertools.combinations(range(a.shape[1]), size):
+            x_s, *_ = np.linalg.lstsq(a[:, support], b, rcond=None)
+            if (x_s < 0).any():
+                continue
+            x = np.zeros(a.shape[1])
+            x[list(support)] = x_s
+            residual = float(np.sum((a @ x - b) ** 2))
+            if residual < best:
+                best, best_x = residual, x
+    return best_x
+
+
+def fit(samples: list, gpu: str, sms: int) -> Model:
+    """A model fitted to ``samples`` [(kernel, problem, measured ms)]: per group, theta >= 0
+    minimising the squared relative error."""
+    by_group = {}
+    for kernel, problem, ms in samples:
+        by_group.setdefault(group(kernel), []).append((features(kernel, problem, sms), ms * 1e3))
+    theta = {}
+    for name, rows in sorted(by_group.items()):
+        x = np.array([f for f, _ in rows])
+        t = np.array([us for _, us in rows])
+        theta[name] = [round(float(v), 9) for v in nonnegative_least_squares(x / t[:, None], np.ones(len(t)))]
+    fallback = [float(np.median([th[i] for th in theta.values()])) for i in range(len(FEATURES))]
+    model = Model(gpu, sms, theta, fallback, {}, len(samples))
+    model.corrections = _fit_corrections(model, samples)
+    return model
+
+
+def _fit_corrections(model: Model, samples: list) -> dict:
+    """Ridge regression of log(measured / base) on the kernels' attributes (one-hot). A group's own
+    attributes go unpenalised, so that they carry the group's mean and an attribute value no
+    measured kernel had counts as the group's average."""
+    rows = []
+    for kernel, problem, ms in samples:
+        base = model.base(kernel, problem)
+        rows.append((attributes(kernel, base), math.log(ms / base)))
+    names = sorted({a for attrs, _ in rows for a in attrs})
+    index = {a: i for i, a in enumerate(names)}
+    x = np.zeros((len(rows), len(names)))
+    for i, (attrs, _) in enumerate(rows):
+        x[i, [index[a] for a in attrs]] = 1.0
+    y = np.array([r for _, r in rows])
+    penalty = np.array([RIDGE * 1e-3 if a.startswith("group=") else RIDGE for a in names])
+    beta = np.linalg.solve(x.T @ x + np.diag(penalty), x.T @ y)
+    return {a: round(float(b), 6) for a, b in zip(names, beta) if abs(b) > 1e-6}
+
+
+# ---- the committed measurements ------------------------------------------------------------------------
+
+def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) -> list:
+    """[(kernel, problem, ms, set)] of every verified ok row of ``gpu`` under ``results_root``
+    whose kernel is in ``kernels_by_name``, timed from a CUDA graph."""
+    from .reduce import load_set
+    from .results import gpus_with_results
+    from .vocab import verify_tolerance
+    from .workloads import load_workloads
+
+    samples = []
+    for set_file in sorted(Path(sets_dir).glob("*.txt")):
+        folder = Path(results_root) / set_file.stem
+        if gpu not in gpus_with_results(folder):
+            continue
+        problems = load_workloads(set_file.stem, sets_dir)[2]
+        frame = load_set(folder / gpu, problems)
+        frame = frame[(frame["status"] == "ok") & (frame["timing"] == "graph")]
+        by_name = {p.name: p for p in problems}
+        for row in frame.itertuples(index=False):
+            kernel = kernels_by_name.get(row.kernel)
+            if kernel is None:
+                continue
+            tolerance = verify_tolerance(kernel)
+            if not (row.rel_l2_error <= tolerance and row.rel_max_error <= tolerance):
+                continue
+            samples.append((kernel, by_name[row.workload], float(row.runtime_ms), set_file.stem))
+    return samples
+
+
+def main(argv=None) -> int:
+    from .specs import load_catalog
+
+    root = Path(__file__).resolve().parents[2]
+    parser = argparse.ArgumentParser(prog="python -m kernelgen.cost_model",
+                                     description="fit the cost model's constants to the committed measurements")
+    parser.add_argument("command", choices=["fit"])
+    parser.add_argument("--gpu", default="nvidia_h200", help="results folder name of the GPU")
+    parser.add_argument("--results", default=str(root / "profile_results"))
+    parser.add_argument("--sets-dir", default=str(root / "kernel_specs" / "workloads"))
+    parser.add_argument("--specs", default=str(root / "kernel_specs" / "families"))
+    parser.add_argument("--out", default=str(MODELS_DIR))
+    args = parser.parse_args(argv)
+    if args.gpu not in SM_COUNTS:
+        print(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(SM_COUNTS))})", file=sys.stderr)
+        return 2
+    try:
+        catalog = {k.name: k for k in load_catalog(args.specs)}
+        samples = measured_samples(args.results, args.sets_dir, catalog, args.gpu)
+    except KernelgenError as e:
+        print(e, file=sys.stderr)
+        return 1
+    if not samples:
+        print(f"{args.results}: no verified ok rows of GPU {args.gpu}", file=sys.stderr)
+        return 1
+    model = fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
+    out = Path(args.out) / f"{args.gpu}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(model.to_json())
+    print(f"{out}: {len(model.theta)} groups fitted to {len(samples)} measured rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The cost model: which kernels serve a workload, its features, the fit, the committed model's
+record on the committed measurements, and the candidates it proposes."""
+
+import collections
+import math
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from kernelgen import candidates, cost_model
+from kernelgen.errors import KernelgenError, WorkloadError
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.ops.gemm import GemmProblem
+from kernelgen.space import load_space, merged
+from kernelgen.specs import load_catalog
+
+FAMILIES = ROOT / "kernel_specs" / "families"
+SETS = ROOT / "kernel_specs" / "workloads"
+RESULTS = ROOT / "profile_results"
+GPU = "nvidia_h200"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return {k.name: k for k in load_catalog(FAMILIES)}
+
+
+@pytest.fixture(scope="module")
+def samples(catalog):
+    return cost_model.measured_samples(RESULTS, SETS, catalog, GPU)
+
+
+def test_serves_never_refuses_a_kernel_that_ran_ok(samples):
+    assert len(samples) > 10000
+    refused = [(k.name, p.name, cost_model.serves(k, p)) for k, p, _, _ in samples if cost_model.serves(k, p)]
+    assert refused == []
+
+
+def test_serves_refuses_what_can_implement_refused(catalog):
+    """Most unsupported rows of the committed CSVs are refused by ``serves`` too (what it lets
+    through costs a compile, never a wrong choice)."""
+    from kernelgen.reduce import load_set
+    from kernelgen.workloads import load_workloads
+    agreed = total = 0
+    for stem in ("resnet50_b1", "first_layers", "vgg16_b1"):
+        problems = load_workloads(stem, SETS)[2]
+        frame = load_set(RESULTS / stem / GPU, problems)
+        by_name = {p.name: p for p in problems}
+        for row in frame[frame["status"] == "unsupported"].itertuples(index=False):
+            if row.kernel in catalog:
+                total += 1
+                agreed += cost_model.serves(catalog[row.kernel], by_name[row.workload]) is not None
+    assert total > 500 and agreed / total > 0.95, (agreed, total)
+
+
+SERVES = [
+    ("a 3x3 layer is no GEMM", "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x128x64_1x1x1_0_tnt_align8"
+     "_warpspecialized_pingpong_epi_tma", Conv2dProblem(8, 14, 14, 64, 64, 3, 3, 1, 1), "not a GEMM"),
+    ("3 channels, alignment 8", "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0"
+     "_align8_warpspecialized_pingpong_epi_tma", Conv2dProblem(8, 56, 56, 3, 64, 3, 3, 1, 1), "alignment 8"),
+    ("bf16 layer, f16 kernel", "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0"
+     "_align8_warpspecialized_pingpong_epi_tma", Conv2dProblem(8, 56, 56, 64, 64, 3, 3, 1, 1, dtype="bf16"),
+     "built for f16, not bf16"),
+    ("a GEMM of 256 rows for a matrix-vector kernel", "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows2*",
+     GemmProblem(256, 1000, 2048), "at most 1 rows"),
+]
+
+
+@pytest.mark.parametrize("pattern, problem, reason", [c[1:] for c in SERVES], ids=[c[0] for c in SERVES])
+def test_serves_names_why(catalog, pattern, problem, reason):
+    import fnmatch
+    kernel = next(k for n, k in catalog.items() if fnmatch.fnmatchcase(n, pattern))
+    assert reason in cost_model.serves(kernel, problem)
+
+
+def test_features_count_waves_on_the_sms(catalog):
+    """One more tile than the SMs hold doubles the busiest SM's work."""
+    kernel = next(k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.tile == (128, 128, 64)
+                  and k.cluster == (1, 1, 1))
+    full = cost_model.features(kernel, GemmProblem(128 * 132, 128, 640), 132)
+    over = cost_model.features(kernel, GemmProblem(128 * 133, 128, 640), 132)
+    assert over[0] == pytest.approx(2 * full[0]) and full[0] == pytest.approx(10 * 128 * 128 * 64 * 2 / 1e6)
+    clustered = next(k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.tile == (128, 128, 64)
+                     and k.cluster == (2, 1, 1))
+    loads = cost_model.features(clustered, GemmProblem(128 * 132, 128, 640), 132)[1]
+    assert loads == pytest.approx(full[1] * 0.75), "a 2x1 cluster multicasts B: each CTA loads half of it"
+
+
+def test_nonnegative_least_squares_matches_a_known_solution():
+    rng = np.random.default_rng(0)
+    a = rng.uniform(0, 1, (200, 4))
+    x = np.array([2.0, 0.0, 0.5, 3.0])
+    assert cost_model.nonnegative_least_squares(a, a @ x) == pytest.approx(x, abs=1e-9)
+    # the unconstrained optimum has a negative weight: the constrained one puts it at zero
+    b = a @ np.array([1.0, -1.0, 0.0, 0.0])
+    assert (cost_model.nonnegative_least_squares(a, b) >= 0).all()
+
+
+def test_a_fit_recovers_the_constants_it_was_made_from(catalog):
+    kernels = [k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.scheduler == "default"]
+    problems = [GemmProblem(m, n, k) for m in (256, 4096, 50176) for n in (64, 512, 2048) for k in (64, 1024)]
+    theta = np.array([0.15, 0.002, 0.01, 0.5, 0.1, 2.5])
+    samples = [(k, p, float(cost_model.features(k, p, 132) @ theta) / 1e3) for k in kernels for p in problems]
+    model = cost_model.fit(samples, GPU, 132)
+    worst = max(abs(model.predict(k, p) / ms - 1) for k, p, ms in samples)
+    assert worst < 0.02
+
+
+def test_the_committed_model_is_the_fit_of_the_committed_measurements(samples):
+    """kernel_specs/models/nvidia_h200.json is what `python -m kernelgen.cost_model fit` writes today."""
+    committed = cost_model.load_model(GPU)
+    refit = cost_model.fit([s[:3] for s in samples], GPU, cost_model.SM_COUNTS[GPU])
+    assert committed.rows == refit.rows == len(samples)
+    assert committed.theta.keys() == refit.theta.keys()
+    for k, p, _, _ in samples[::97]:
+        assert committed.predict(k, p) == pytest.approx(refit.predict(k, p), rel=1e-3)
+
+
+def test_the_model_ranks_the_measured_winner_near_the_top(samples):
+    """Across the committed sets, the best of the model's top 5 is within 4% of the best measured
+    summed over each set (regret), and the winner is in its top 10 on most layers."""
+    model = cost_model.load_model(GPU)
+    by_layer = collections.defaultdict(list)
+    for k, p, ms, stem in samples:
+        by_layer[(stem, p.name)].append((k, p, ms))
+    best = collections.Counter()
+    chosen = collections.Counter()
+    in_top = 0
+    for (stem, _), rows in by_layer.items():
+        p = rows[0][1]
+        ranked = sorted(rows, key=lambda r: (model.predict(r[0], p), r[0].name))
+        winner = min(rows, key=lambda r: r[2])
+        best[stem] += winner[2] * p.count
+        chosen[stem] += min(r[2] for r in ranked[:5]) * p.count
+        in_top += winner in ranked[:10]
+    for stem in best:
+        assert chosen[stem] <= 1.04 * best[stem], (stem, chosen[stem] / best[stem])
+    assert in_top >= 0.75 * len(by_layer)
+
+
+def test_a_model_of_another_gpu_is_refused(tmp_path):
+    (tmp_path / "nvidia_h200.json").write_text(cost_model.load_model(GPU).to_json().replace(
+        '"gpu": "nvidia_h200"', '"gpu": "nvidia_a100_sxm4_80gb"'))
+    with pytest.raises(cost_model.ModelError, match="fitted for GPU 'nvidia_a100_sxm4_80gb'"):
+        cost_model.load_model(GPU, tmp_path)
+    with pytest.raises(cost_model.ModelError, match=r"no cost model fitted for GPU nvidia_l4 \(fitted: nvidia_h200\)"):
+        cost_model.load_model("nvidia_l4", tmp_path)
+
+
+@pytest.fixture(scope="module")
+def everything(catalog):
+    return merged(list(catalog.values()), load_space(ROOT / "kernel_specs" / "spaces"))
+
+
+def test_candidates_are_the_top_of_each_layer_and_their_union(everything):
+    model = cost_model.load_model(GPU)
+    problems = [Conv2dProblem(32, 56, 56, 64, 64, 3, 3, 1, 1, line=1), GemmProblem(6304, 768, 3072, line=2),
+                Conv2dProblem(32, 112, 112, 16, 24, 1, 1, line=3)]
+    proposals = candidates.propose(problems, everything, model, 4)
+    assert [len(p.ranked) for p in proposals] == [4, 4, 4]
+    for p in proposals:
+        times = [ms for ms, _ in p.ranked]
+        assert times == sorted(times) and all(cost_model.serves(k, p.problem) is None for _, k in p.ranked)
+    names = candidates.union(proposals)
+    assert 4 <= len(names) <= 12 and names == sorted(names)
+    text = candidates.to_csv_text(proposals)
+    assert text.splitlines()[0] == "workload,kernel,rank,predicted_ms" and len(text.splitlines()) == 13
+
+
+def test_a_layer_no_kernel_serves_is_named_with_the_reasons(everything):
+    model = cost_model.load_model(GPU)
+    odd = Conv2dProblem(1, 8, 8, 6, 6, 3, 3, 1, 1, dtype="bf16", line=7)  # bf16 kernels need 8-channel alignment
+    with pytest.raises(WorkloadError, match=r"layers\.txt:7: no kernel of the space serves conv2d_fprop_bf16_n1_h8_w8_c6"
+                                            r".*refused it: \d+ built for f16, not bf16; \d+ channels not a multiple "
+                                            r"of the alignment 8; "):
+        candidates.propose([odd], everything, model, 5, "layers.txt")
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "1.5", "", "x", "\u0663", "9" * 5000])
+def test_top_is_a_positive_integer(text):
+    with pytest.raises(KernelgenError, match=r"TOP=.*expected a positive integer"):
+        candidates.positive_top(text)
+
+
+def test_the_candidates_command_writes_the_table_and_the_kernel_list(tmp_path, capsys):
+    out = tmp_path / "candidates.csv"
+    assert candidates.main(["--workloads", "resnet50", "--top", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    lines = out.read_text().splitlines()
+    assert len(lines) == 1 + 19 * 3
+    listed = (tmp_path / "candidates.txt").read_text().split()
+    assert f"{len(listed)} kernels for resnet50 (top 3 of each of its 19 layers)" in printed
+    assert "descriptors in the space" in printed and math.isfinite(float(lines[1].split(",")[3]))
