@@ -310,13 +310,50 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     return samples
 
 
+RECORD_TOPS = (1, 3, 5, 10)
+
+
+def record(model_for, samples: list) -> list:
+    """Per set: [set, layers, then per k of RECORD_TOPS (layers whose measured winner is in the
+    model's top k among the kernels measured on it, regret: the best measured of that top k
+    against the best measured, summed over the set's calls, in % of the best)], and the median
+    rank of the winners. ``model_for(set)`` is the model that ranks the set's layers."""
+    by_layer = {}
+    for kernel, problem, ms, stem in samples:
+        by_layer.setdefault((stem, problem.name), []).append((kernel, problem, ms))
+    table = {}
+    for (stem, _), rows in sorted(by_layer.items()):
+        model, problem = model_for(stem), rows[0][1]
+        ranked = sorted(rows, key=lambda r: (model.predict(r[0], problem), r[0].name))
+        best = min(r[2] for r in rows)
+        winner = next(i for i, r in enumerate(ranked) if r[2] == best)
+        entry = table.setdefault(stem, {"layers": 0, "best": 0.0, "ranks": [], **{k: [0, 0.0] for k in RECORD_TOPS}})
+        entry["layers"] += 1
+        entry["best"] += best * problem.count
+        entry["ranks"].append(winner + 1)
+        for k in RECORD_TOPS:
+            entry[k][0] += winner < k
+            entry[k][1] += (min(r[2] for r in ranked[:k]) - best) * problem.count
+    return [[stem, e["layers"], *[(e[k][0], 100 * e[k][1] / e["best"]) for k in RECORD_TOPS],
+             float(np.median(e["ranks"]))] for stem, e in table.items()]
+
+
+def record_markdown(rows: list) -> str:
+    head = ("| set | layers | " + " | ".join(f"top {k}: winner in, regret" for k in RECORD_TOPS)
+            + " | winner's median rank |\n|---|---|" + "---|" * len(RECORD_TOPS) + "---|\n")
+    return head + "".join(f"| `{r[0]}` | {r[1]} | " + " | ".join(f"{n}, {reg:.1f}%" for n, reg in r[2:-1])
+                          + f" | {r[-1]:g} |\n" for r in rows)
+
+
 def main(argv=None) -> int:
     from .specs import load_catalog
 
     root = Path(__file__).resolve().parents[2]
     parser = argparse.ArgumentParser(prog="python -m kernelgen.cost_model",
                                      description="fit the cost model's constants to the committed measurements")
-    parser.add_argument("command", choices=["fit"])
+    parser.add_argument("command", choices=["fit", "record"],
+                        help="fit: write the model; record: how the model ranks the measured kernels of each set, "
+                             "fitted on all sets and fitted without the set it ranks")
     parser.add_argument("--gpu", default="nvidia_h200", help="results folder name of the GPU")
     parser.add_argument("--results", default=str(root / "profile_results"))
     parser.add_argument("--sets-dir", default=str(root / "kernel_specs" / "workloads"))
@@ -336,6 +373,14 @@ def main(argv=None) -> int:
         print(f"{args.results}: no verified ok rows of GPU {args.gpu}", file=sys.stderr)
         return 1
     model = fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
+    if args.command == "record":
+        print(f"Fitted on every set ({len(samples)} rows):\n")
+        print(record_markdown(record(lambda stem: model, samples)))
+        held_out = {stem: fit([s[:3] for s in samples if s[3] != stem], args.gpu, SM_COUNTS[args.gpu])
+                    for stem in sorted({s[3] for s in samples})}
+        print("Fitted without the set it ranks:\n")
+        print(record_markdown(record(held_out.__getitem__, samples)))
+        return 0
     out = Path(args.out) / f"{args.gpu}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(model.to_json())
