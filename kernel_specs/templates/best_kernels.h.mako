@@ -59,8 +59,8 @@ ${banner}
 //   kErrorMisalignedOperand  an operand, or the workspace, not 16-byte aligned
 //   kErrorWorkspaceNull      workspace_bytes below workspace_size(problem), or a null workspace that
 //                            is needed
-//   kErrorNotSupported       no kernel of this header runs the problem (or a tensor holds 2^31 or more
-//                            elements)
+//   kErrorNotSupported       no kernel of this header runs the problem, or one of its sizes exceeds
+//                            INT_MAX (the kernels compute them in int; detail::check lists them)
 //   kErrorInternal           the kernel could not be set up or launched (e.g. not an sm_${device_arch} GPU;
 //                            cudaGetLastError() says why)
 // and launches nothing unless it returns kSuccess or kErrorInternal.
@@ -404,29 +404,42 @@ inline int chosen(const GemmProblem& problem) {
 % endif
 }
 
-// Whether the product of `extents` stays below 2^31 (every kernel indexes with int).
-inline bool fits_int(std::initializer_list<long long> extents) {
+// Whether the product of `factors` (each at least 1) is at most INT_MAX; no factor or partial
+// product overflows 64 bits, however large the factors.
+inline bool fits_int(std::initializer_list<long long> factors) {
   long long product = 1;
-  for (long long e : extents) {
-    product *= e;
-    if (product > 2147483647LL) return false;
+  for (long long factor : factors) {
+    if (factor > 2147483647LL / product) return false;
+    product *= factor;
   }
   return true;
 }
 
-// kSuccess when `p` is a convolution some kernel may run; its output extents in 64 bits.
+// kSuccess when `p` is a convolution some kernel may run. The adapters, CUTLASS and the kernels
+// compute its sizes in int: P = (h + 2*pad_h - dilation_h*(r-1) - 1) / stride_h + 1 and Q, the
+// implicit GEMM's extents, tensor offsets. Each is computed here in 64 bits first, and a problem
+// where one exceeds INT_MAX is refused, so that none of them overflows there (a P computed from
+// a wrapped h + 2*pad_h differs from this one, or is 0 and then a divisor). A workload line is
+// refused on the same sizes (kernelgen/ops/conv2d_fprop.py): every problem of the tables passes.
 inline cutlass::Status check(const kernelgen::Conv2dProblem& p) {
   if (p.n < 1 || p.h < 1 || p.w < 1 || p.c < 1 || p.k < 1 || p.r < 1 || p.s < 1 || p.pad_h < 0 || p.pad_w < 0 ||
       p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1)
     return cutlass::Status::kErrorInvalidProblem;
-  long long p_out = (p.h + 2LL * p.pad_h - 1LL * p.dilation_h * (p.r - 1) - 1) / p.stride_h + 1;
-  long long q_out = (p.w + 2LL * p.pad_w - 1LL * p.dilation_w * (p.s - 1) - 1) / p.stride_w + 1;
-  if (p.h + 2LL * p.pad_h < 1LL * p.dilation_h * (p.r - 1) + 1 ||
-      p.w + 2LL * p.pad_w < 1LL * p.dilation_w * (p.s - 1) + 1)
-    return cutlass::Status::kErrorInvalidProblem;  // the filter does not fit the padded input
-  if (!fits_int({p.n, p.h, p.w, p.c}) || !fits_int({p.k, p.r, p.s, p.c}) || !fits_int({p.n, p_out, q_out, p.k}))
-    return cutlass::Status::kErrorNotSupported;
-  return cutlass::Status::kSuccess;
+  const long long padded_h = p.h + 2LL * p.pad_h, padded_w = p.w + 2LL * p.pad_w;
+  const long long filter_h = 1LL * p.dilation_h * (p.r - 1) + 1, filter_w = 1LL * p.dilation_w * (p.s - 1) + 1;
+  if (padded_h < filter_h || padded_w < filter_w)
+    return cutlass::Status::kErrorInvalidProblem;  // the dilated filter does not fit the padded input
+  const long long p_out = (padded_h - filter_h) / p.stride_h + 1, q_out = (padded_w - filter_w) / p.stride_w + 1;
+  // The padded extents bound P's and Q's numerators, the dilated filter's extents and the input
+  // rows and columns p * stride - pad + r * dilation that the kernels compute. A GEMM (as_conv)
+  // is n = m, c = k, k = n: the tensors' products are m*k, n*k and m*n.
+  const bool fits = fits_int({padded_h}) && fits_int({padded_w}) &&
+                    fits_int({p.n, p.h, p.w, p.c}) &&            // the input's elements
+                    fits_int({p.k, p.r, p.s, p.c}) &&            // the filter's
+                    fits_int({p.n, p_out, q_out, p.k}) &&        // the output's
+                    fits_int({p.n, padded_h, padded_w, p.c}) &&  // the padded input's: offsets of padding pixels
+                    fits_int({p.dilation_h, p.w, p.c});          // elements between the rows two filter rows read
+  return fits ? cutlass::Status::kSuccess : cutlass::Status::kErrorNotSupported;
 }
 
 // The index in kLaunchers of the kernel that runs `p`: `chosen` (measured on `p`, so its

@@ -109,12 +109,23 @@ def parse(path, lineno, pairs: dict) -> Conv2dProblem:
     if problem.p < 1 or problem.q < 1:
         raise WorkloadError(
             path, f"the filter, padding and stride leave no output ({problem.p}x{problem.q})", lineno)
-    p = problem
-    check_products(path, lineno, {"h+2*pad_h": p.h + 2 * p.pad_h, "w+2*pad_w": p.w + 2 * p.pad_w,
-                                  "n*h*w*c (the input's elements)": p.n * p.h * p.w * p.c,
-                                  "k*r*s*c (the filter's elements)": p.k * p.r * p.s * p.c,
-                                  "n*p*q*k (the output's elements)": p.n * p.p * p.q * p.k})
+    check_products(path, lineno, _int_sizes(problem))
     return problem
+
+
+def _int_sizes(p: Conv2dProblem) -> dict:
+    """The sizes the profiler's adapters, CUTLASS and the kernels compute in int, by name: those
+    the header's launcher refuses a problem on (``check`` in best_kernels.h.mako), so that every
+    problem of a header's tables is one its launcher runs. The padded extents bound P's and Q's
+    numerators and the dilated filter, the padded input the offsets of padding pixels; the
+    distance between the rows two filter rows read is computed for a 1-row filter too."""
+    return {"h+2*pad_h": p.h + 2 * p.pad_h, "w+2*pad_w": p.w + 2 * p.pad_w,
+            "n*h*w*c (the input's elements)": p.n * p.h * p.w * p.c,
+            "k*r*s*c (the filter's elements)": p.k * p.r * p.s * p.c,
+            "n*p*q*k (the output's elements)": p.n * p.p * p.q * p.k,
+            "n*(h+2*pad_h)*(w+2*pad_w)*c (the padded input's elements)":
+                p.n * (p.h + 2 * p.pad_h) * (p.w + 2 * p.pad_w) * p.c,
+            "dilation_h*w*c (the input elements between the rows two filter rows read)": p.dilation_h * p.w * p.c}
 
 
 def job_line(problem) -> str:
