@@ -251,7 +251,7 @@ def test_an_existing_set_is_replaced_only_by_a_complete_one(tmp_path, monkeypatc
     path.write_text("gemm m=1 n=2 k=3\n")
     monkeypatch.setattr(importer, "torch_versions", lambda: "PyTorch 2.11.0")
     monkeypatch.setattr(importer, "record_model", record)
-    argv = ["--model", "tinynet", "--batch", "8", "--input", "3x32x32", "--sets-dir", str(tmp_path)]
+    argv = ["--model", "tinynet", "--batch", "8", "--input", "3x32x32", "--sets-dir", str(tmp_path), "--replace"]
     assert importer.main(argv) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -2,6 +2,7 @@
 
     scons workloads MODEL=resnet50 BATCH=256          # kernel_specs/workloads/resnet50_b256.txt
     scons workloads MODEL=mypkg.nets:make_net INPUT=3x512x512 NAME=mynet
+    scons workloads MODEL=resnet50 BATCH=256 REPLACE=1   # writes resnet50_b256.txt again
 
     python -m kernelgen.importer --model resnet50 --batch 256 --sets-dir kernel_specs/workloads
 
@@ -15,19 +16,30 @@ turns recorded calls into a workload file: every distinct 2-D convolution with g
 an NCHW input as a ``conv2d_fprop`` line, every linear layer as a ``gemm`` line, in the order
 the network first runs them, each with ``count=`` and ``dtype=``; every call the tool cannot
 profile (grouped or depthwise, 1-D, 3-D, transposed, ...) as a comment with its count. The
-file is written whole, atomically, and only when it is complete.
+file is written whole, atomically, and only when it is complete; a file already there only with
+REPLACE=1 (a set's results were measured for the workloads its file lists).
+
+A factory is the user's code: whatever it raises, SystemExit and KeyboardInterrupt included, is
+one line naming MODEL=, a ``breakpoint()`` in it raises rather than stopping at a debugger's
+prompt, and what is plainly no model factory (Python's own modules, a class that is no
+``nn.Module``) is refused without being called. The process exits 0 only once the file is written.
 """
 
 import argparse
+import contextlib
 import difflib
 import importlib
+import inspect
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .errors import KernelgenError
+from . import inputs
+from .errors import KernelgenError, shorten
+from .ops.common import INT_MAX
 from .render import write_generated
 from .vocab import DATA_TYPES
 from .workloads import Conv2dProblem, GemmProblem, parse_workloads
@@ -35,6 +47,7 @@ from .workloads import Conv2dProblem, GemmProblem, parse_workloads
 DEFAULT_INPUT = "3x224x224"
 DEFAULT_DTYPE = "f16"
 DTYPES = ("f16", "bf16")  # what a network's layers may be profiled as
+DEFAULT_RESULTS = "profile_results"  # where a set's results are, relative to where scons runs
 CONV_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 OPS = CONV_OPS + ("linear",)
 TORCH_DTYPES = {"float16": "f16", "bfloat16": "bf16"}  # torch dtype name -> workload dtype
@@ -42,6 +55,7 @@ TORCH_DTYPES = {"float16": "f16", "bfloat16": "bf16"}  # torch dtype name -> wor
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FACTORY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):([A-Za-z_][A-Za-z0-9_]*)\Z")
 HOW_TO_NAME = "name a torchvision model (e.g. MODEL=resnet50) or your own as MODEL=package.module:factory"
+_OWN_PACKAGE = __name__.partition(".")[0]  # kernelgen: its functions build no model
 
 
 class ModelError(KernelgenError):
@@ -61,6 +75,7 @@ class Request:
     input: tuple  # (C, H, W)
     dtype: str  # what the layers are profiled as
     name: str  # the workload set's name
+    replace: bool = False  # whether an existing NAME.txt may be written again
 
     @property
     def factory(self):
@@ -84,18 +99,56 @@ class Request:
         return "x".join(map(str, self.input))
 
 
+def _integer(text: str) -> int:
+    """``text`` in ASCII digits as an integer, -1 when it is none, and INT_MAX + 1 when it has
+    more digits than INT_MAX: they are counted before int() reads them (int() refuses more than
+    4300, with a traceback)."""
+    if not re.fullmatch(r"[0-9]+", text):
+        return -1
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= len(str(INT_MAX)) else INT_MAX + 1
+
+
 def _positive(variable: str, text: str) -> int:
-    if not re.fullmatch(r"[0-9]+", text.strip()) or int(text) < 1:
-        raise ModelError(f"{variable}={text!r}: expected a positive integer")
-    return int(text)
+    value = _integer(text.strip())
+    if value < 1:
+        raise ModelError(f"{variable}={shorten(text)!r}: expected a positive integer")
+    if value > INT_MAX:
+        raise ModelError(f"{variable}={shorten(text)!r}: must be at most {INT_MAX} (a C++ int)")
+    return value
 
 
 def parse_input(text: str) -> tuple:
-    """INPUT=CxHxW -> (C, H, W), each a positive integer."""
-    parts = text.strip().lower().split("x")
-    if len(parts) != 3 or not all(re.fullmatch(r"[0-9]+", p) and int(p) > 0 for p in parts):
-        raise ModelError(f"INPUT={text!r}: expected CxHxW, three positive integers (e.g. INPUT=3x224x224)")
-    return tuple(int(p) for p in parts)
+    """INPUT=CxHxW -> (C, H, W), each a positive integer of at most INT_MAX."""
+    values = [_integer(p) for p in text.strip().lower().split("x")]
+    if len(values) != 3 or min(values) < 1:
+        raise ModelError(f"INPUT={shorten(text)!r}: expected CxHxW, three positive integers (e.g. INPUT=3x224x224)")
+    if max(values) > INT_MAX:
+        raise ModelError(f"INPUT={shorten(text)!r}: C, H and W must each be at most {INT_MAX} (a C++ int)")
+    return tuple(values)
+
+
+def parse_replace(value) -> bool:
+    """REPLACE=1 lets an existing set file be written again; empty or 0 (the default) keeps it."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if text not in ("", "0", "1"):
+        raise ModelError(f"REPLACE={shorten(value)!r}: expected 1 (write NAME.txt again) or 0")
+    return text == "1"
+
+
+def check_factory_module(model: str, module: str) -> None:
+    """Refuse, before importing it, a module that is not the user's: Python's standard library
+    (builtins included: its functions exit, start a debugger or run shell commands) or kernelgen."""
+    top = module.partition(".")[0]
+    if top in sys.stdlib_module_names:
+        whose = "Python's standard library"
+    elif top in (_OWN_PACKAGE, "__main__"):
+        whose = "kernelgen itself"
+    else:
+        return
+    raise ModelError(f"MODEL={model}: '{module}' is {whose}, not a module of yours; {HOW_TO_NAME}")
 
 
 def default_name(model: str, batch: int) -> str:
@@ -103,22 +156,25 @@ def default_name(model: str, batch: int) -> str:
     return f"{model.rpartition(':')[2]}_b{batch}"
 
 
-def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="") -> Request:
+def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="", replace="") -> Request:
     """Validate the variables of `scons workloads` (no PyTorch needed)."""
     model = (model or "").strip()
     if not model:
         raise ModelError(f"MODEL is not set: {HOW_TO_NAME}")
-    if not _IDENTIFIER.match(model) and not _FACTORY.match(model):
-        raise ModelError(f"MODEL={model!r}: not a model name; {HOW_TO_NAME}")
+    factory = _FACTORY.match(model)
+    if not _IDENTIFIER.match(model) and not factory:
+        raise ModelError(f"MODEL={shorten(model)!r}: not a model name; {HOW_TO_NAME}")
+    if factory:
+        check_factory_module(model, factory.group(1))
     batch = _positive("BATCH", str(batch))
     shape = parse_input(str(input))
     if dtype not in DTYPES:
-        raise ModelError(f"DTYPE={dtype!r}: expected one of {', '.join(DTYPES)}")
+        raise ModelError(f"DTYPE={shorten(dtype)!r}: expected one of {', '.join(DTYPES)}")
     name = name or default_name(model, batch)
     if not _IDENTIFIER.match(name):
-        raise ModelError(f"NAME={name!r}: a workload set's name must be a plain identifier "
+        raise ModelError(f"NAME={shorten(name)!r}: a workload set's name must be a plain identifier "
                          "(letters, digits and _, not starting with a digit)")
-    return Request(model=model, batch=batch, input=shape, dtype=dtype, name=name)
+    return Request(model=model, batch=batch, input=shape, dtype=dtype, name=name, replace=parse_replace(replace))
 
 
 # ---- recorded calls -> workloads (plain Python) ---------------------------------------------------
@@ -341,8 +397,35 @@ def import_torch(request: Request):
 
 
 def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
+    try:
+        text = shorten(" ".join(str(e).split()))
+    except BaseException:  # the user's exception: its __str__ may raise too
+        text = ""
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _no_breakpoint(*args, **kwargs):
+    raise RuntimeError("breakpoint() called; scons workloads runs the model without a debugger")
+
+
+@contextlib.contextmanager
+def _users_code():
+    """While the user's factory and model run: breakpoint() raises instead of stopping the build at
+    a debugger's prompt (whatever PYTHONBREAKPOINT says)."""
+    previous, sys.breakpointhook = sys.breakpointhook, _no_breakpoint
+    try:
+        yield
+    finally:
+        sys.breakpointhook = previous
+
+
+def _run(request: Request, what: str, call):
+    """``call()``, the user's code: whatever it raises, SystemExit and KeyboardInterrupt included,
+    is a ModelError naming MODEL= (``what`` says what failed)."""
+    try:
+        return call()
+    except BaseException as e:
+        raise ModelError(f"MODEL={request.model}: {what} {_one_line(e)}") from None
 
 
 def check_torchvision_name(request: Request, torchvision) -> None:
@@ -354,35 +437,54 @@ def check_torchvision_name(request: Request, torchvision) -> None:
                          "(torchvision.models.list_models() lists the names)")
 
 
-def build_model(request: Request, torch, torchvision):
-    """The model as an nn.Module (weights never downloaded)."""
-    factory = request.factory
-    if factory is None:
-        check_torchvision_name(request, torchvision)
-        try:
-            return torchvision.models.get_model(request.model, weights=None)
-        except Exception as e:  # a model's constructor may raise anything
-            raise ModelError(f"MODEL={request.model}: torchvision could not build it: {_one_line(e)}") from None
-    module_name, attr = factory
+def _python_own(make) -> str:
+    """``module.name`` when ``make`` is a function or class of Python's standard library (builtins
+    included) that the user's module merely imports, else empty."""
+    if not (inspect.isroutine(make) or inspect.isclass(make)):
+        return ""
+    module = getattr(make, "__module__", None) or ""
+    if module.partition(".")[0] not in sys.stdlib_module_names:
+        return ""
+    return f"{module}.{getattr(make, '__qualname__', '?')}"
+
+
+def factory_of(request: Request, torch):
+    """The callable MODEL=package.module:factory names, imported from where scons runs; refused
+    without being called when it plainly builds no nn.Module."""
+    module_name, attr = request.factory
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # the user's package, relative to where scons runs
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:
-        raise ModelError(f"MODEL={request.model}: module '{module_name}' does not import: {_one_line(e)}") from None
-    make = getattr(module, attr, None)
+    make = _run(request, f"module '{module_name}' does not import:",
+                lambda: getattr(importlib.import_module(module_name), attr, None))
+    where = f"MODEL={request.model}: module '{module_name}'"
     if not callable(make):
         what = "has no attribute" if make is None else "has a non-callable"
-        raise ModelError(f"MODEL={request.model}: module '{module_name}' {what} '{attr}' "
+        raise ModelError(f"{where} {what} '{attr}' (expected a callable returning an nn.Module)")
+    own = _python_own(make)
+    if own:
+        raise ModelError(f"{where}: '{attr}' is {own} of Python's standard library, not a model factory")
+    if inspect.isclass(make) and not issubclass(make, torch.nn.Module):
+        raise ModelError(f"{where}: '{attr}' is a class that is not a torch.nn.Module subclass "
                          "(expected a callable returning an nn.Module)")
-    try:
-        model = make()
-    except Exception as e:
-        raise ModelError(f"MODEL={request.model}: the factory raised {_one_line(e)}") from None
-    if not isinstance(model, torch.nn.Module):
-        raise ModelError(f"MODEL={request.model}: the factory returned {type(model).__name__}, "
-                         "not a torch.nn.Module")
-    return model
+    return make
+
+
+def model_builder(request: Request, torch, torchvision):
+    """A function that builds the model as an nn.Module (weights never downloaded), on whatever
+    device is current; whatever the factory raises is a ModelError."""
+    if request.factory is None:
+        check_torchvision_name(request, torchvision)
+        return lambda: _run(request, "torchvision could not build it:",
+                            lambda: torchvision.models.get_model(request.model, weights=None))
+    make = factory_of(request, torch)
+
+    def build():
+        model = _run(request, "the factory raised", make)
+        if not isinstance(model, torch.nn.Module):
+            raise ModelError(f"MODEL={request.model}: the factory returned {type(model).__name__}, "
+                             "not a torch.nn.Module")
+        return model
+    return build
 
 
 def _spatial(value, dims: int) -> tuple:
@@ -449,25 +551,29 @@ def record_model(request: Request, log=print) -> list:
     there, or, when its constructor cannot run there, built on the CPU and moved; on the CPU,
     which computes the whole pass, only when the forward pass cannot run on meta."""
     torch, torchvision = import_torch(request)
+    with _users_code():
+        return _record(request, torch, model_builder(request, torch, torchvision), log)
+
+
+def _record(request: Request, torch, build, log) -> list:
     shape = (request.batch, *request.input)
-    if request.factory is None:
-        check_torchvision_name(request, torchvision)
     try:
         with torch.device("meta"):
-            model = build_model(request, torch, torchvision)
+            model = build()
         return record_calls(torch, model, _example(torch, model, shape, "meta"))
-    except Exception:  # anything a model may raise on meta; tried again below, where errors count
+    except BaseException:  # anything a model may raise on meta; tried again below, where errors count
         pass
-    model = build_model(request, torch, torchvision).to("meta")
+    model = build()
     try:
+        model = model.to("meta")
         return record_calls(torch, model, _example(torch, model, shape, "meta"))
-    except Exception as e:
+    except BaseException as e:
         log(f"the model does not run on the meta device ({_one_line(e)}); running it on the CPU, "
             "which computes the whole forward pass")
-    model = build_model(request, torch, torchvision)
+    model = build()
     try:
         return record_calls(torch, model, _example(torch, model, shape, "cpu"))
-    except Exception as e:
+    except BaseException as e:
         raise ModelError(f"MODEL={request.model}: the forward pass on a {'x'.join(map(str, shape))} input "
                          f"failed: {_one_line(e)}") from None
 
@@ -483,20 +589,48 @@ def torch_versions() -> str:
     return text
 
 
-def import_workloads(request: Request, sets_dir, log=print) -> Path:
+def _shown(path: Path):
+    """``path`` as the console names it: relative to where scons runs, when inside it."""
+    resolved = Path(path).resolve()
+    return resolved.relative_to(Path.cwd()) if resolved.is_relative_to(Path.cwd()) else path
+
+
+def destination(request: Request, sets_dir, results_root=DEFAULT_RESULTS) -> Path:
+    """SETS_DIR/NAME.txt, checked before the model is built: a file already there is written again
+    only with REPLACE=1 (the set's results were measured for the workloads it lists), and what is
+    there but is no file, never."""
+    path = Path(sets_dir) / f"{request.name}.txt"
+    if not os.path.lexists(path):
+        return path
+    kind = inputs.file_kind(path)
+    if kind not in (None, "missing"):  # "missing": a symbolic link to nothing, which is replaced as a file
+        raise ModelError(f"NAME={request.name}: {_shown(path)} is {kind}, not a workload file; choose another NAME=")
+    if request.replace:
+        return path
+    results = Path(results_root) / request.name
+    measured = any(results.glob("*/*.csv"))
+    held = f", and {_shown(results)}/ holds results measured for the workloads it lists" if measured else ""
+    raise ModelError(f"NAME={request.name}: {_shown(path)} already exists{held}; give REPLACE=1 to replace it, "
+                     "or choose another NAME=")
+
+
+def import_workloads(request: Request, sets_dir, log=print, results_root=DEFAULT_RESULTS) -> Path:
     """Record the model, write SETS_DIR/NAME.txt (atomically, only when complete), report."""
+    path = destination(request, sets_dir, results_root)
     calls = record_model(request, log)
     plan = plan_workloads(calls, request.dtype)
-    path = Path(sets_dir) / f"{request.name}.txt"
     text = workload_text(plan, request, torch_versions())
-    write_generated(path, text)
-    shown = path.resolve().relative_to(Path.cwd()) if path.resolve().is_relative_to(Path.cwd()) else path
-    for line in console_report(plan, shown):
+    try:
+        write_generated(path, text)
+    except OSError as e:
+        raise ModelError(f"{_shown(path)}: cannot write ({e.strerror or e}); the file is as it was") from None
+    for line in console_report(plan, _shown(path)):
         log(line)
     return path
 
 
 def main(argv=None) -> int:
+    """Exits 0 only once the file is written: every failure, the model's included, is one line."""
     parser = argparse.ArgumentParser(prog="python -m kernelgen.importer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="torchvision model name or package.module:factory")
     parser.add_argument("--batch", default="1")
@@ -504,10 +638,12 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default=DEFAULT_DTYPE, help=" or ".join(DTYPES))
     parser.add_argument("--name", default="", help="the workload set's name (default <model>_b<batch>)")
     parser.add_argument("--sets-dir", required=True, help="where NAME.txt is written")
+    parser.add_argument("--replace", action="store_true", help="write NAME.txt even when it exists")
+    parser.add_argument("--results", default=DEFAULT_RESULTS, help="the results root (named when NAME has results)")
     args = parser.parse_args(argv)
     try:
-        request = parse_request(args.model, args.batch, args.input, args.dtype, args.name)
-        import_workloads(request, args.sets_dir, log=lambda m: print(m, flush=True))
+        request = parse_request(args.model, args.batch, args.input, args.dtype, args.name, args.replace)
+        import_workloads(request, args.sets_dir, log=lambda m: print(m, flush=True), results_root=args.results)
     except NoTorchError as e:
         print(f"scons workloads: {e}", file=sys.stderr)
         return 2

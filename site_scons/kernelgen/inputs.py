@@ -3,12 +3,14 @@
 Workload sets, kernel family specs, kernel lists (``KERNELS=@FILE``) and results CSVs are
 read through ``read_text``. A FIFO, a device, a directory or a file over the size limit is
 refused before anything is read from it (a FIFO is opened without blocking), and a byte that
-is not UTF-8 is reported with its line. A leading byte-order mark is dropped.
+is not UTF-8 is reported with its line. A leading byte-order mark is dropped. A line of a
+workload set or a kernel list holds no control character (``control_character``).
 """
 
 import codecs
 import errno
 import os
+import re
 import stat
 
 from .errors import InputError
@@ -16,6 +18,9 @@ from .errors import InputError
 MIB = 1 << 20
 TEXT_LIMIT = 1 * MIB  # a workload set, a spec, a kernel list
 CSV_LIMIT = 64 * MIB  # one workload's results: a row is about 400 bytes
+
+# What would end a line, move the cursor or hide text in a message or a comment; a tab is text.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -83,3 +88,10 @@ def file_kind(path) -> str | None:
     except OSError as e:
         return f"unreadable ({e.strerror})"
     return None if stat.S_ISREG(mode) else kind_of(mode)
+
+
+def control_character(line: str) -> str | None:
+    """The first control or line-separator character of ``line`` (a line of a file, its ``\\r``
+    line end removed), or None."""
+    bad = _CONTROL.search(line)
+    return bad.group() if bad else None

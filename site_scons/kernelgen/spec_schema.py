@@ -2,7 +2,7 @@
 
 A ``Table`` checks one TOML table: unknown keys, missing keys, wrong types and
 values outside a vocabulary raise :class:`SpecError` naming the file, the entry
-and the key.
+and the key. Every integer fits a C++ ``int``.
 """
 
 import reprlib
@@ -10,9 +10,20 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .errors import SpecError
+from .ops.common import INT_MAX
 
 _MISSING = object()
-_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+INT_MIN = -INT_MAX - 1
+
+
+class _Repr(reprlib.Repr):
+    def repr_int(self, x, level):
+        """An integer wider than 64 bits by its width: repr() refuses one of more than 4300 digits,
+        which a TOML hexadecimal literal makes cheaply."""
+        return repr(x) if x.bit_length() <= 64 else f"<an integer of {x.bit_length()} bits>"
+
+
+_REPR = _Repr()  # keyword arguments only from Python 3.12
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 8, 4, 80, 80
 
 
@@ -55,17 +66,17 @@ class Table:
         return out
 
 
-def integer(lo: int = None, hi: int = None) -> Callable[[Any], int]:
+def integer(lo: int = INT_MIN, hi: int = INT_MAX) -> Callable[[Any], int]:
     def check(v):
         if isinstance(v, bool) or not isinstance(v, int):
             raise ValueError(f"expected an integer, got {shown(v)}")
-        if lo is not None and v < lo or hi is not None and v > hi:
-            raise ValueError(f"{v} is outside [{lo}, {hi}]")
+        if not lo <= v <= hi:
+            raise ValueError(f"{shown(v)} is outside [{lo}, {hi}]")
         return v
     return check
 
 
-def int_tuple(length: int, lo: int = 1, hi: int = None) -> Callable[[Any], tuple]:
+def int_tuple(length: int, lo: int = 1, hi: int = INT_MAX) -> Callable[[Any], tuple]:
     item = integer(lo, hi)
 
     def check(v):

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 
 from . import inputs
-from .errors import InputError, SpecError
+from .errors import InputError, SpecError, shorten
 from .families import FAMILIES
 from .spec_schema import shown
 
@@ -20,13 +20,10 @@ def load_family(path: Path) -> list:
         raise SpecError(path, "a family's file name must be a plain identifier (it names the family "
                         "in generated code)")
     try:
-        raw = tomllib.loads(inputs.read_text(path))
+        text = inputs.read_text(path)
     except InputError as e:
         raise SpecError(path, f"cannot read: {e.detail}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(path, f"not valid TOML: {e}") from None
-    except RecursionError:
-        raise SpecError(path, "not valid TOML: arrays or tables nested too deeply") from None
+    raw = parse_toml(path, text)
     kind = raw.get("kind")
     if not isinstance(kind, str) or kind not in FAMILIES:
         raise SpecError(path, f"unknown kind {shown(kind)} (known: {', '.join(sorted(FAMILIES))})", None, "kind")
@@ -34,6 +31,23 @@ def load_family(path: Path) -> list:
         return FAMILIES[kind].expand(path, raw)
     except RecursionError:
         raise SpecError(path, "values nested too deeply") from None
+
+
+def parse_toml(path, text: str) -> dict:
+    """``text`` as TOML. Whatever stops the parser is one line naming the file: a syntax error,
+    nesting deeper than Python's stack, an integer literal of more than 4300 digits (which
+    ``int()`` refuses with a ValueError that is no TOMLDecodeError), anything else."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(path, f"not valid TOML: {e}") from None
+    except RecursionError:
+        raise SpecError(path, "not valid TOML: arrays or tables nested too deeply") from None
+    except ValueError:  # int()'s, not the parser's: the one it does not turn into a TOMLDecodeError
+        raise SpecError(path, "not valid TOML: an integer literal of more than 4300 digits (TOML's are "
+                        "64-bit)") from None
+    except Exception as e:  # whatever else stops the parser is the file's too
+        raise SpecError(path, f"not valid TOML: {type(e).__name__}: {e}") from None
 
 
 def load_catalog(specs_dir) -> list:
@@ -57,19 +71,31 @@ def globs_of(patterns: str) -> list[str]:
     globs = []
     for item in (p.strip() for p in patterns.split(",")):
         if item.startswith("@"):
-            try:
-                lines = inputs.read_text(item[1:]).split("\n")
-            except InputError as e:
-                raise SpecError(item[1:], f"cannot read the kernel list: {e.detail}") from None
-            listed = [l.split("#", 1)[0].strip() for l in lines if l.split("#", 1)[0].strip()]
-            if not listed:
-                raise SpecError(item[1:], "the kernel list names no kernel (KERNELS=@FILE: one glob a line)")
-            globs += listed
+            globs += listed_globs(item[1:])
         elif item:
             globs.append(item)
     if not globs:
-        raise SpecError(f"KERNELS={patterns!r}", "names no kernel glob (KERNELS='*' selects every kernel)")
+        raise SpecError(f"KERNELS={shorten(patterns)!r}", "names no kernel glob (KERNELS='*' selects every kernel)")
     return globs
+
+
+def listed_globs(path: str) -> list[str]:
+    """The globs a kernel list (``KERNELS=@FILE``) holds, one a line. As in a workload file, a
+    line holding a control character (a NUL, an escape sequence) is refused with its number."""
+    if not path:
+        raise SpecError("KERNELS=@", "names no file (KERNELS=@FILE reads the globs FILE lists, one a line)")
+    try:
+        lines = inputs.read_text(path).split("\n")
+    except InputError as e:
+        raise SpecError(path, f"cannot read the kernel list: {e.detail}") from None
+    for lineno, line in enumerate(lines, start=1):
+        bad = inputs.control_character(line.removesuffix("\r"))
+        if bad:
+            raise SpecError(path, f"line {lineno}: control character {bad!r} in the kernel list")
+    listed = [l.split("#", 1)[0].strip() for l in lines if l.split("#", 1)[0].strip()]
+    if not listed:
+        raise SpecError(path, "the kernel list names no kernel (KERNELS=@FILE: one glob a line)")
+    return listed
 
 
 def select(kernels: list, patterns: str, arch) -> list:

@@ -16,43 +16,58 @@ problem or its name. A named set ``NAME`` is the file
 ``kernel_specs/workloads/NAME.txt``; a set's name is a plain name (letters, digits, ``_``,
 ``-`` and ``.``, not first), as it names the set's results folder. Every size fits a C++ ``int``,
 and so does every tensor's element count (the header's problem types and CUTLASS's extents are
-``int``).
+``int``); a number of more digits than an ``int`` has is refused before it is read.
 """
 
 import re
 from pathlib import Path
 
 from . import inputs
-from .errors import InputError, WorkloadError
+from .errors import InputError, WorkloadError, shorten
 from .ops import OPS
-from .ops.common import INT_MAX  # noqa: F401  (the largest size, as C++'s int)
+from .ops.common import INT_MAX  # the largest size, as C++'s int
 from .ops.conv2d_fprop import Conv2dProblem  # noqa: F401  (each op's module owns its problem type)
 from .ops.gemm import GemmProblem  # noqa: F401
 
 _SET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+_INTEGER = re.compile(r"([+-]?)0*([0-9]+)")
+
+
+def integer_text(path, lineno, key: str, value: str) -> str:
+    """An integer's text without its leading zeros; one of more digits than a C++ ``int`` has is
+    refused here (``int()`` refuses a text of more than 4300 digits, with a traceback). Any other
+    text is left for the op's parser to refuse."""
+    match = _INTEGER.fullmatch(value)
+    if not match:
+        return value
+    sign, digits = match.groups()
+    if len(digits) > len(str(INT_MAX)):
+        bound = "must not be negative" if sign == "-" else f"must be at most {INT_MAX} (a C++ int)"
+        raise WorkloadError(path, f"'{shorten(key)}' {bound}, got {shorten(value)}", lineno)
+    return sign + digits
 
 
 def parse_workloads(text: str, path="<workloads>") -> list:
     problems, seen = [], {}
     for lineno, line in enumerate(text.split("\n"), start=1):
-        bad = _CONTROL.search(line.removesuffix("\r"))
+        bad = inputs.control_character(line.removesuffix("\r"))
         if bad:
-            raise WorkloadError(path, f"control character {bad.group()!r} in the line", lineno)
+            raise WorkloadError(path, f"control character {bad!r} in the line", lineno)
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         op, *items = line.split()
         if op not in OPS:
-            raise WorkloadError(path, f"unknown operation '{op}' (known: {', '.join(sorted(OPS))})", lineno)
+            raise WorkloadError(path, f"unknown operation '{shorten(op)}' (known: {', '.join(sorted(OPS))})",
+                                lineno)
         pairs = {}
         for item in items:
             key, eq, value = item.partition("=")
             if not eq or not key or not value:
-                raise WorkloadError(path, f"expected key=value, got '{item}'", lineno)
+                raise WorkloadError(path, f"expected key=value, got '{shorten(item)}'", lineno)
             if key in pairs:
-                raise WorkloadError(path, f"'{key}' is given twice", lineno)
-            pairs[key] = value
+                raise WorkloadError(path, f"'{shorten(key)}' is given twice", lineno)
+            pairs[key] = integer_text(path, lineno, key, value)
         problem = OPS[op].parse(path, lineno, pairs)
         if problem.name in seen:
             raise WorkloadError(path, f"duplicate of the workload on line {seen[problem.name]}", lineno)
@@ -82,8 +97,8 @@ def resolve_workload_file(spec: str, sets_dir: Path) -> tuple[str, Path]:
 def check_set_name(name: str, given) -> None:
     """A set's name names its results folder: a plain name, never ``..``, a path or ``$``."""
     if not _SET_NAME.match(name):
-        raise WorkloadError(given, f"the set name {name!r} is not a plain name (letters, digits, '_', '-' "
-                            "and '.', not first; at most 100): it names the set's results folder")
+        raise WorkloadError(given, f"the set name {shorten(name)!r} is not a plain name (letters, digits, '_', "
+                            "'-' and '.', not first; at most 100): it names the set's results folder")
 
 
 def load_workloads(spec: str, sets_dir: Path) -> tuple[str, Path, list]:
