@@ -112,8 +112,8 @@ def valid_csv(tmp_path):
     (lambda t: t.replace(",ok,", ",great,", 1), "line 2: status 'great'"),
     (lambda t: t.replace(",0.5,", ",fast,", 1), "runtime_ms 'fast' is not a number"),
     (lambda t: t.replace(",0.5,", ",,", 1), "ok row needs a positive"),
-    (lambda t: t.replace(",0.5,", ",inf,", 1), "infinite"),
-    (lambda t: t.replace(",0.5,", ",-1,", 1), "ok row needs a positive"),
+    (lambda t: t.replace(",0.5,", ",inf,", 1), "runtime_ms 'inf' is not finite"),
+    (lambda t: t.replace(",0.5,", ",-1,", 1), r"runtime_ms '-1' is out of range \(1e-06 ms to 1e\+06 ms\)"),
     (lambda t: t + t.splitlines(keepends=True)[1], "duplicate rows"),
     (lambda t: t.replace(",unsupported,", ",unsupported,", 1).replace(",0.4,", ",0.4,", 1)
      .replace("\n", ",extra\n", 1), "not a well-formed|unknown column"),

@@ -38,7 +38,7 @@ import pandas as pd
 from .errors import KernelgenError
 from .ops import check_served, op_of
 from .profile import NoGpuError, Runner, device_of, load_set_of, query_gpu
-from .reduce import load_set, select_best
+from .reduce import choose, load_set
 from .render import write_generated
 from .report import layer
 from .results import gpu_dir
@@ -332,11 +332,10 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 
 def chosen_kernels(manifest: dict, out_dir, problems) -> list[str]:
     """The kernel the header of this build would choose for each workload: among the manifest's
-    kernels that serve it, the fastest whose errors are within that kernel's own tolerance."""
+    kernels that serve it, the fastest whose errors are within that kernel's own tolerance (reduce.choose)."""
     kernels = manifest["kernels"]
     hashes = {name: info["hash"] for name, info in kernels.items()}
-    tolerances = {name: info["tolerance"] for name, info in kernels.items()}
-    return list(select_best(load_set(out_dir, problems), problems, hashes, tolerances, kernels)["kernel"])
+    return list(choose(load_set(out_dir, problems), problems, hashes, kernels)["kernel"])
 
 
 def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=print, resolved_file=None) -> Path:

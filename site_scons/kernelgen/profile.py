@@ -6,9 +6,15 @@
 One profiler process runs every job (CUDA start-up and allocation paid once). A
 kernel that loses the CUDA context is recorded as ``crashed``, one that stops
 answering as ``timeout``; a fresh process carries on with the remaining jobs. A
-workload's CSV (``RESULTS/<set>/<gpu>/``, one folder per GPU) is replaced atomically
-as soon as its last kernel is done, so an interrupted run keeps every finished
-workload and a later run measures only what is missing or out of date.
+workload's CSV (``RESULTS/<set>/<gpu>/``, one folder per GPU, named by the GPU the
+profiler reports) is replaced atomically as soon as its last kernel is done, so an
+interrupted run keeps every finished workload and a later run measures only what is
+missing or out of date.
+
+Runs may overlap. Only one at a time times kernels on a GPU (``gpu_lock``: the others
+wait, saying for which run), and each CSV write reads the file again, under the lock of
+its folder, and merges this run's rows into what is there, so that no run loses a row
+another run wrote meanwhile.
 
 Nothing measured is deleted before its replacement is measured: a row of code that
 changed since stays until the kernel is measured again; rows of another driver, CUDA
@@ -18,7 +24,9 @@ refused before it starts. The profiler dies with this process, even on SIGKILL.
 """
 
 import argparse
+import contextlib
 import ctypes
+import fcntl
 import json
 import math
 import os
@@ -37,7 +45,7 @@ from pathlib import Path
 
 from . import inputs, resolved, results
 from .ops import check_served, op_of, serves
-from .errors import KernelgenError, one_line
+from .errors import KernelgenError, one_line, shorten
 from .workloads import load_workloads
 
 CRASHED_EXIT = 3
@@ -63,11 +71,9 @@ class Device:
 class WorkloadState:
     problem: object
     csv_path: Path
-    kept: list  # rows carried over from an earlier run
+    kept: list  # rows of this stack and of unchanged code, carried over from an earlier run
     pending: list  # kernel names still to measure
-    new: list = field(default_factory=list)
-    superseded: list = field(default_factory=list)  # rows of changed code, kept until measured again
-    foreign: int = 0  # rows of another stack in the file: it is replaced only when complete
+    new: list = field(default_factory=list)  # measured, not yet written
 
 
 def query_gpu() -> tuple[str, str]:
@@ -174,6 +180,20 @@ class Runner:
         self.done_pairs = 0
         self.total_pairs = 0
         self.started = time.monotonic()
+        self.holds_gpu = False
+
+    @contextlib.contextmanager
+    def measuring(self):
+        """Hold this GPU (``gpu_lock``) for the block; a block inside another shares its hold."""
+        if self.holds_gpu:
+            yield
+            return
+        with gpu_lock(self.log):
+            self.holds_gpu = True
+            try:
+                yield
+            finally:
+                self.holds_gpu = False
 
     # ---- planning -------------------------------------------------------------------------
     def plan(self, problems: list) -> list[WorkloadState]:
@@ -183,17 +203,14 @@ class Runner:
         states, losses = [], []
         for problem in problems:
             path = self.results_dir / f"{problem.name}.csv"
-            kept, superseded, foreign = [], [], []
-            if inputs.file_kind(path) != "missing":
-                for row in results.rows_of(results.read_csv(path)):
-                    if not self.device.matches(row):
-                        foreign.append(row)
-                        continue
-                    info = self.kernels.get(row["kernel"])
-                    if info is not None and info["hash"] != row["kernel_hash"]:
-                        superseded.append(row)  # the kernel's code changed: measured again, kept till then
-                        continue
-                    kept.append(row)
+            kept, foreign = [], []
+            for row in self.on_disk(path):
+                if not self.device.matches(row):
+                    foreign.append(row)
+                    continue
+                info = self.kernels.get(row["kernel"])
+                if info is None or info["hash"] == row["kernel_hash"]:
+                    kept.append(row)  # a row of changed code stays on disk until measured again
             unmeasured = sorted({row["kernel"] for row in foreign} - set(self.kernels))
             if unmeasured:
                 losses.append((path, foreign, unmeasured))
@@ -203,7 +220,7 @@ class Runner:
             measured = {row["kernel"] for row in kept}
             pending = [name for name in sorted(self.kernels)
                        if name not in measured and serves(self.kernels[name], problem)]
-            states.append(WorkloadState(problem, path, kept, pending, superseded=superseded, foreign=len(foreign)))
+            states.append(WorkloadState(problem, path, kept, pending))
         if losses:
             path, foreign, unmeasured = losses[0]
             more = f" ({len(losses) - 1} more CSV(s) alike)" if len(losses) > 1 else ""
@@ -213,6 +230,12 @@ class Runner:
                 f"({_stack(vars(self.device))}) would replace the file and lose them. Nothing was profiled: "
                 "profile every kernel (scons profile without KERNELS=), or move the file aside to keep them")
         return states
+
+    def on_disk(self, path: Path) -> list[dict]:
+        """The rows of a CSV of this GPU's folder as they are now (none if there is no file)."""
+        if inputs.file_kind(path) == "missing":
+            return []
+        return results.rows_of(results.read_csv(path, self.results_dir.name))
 
     # ---- running ----------------------------------------------------------------------------
     def write_jobs(self, states: list[WorkloadState], path: Path) -> None:
@@ -246,22 +269,34 @@ class Runner:
             self.flush(state)
 
     def flush(self, state: WorkloadState, partial: bool = False) -> None:
-        """Write what ``state`` measured. A ``partial`` write (an interrupted workload) keeps the rows
-        still to be replaced; a file of another stack is left as it was until the workload is done."""
+        """Write what ``state`` measured into its CSV as the file is now (``merged``). A ``partial``
+        write (an interrupted workload) keeps the rows still to be replaced; a file holding rows of
+        another stack is left as it was until the workload is done."""
         if not state.new:
             return
-        if partial and state.foreign and state.pending:
-            self.log(f"  {state.csv_path}: left as it was ({state.foreign} row(s) of another stack); "
-                     f"{len(state.new)} new measurement(s) of this workload are not saved")
-            return
-        fresh = {row["kernel"] for row in state.new}
-        carried = [row for row in state.superseded if row["kernel"] not in fresh]
         try:
-            results.write_csv(state.csv_path, state.kept + state.new + carried)
+            with results.locked(self.results_dir):
+                on_disk = self.on_disk(state.csv_path)
+                foreign = sum(1 for row in on_disk if not self.device.matches(row))
+                if partial and foreign and state.pending:
+                    self.log(f"  {state.csv_path}: left as it was ({foreign} row(s) of another stack); "
+                             f"{len(state.new)} new measurement(s) of this workload are not saved")
+                    return
+                results.write_csv(state.csv_path, self.merged(on_disk, state.new))
         except OSError as e:
             raise KernelgenError(f"{state.csv_path}: cannot write ({e.strerror or e}); the file is as it "
                                  "was before") from None
-        state.kept, state.new, state.superseded, state.foreign = state.kept + state.new, [], carried, 0
+        state.kept, state.new = state.kept + state.new, []
+
+    def merged(self, on_disk: list, new: list) -> list:
+        """``new`` and the rows of ``on_disk`` it leaves. A new row replaces the row of its (workload,
+        kernel); rows of another stack go (``flush`` writes over them only once the workload is
+        done), but for kernels not in this build, which another run put there meanwhile. Every
+        other row stays: a row of changed code until it is measured again, a row of another run."""
+        fresh = {(row["workload"], row["kernel"]) for row in new}
+        stays = [row for row in on_disk if (row["workload"], row["kernel"]) not in fresh
+                 and (self.device.matches(row) or row["kernel"] not in self.kernels)]
+        return stays + new
 
     def result_row(self, state: WorkloadState, fields: list[str]) -> dict:
         # result WORKLOAD KERNEL STATUS RUNTIME MIN MAX ITERATIONS REL_L2 REL_MAX MESSAGE
@@ -274,13 +309,13 @@ class Runner:
             runtime_ms=runtime if ok else None, min_ms=low if ok else None, max_ms=high if ok else None,
             iterations=iterations if ok else None,
             gflops=state.problem.flops / (runtime * 1e6) if ok else None,
-            rel_l2_error=rel_l2, rel_max_error=rel_max,
+            rel_l2_error=_finite(rel_l2), rel_max_error=_finite(rel_max),  # the message says how far off
             message="" if fields[10] == "-" else fields[10])
 
     def run(self, states: list[WorkloadState]) -> None:
         by_name = {s.problem.name: s for s in states}
         self.total_pairs = sum(len(s.pending) for s in states)
-        with tempfile.TemporaryDirectory() as tmp:
+        with self.measuring(), tempfile.TemporaryDirectory() as tmp:
             jobs = Path(tmp) / "jobs.txt"
             while any(s.pending for s in states):
                 self.write_jobs(states, jobs)
@@ -327,6 +362,58 @@ class Runner:
                 raise KernelgenError(f"profiler: {fields[1] if len(fields) > 1 else 'fatal error'}")
 
 
+def _finite(value: float):
+    """An error as recorded: an output with inf or NaN in it has no finite error (None, empty)."""
+    return value if math.isfinite(value) else None
+
+
+def gpu_key() -> str:
+    """Which GPU the profiler runs on, as a file name: CUDA's device 0, the first entry of
+    CUDA_VISIBLE_DEVICES (an index or a UUID) when set, else 0."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return re.sub(r"[^A-Za-z0-9-]", "_", visible)[:80] or "0"
+
+
+@contextlib.contextmanager
+def gpu_lock(log=print):
+    """Hold the GPU the profiler runs on (``gpu_key``) against every other process on this machine,
+    whatever its results folder: timings taken while another run times kernels on the same GPU
+    would measure both. A lock file in the system's temporary folder, locked with flock, so that
+    the lock goes with the process that holds it, however it ends; it holds that process's pid,
+    which a run that waits names."""
+    key = gpu_key()
+    path = Path(tempfile.gettempdir()) / f"kernelgen-profile-gpu-{key}.lock"
+    fd = _open_lock(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            log(f"waiting for the profile run (pid {holder}) on GPU {key} ...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError):  # a lock file of another user may be read-only here
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _open_lock(path: Path) -> int:
+    """The GPU's lock file, made readable and writable by every user (runs of several users share
+    a GPU); read-only where another user's cannot be written, which locks all the same."""
+    try:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:
+            return os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise KernelgenError(f"{path}: cannot open the GPU's lock file ({e.strerror or e})") from None
+    if os.fstat(fd).st_uid == os.getuid():
+        os.fchmod(fd, 0o666)
+    return fd
+
+
 def _stack(row: dict) -> str:
     return (f"GPU {row['gpu']}, driver {row['driver']}, CUDA {row['cuda']}, CUTLASS {row['cutlass']}, "
             f"timed by {row.get('timing') or results.UNRECORDED_TIMING}")
@@ -363,40 +450,44 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     check_served(problems, manifest["kernels"].values(), workload_file)  # before the GPU is asked anything
-    gpu, driver = query_gpu()
-    if not results.gpu_slug(gpu):
-        raise KernelgenError(f"nvidia-smi names the GPU {gpu!r}, which gives no folder name for its results")
-    runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, gpu), timeout, list(extra_args), log)
-    runner.device = device_of(profiler, driver, list(extra_args))
+    _, driver = query_gpu()
+    device = device_of(profiler, driver, list(extra_args))
+    if not results.gpu_slug(device.gpu):
+        raise KernelgenError(f"the profiler names the GPU {device.gpu!r}, which gives no folder name for its results")
+    # the folder of the GPU each row names, so that the header build finds them alike
+    runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, device.gpu), timeout,
+                    list(extra_args), log)
+    runner.device = device
     log(f"profiling {len(problems)} workload(s) of {workload_file} x {len(manifest['kernels'])} kernel(s) "
-        f"on {runner.device.gpu} (driver {driver}, CUDA {runner.device.cuda}, CUTLASS {runner.device.cutlass}; "
-        f"timed by {runner.device.timing})")
-    states = runner.plan(problems)
-    up_to_date = sum(1 for s in states if not s.pending)
-    if up_to_date:
-        log(f"{up_to_date} workload(s) already measured for every kernel of this build")
-    try:
-        runner.run(states)
-    finally:
-        for state in states:
-            try:
-                runner.flush(state, partial=True)  # keep what an interrupted workload measured so far
-            except KernelgenError as e:
-                log(f"  {e}")
+        f"on {device.gpu} (driver {driver}, CUDA {device.cuda}, CUTLASS {device.cutlass}; timed by {device.timing})")
+    with runner.measuring():  # planned once the GPU is ours: what a run before this one measured is kept
+        states = runner.plan(problems)
+        up_to_date = sum(1 for s in states if not s.pending)
+        if up_to_date:
+            log(f"{up_to_date} workload(s) already measured for every kernel of this build")
+        try:
+            runner.run(states)
+        finally:
+            for state in states:
+                try:
+                    runner.flush(state, partial=True)  # keep what an interrupted workload measured so far
+                except KernelgenError as e:
+                    log(f"  {e}")
     log(f"profiled {runner.done_pairs} (workload, kernel) pair(s) in {_duration(time.monotonic() - runner.started)}; "
         f"results in {runner.results_dir}")
 
 
-MAX_TIMEOUT = 86400.0
+MIN_TIMEOUT, MAX_TIMEOUT = 1.0, 86400.0
 _SECONDS = re.compile(r"^[0-9]+(?:\.[0-9]*)?$|^\.[0-9]+$")
 
 
 def parse_timeout(text: str, what: str = "PROFILE_TIMEOUT") -> float:
-    """Seconds of silence before a kernel is a timeout: a plain positive decimal, at most a day."""
+    """Seconds of silence before a kernel is a timeout: a plain decimal from a second (a shorter
+    silence is a kernel still starting, not a hang) to a day."""
     value = float(text) if _SECONDS.match(str(text).strip()) else math.nan
-    if not 0 < value <= MAX_TIMEOUT:
-        raise KernelgenError(f"{what}={text!r}: expected a number of seconds, more than 0 and at most "
-                             f"{MAX_TIMEOUT:.0f}")
+    if not MIN_TIMEOUT <= value <= MAX_TIMEOUT:
+        raise KernelgenError(f"{what}={shorten(text)!r}: expected a number of seconds from {MIN_TIMEOUT:.0f} "
+                             f"to {MAX_TIMEOUT:.0f}")
     return value
 
 

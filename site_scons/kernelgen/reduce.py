@@ -7,6 +7,10 @@ row competes only if the verification errors it recorded (``rel_l2_error``,
 ``rel_max_error``) are within the kernel's tolerance: one without them is unverified.
 A workload with no such kernel is an error that names it. The header is written
 atomically: on any error the previous one stays as it was.
+
+``choose`` is that policy, with each kernel's own tolerance taken from the kernel itself: the
+header, ``kernelgen.report`` and ``kernelgen.compare`` all choose through it, so that they
+choose alike.
 """
 
 import re
@@ -24,15 +28,16 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"[^\n]*\n', re.MULTILINE)
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once[^\n]*\n", re.MULTILINE)
 
 
-def load_set(results_dir, problems) -> pd.DataFrame:
-    """All CSVs of a set, validated, as one frame; one provenance (GPU and versions) for all."""
+def load_set(results_dir, problems, gpu: str | None = None) -> pd.DataFrame:
+    """All CSVs of a set, validated, as one frame; one provenance (GPU and versions) for all.
+    ``gpu``: the slug of the GPU whose folder ``results_dir`` is (results.read_csv)."""
     results_dir = Path(results_dir)
     frames = []
     for problem in problems:
         path = results_dir / f"{problem.name}.csv"
         if inputs.file_kind(path) == "missing":
             raise ResultsError(path, f"no results for workload {problem.name}: run scons profile on a GPU")
-        frame = results.read_csv(path)
+        frame = results.read_csv(path, gpu)
         if frame.empty:
             raise ResultsError(path, "holds no rows, only a header: run scons profile on a GPU")
         others = sorted(set(frame["workload"]) - {problem.name})
@@ -97,6 +102,20 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
         best = ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]
         chosen.append(best)
     return pd.DataFrame(chosen).reset_index(drop=True)
+
+
+def tolerance_of(kernel) -> float:
+    """A kernel's verification tolerance: a descriptor's from its types (``verify_tolerance``), a
+    manifest entry's as the build recorded it (the same function, when the manifest was made)."""
+    return kernel["tolerance"] if isinstance(kernel, dict) else verify_tolerance(kernel)
+
+
+def choose(frame: pd.DataFrame, problems, hashes: dict, kernels_by_name: dict) -> pd.DataFrame:
+    """The choice of every tool: ``select_best`` among ``hashes``' kernels that serve each workload,
+    each held to its own tolerance (``tolerance_of`` its entry in ``kernels_by_name``, descriptors
+    or manifest entries). A kernel without an entry has no tolerance, so it is never chosen."""
+    tolerances = {name: tolerance_of(kernels_by_name[name]) for name in hashes if name in kernels_by_name}
+    return select_best(frame, problems, hashes, tolerances, kernels_by_name)
 
 
 def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, source: str,
@@ -166,14 +185,14 @@ def target_arch(kernels) -> tuple:
 
 
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
-                 project_includes=None, workload_file="the workload file") -> pd.DataFrame:
+                 project_includes=None, workload_file="the workload file", gpu: str | None = None) -> pd.DataFrame:
     """Validate, choose, write ``output``; returns the chosen rows. A workload that no kernel of
-    ``hashes`` serves (its op and dtype) is refused first, naming ``workload_file`` and its line."""
+    ``hashes`` serves (its op and dtype) is refused first, naming ``workload_file`` and its line.
+    ``gpu``: the slug of the GPU whose folder ``results_dir`` is; its rows must all be of that GPU."""
     check_served(problems, [kernels_by_name[n] for n in hashes if n in kernels_by_name], workload_file)
     check_header_keys(problems, workload_file)
-    frame = load_set(results_dir, problems)
-    tolerances = {name: verify_tolerance(kernels_by_name[name]) for name in hashes if name in kernels_by_name}
-    best = select_best(frame, problems, hashes, tolerances, kernels_by_name)
+    frame = load_set(results_dir, problems, gpu)
+    best = choose(frame, problems, hashes, kernels_by_name)
     text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
                        project_includes)
     render.write_generated(output, text)

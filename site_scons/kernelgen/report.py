@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .errors import KernelgenError
 from .ops import conv2d_fprop, op_of
-from .reduce import load_set, select_best
+from .reduce import choose, load_set
 from .results import choose_gpu
 from .specs import load_catalog
 from .profile import load_set_of
@@ -49,12 +49,12 @@ def main(argv=None) -> int:
     try:
         set_name, _, problems = load_set_of(args.workloads, ROOT / "kernel_specs" / "workloads", args.resolved)
         set_dir = Path(args.results) / set_name
-        frame = load_set(set_dir / choose_gpu(set_dir, args.gpu, None, "--gpu "), problems)
+        gpu = choose_gpu(set_dir, args.gpu, None, "--gpu ")
+        frame = load_set(set_dir / gpu, problems, gpu)
         catalog = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
         frame = frame[frame["kernel"].isin(catalog)]  # rows of kernels the specs no longer define are history
-        kernels = sorted(set(frame["kernel"]))
         hashes = dict(frame.drop_duplicates("kernel")[["kernel", "kernel_hash"]].itertuples(index=False))
-        best = select_best(frame, problems, {k: hashes[k] for k in kernels}, kernels_by_name=catalog)
+        best = choose(frame, problems, hashes, catalog)
     except KernelgenError as e:
         print(e, file=sys.stderr)
         return 1

@@ -3,16 +3,23 @@
 One row per candidate kernel, including those that cannot run. ``<gpu>`` is the GPU's name
 as a plain folder name (``gpu_slug``: "NVIDIA H200" is ``nvidia_h200``), so the results of
 one card never replace another's. ``read_csv`` validates a file before anything uses it;
-``write_csv`` replaces a file atomically, so a reader never sees half of one.
+``write_csv`` replaces a file atomically, so a reader never sees half of one, and ``locked``
+holds a GPU folder while a writer reads, merges and replaces one of its files.
 
 A CSV is read as UTF-8 (a byte-order mark is dropped), with LF, CRLF or CR line ends and its
 columns in any order. Anything else is refused naming the file and the line: bytes that are
 not UTF-8, a row with more or fewer fields than the header, the header line again, a control
-character in a field, a number that is not plain ASCII decimal.
+character in a field, a number that is not plain ASCII decimal or is out of its column's
+range (``LIMITS``), an ok row whose runtime is not within its min_ms .. max_ms, and, where the
+folder is a GPU's, a row measured on another GPU.
 """
 
+import contextlib
 import csv
+import fcntl
 import io
+import math
+import os
 import re
 from pathlib import Path
 
@@ -40,6 +47,13 @@ UNRECORDED_TIMING = "launches"
 
 # A number as the profile driver writes it: ASCII decimal or exponent notation, or inf.
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^[+-]?inf(?:inity)?$", re.IGNORECASE)
+# What each number may be: (least, greatest). A time lies between a nanosecond (1e-6 ms) and
+# 1000 s (1e6 ms), beyond what any kernel launch takes either way, so that a header never prints
+# one's rate as inf; iterations count launches, a whole number that a double holds exactly; rates
+# and errors are not negative. Every number is finite.
+MS_RANGE = (1e-6, 1e6)
+LIMITS = {"runtime_ms": MS_RANGE, "min_ms": MS_RANGE, "max_ms": MS_RANGE, "iterations": (1, 2 ** 53),
+          "gflops": (0, math.inf), "rel_l2_error": (0, math.inf), "rel_max_error": (0, math.inf)}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\ufeff]")  # a BOM past the start: files joined
 _SLUG = re.compile(r"[^a-z0-9]+")
 
@@ -105,8 +119,25 @@ def choose_gpu(set_dir, requested: str | None, machine: str | None, given_as: st
     raise ResultsError(set_dir, "no GPU has results for this set here: run scons profile on a GPU")
 
 
-def read_csv(path) -> pd.DataFrame:
-    """Read and validate one results CSV; raise ResultsError naming the file otherwise."""
+@contextlib.contextmanager
+def locked(folder):
+    """Hold ``folder`` (made if missing) exclusively, against every other process that holds it
+    so, until the block ends or this process dies: a writer that reads a CSV of it, merges its
+    rows in and replaces it loses no row another writer put there meanwhile. The folder itself is
+    the lock (flock), so that no lock file lies among the CSVs."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def read_csv(path, gpu: str | None = None) -> pd.DataFrame:
+    """Read and validate one results CSV; raise ResultsError naming the file otherwise. With
+    ``gpu``, the slug of the GPU folder the file lies in, a row of another GPU is refused."""
     path = Path(path)
     try:
         text = inputs.read_text(path, inputs.CSV_LIMIT)
@@ -118,7 +149,7 @@ def read_csv(path) -> pd.DataFrame:
         raise ResultsError(path, "truncated: the last line is incomplete")
     header, rows, lines = _parse(text, path)
     frame = pd.DataFrame(rows, columns=header, dtype=str) if rows else pd.DataFrame(columns=header, dtype=str)
-    return validate(frame, path, lines)
+    return validate(frame, path, lines, gpu)
 
 
 def _parse(text: str, path) -> tuple[list, list, list]:
@@ -169,8 +200,9 @@ def _check_columns(columns: list, path, line=None) -> None:
                            f"{', '.join(COLUMNS)})")
 
 
-def validate(frame: pd.DataFrame, path, lines=None) -> pd.DataFrame:
-    """Check a frame of strings; ``lines[i]`` is the line row ``i`` came from (default: i + 2)."""
+def validate(frame: pd.DataFrame, path, lines=None, gpu: str | None = None) -> pd.DataFrame:
+    """Check a frame of strings; ``lines[i]`` is the line row ``i`` came from (default: i + 2);
+    ``gpu`` as for ``read_csv``."""
     line_of = (lambda i: lines[i]) if lines is not None else (lambda i: i + 2)
     _check_columns(list(frame.columns), path)
     frame = frame.copy()
@@ -186,25 +218,15 @@ def validate(frame: pd.DataFrame, path, lines=None) -> pd.DataFrame:
             raise ResultsError(path, f"line {line_of(i)}: empty workload or kernel")
         if row.timing not in TIMINGS:
             raise ResultsError(path, f"line {line_of(i)}: timing {row.timing!r} is not one of {', '.join(TIMINGS)}")
-    numbers = {}
+        if gpu is not None and gpu_slug(row.gpu) != gpu:
+            raise ResultsError(path, f"line {line_of(i)}: measured on {row.gpu} ({gpu_slug(row.gpu) or 'no folder'}),"
+                               f" but the file lies in the folder of the GPU {gpu}: a GPU's results live in a "
+                               f"folder of its own, named by its slug")
     for column in NUMERIC:
-        text = frame[column]
-        bad = text.map(lambda v: v != "" and not _NUMBER.match(v)).astype(bool)
-        if bad.any():
-            line = line_of(int(bad.to_numpy().nonzero()[0][0]))
-            raise ResultsError(path, f"line {line}: {column} {text[bad].iloc[0]!r} is not a number")
-        numbers[column] = pd.to_numeric(text.where(text != ""), errors="coerce")
-        frame[column] = numbers[column]
-    ok = frame["status"] == "ok"
-    timed = frame["runtime_ms"].notna()
-    if (ok & ~(timed & (frame["runtime_ms"] > 0))).any():
-        line = line_of(int((ok & ~(timed & (frame["runtime_ms"] > 0))).to_numpy().nonzero()[0][0]))
-        raise ResultsError(path, f"line {line}: an ok row needs a positive, finite runtime_ms")
-    if (~ok & timed).any():
-        line = line_of(int((~ok & timed).to_numpy().nonzero()[0][0]))
-        raise ResultsError(path, f"line {line}: runtime_ms must be empty unless status is ok")
-    if ok.any() and not frame.loc[ok, "runtime_ms"].map(lambda v: v < float("inf")).all():
-        raise ResultsError(path, "an ok row has an infinite runtime_ms")
+        frame[column] = [_number(text, column, path, line_of(i)) for i, text in enumerate(frame[column])]
+        frame[column] = frame[column].astype(float)
+    for i, row in enumerate(frame.itertuples(index=False)):
+        _check_row(row, path, line_of(i))
     duplicated = frame.duplicated(["workload", "kernel"], keep=False)
     if duplicated.any():
         first = frame[duplicated].iloc[0]
@@ -212,11 +234,52 @@ def validate(frame: pd.DataFrame, path, lines=None) -> pd.DataFrame:
     return frame
 
 
+def _number(text: str, column: str, path, line) -> float:
+    """A cell of a NUMERIC column as a float (NaN if empty), within ``LIMITS``. Parsed as a float
+    even where it must be whole: a string of thousands of digits is only a number too large."""
+    if text == "":
+        return math.nan
+    shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
+    if not _NUMBER.match(text):
+        raise ResultsError(path, f"line {line}: {column} {shown} is not a number")
+    value = float(text)
+    least, greatest = LIMITS[column]
+    if not math.isfinite(value):
+        raise ResultsError(path, f"line {line}: {column} {shown} is not finite")
+    if column == "iterations" and not (value.is_integer() and least <= value <= greatest):
+        raise ResultsError(path, f"line {line}: iterations {shown} is not a whole number from 1 to 2^53")
+    if value < least and greatest == math.inf:
+        raise ResultsError(path, f"line {line}: {column} {shown} is negative")
+    if not least <= value <= greatest:
+        unit = " ms" if column.endswith("_ms") else ""
+        raise ResultsError(path, f"line {line}: {column} {shown} is out of range ({least:g}{unit} to {greatest:g}{unit})")
+    return value
+
+
+def _check_row(row, path, line) -> None:
+    """An ok row is timed, within what its batches took (min_ms <= runtime_ms <= max_ms, where
+    recorded); a row of another status has no runtime."""
+    timed = row.runtime_ms == row.runtime_ms
+    if row.status != "ok":
+        if timed:
+            raise ResultsError(path, f"line {line}: runtime_ms must be empty unless status is ok")
+        return
+    if not timed:
+        raise ResultsError(path, f"line {line}: an ok row needs a positive, finite runtime_ms")
+    if row.min_ms > row.max_ms:
+        raise ResultsError(path, f"line {line}: min_ms {row.min_ms:g} is above max_ms {row.max_ms:g}")
+    if row.min_ms > row.runtime_ms or row.runtime_ms > row.max_ms:
+        raise ResultsError(path, f"line {line}: runtime_ms {row.runtime_ms:g} is not within min_ms {row.min_ms:g}"
+                           f" .. max_ms {row.max_ms:g}")
+
+
 def _cell(value) -> str:
+    """A value as a CSV field: a whole float exactly (a count of iterations stays the count),
+    another to six significant digits, NaN as empty."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return str(int(value)) if value.is_integer() and abs(value) <= 2 ** 53 else f"{value:.6g}"
     return str(value)
 
 
