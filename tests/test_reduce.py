@@ -70,16 +70,22 @@ def test_missing_csv_names_the_workload(tmp_path):
         choose(tmp_path)
 
 
-def test_a_kernel_without_a_row_is_an_error(tmp_path):
+def test_a_kernel_without_a_row_is_counted_as_not_measured(tmp_path):
     write_set(tmp_path, [{SM80: 0.5, SM90: 0.3}, {SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
-    with pytest.raises(ResultsError, match="no row for 1 kernel"):
-        choose(tmp_path)
+    best = select_best(load_set(tmp_path, PROBLEMS), PROBLEMS, HASHES)
+    assert list(best["kernel"]) == [SM90, SM90] and list(best["unmeasured"]) == [1, 0]
+    write_set(tmp_path, [{SM80: 0.5}, {SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
+    with pytest.raises(ResultsError, match=r"no kernel that ran correctly on the current code \(1 measured on code "
+                                           r"that has changed since \(e\.g\. \w+\), 2 not measured\): run scons profile"):
+        select_best(load_set(tmp_path, PROBLEMS), PROBLEMS, {**HASHES, SM80: "new"})
 
 
-def test_rows_measured_on_changed_code_are_refused(tmp_path):
+def test_rows_measured_on_changed_code_never_compete(tmp_path):
     write_set(tmp_path, [{SM80: 0.5, SM80_B: 0.4, SM90: 0.3}, {SM80: 0.5, SM80_B: 0.4, SM90: 0.3}])
-    with pytest.raises(ResultsError, match="changed since"):
-        select_best(load_set(tmp_path, PROBLEMS), PROBLEMS, {**HASHES, SM90: "new"})
+    best = select_best(load_set(tmp_path, PROBLEMS), PROBLEMS, {**HASHES, SM90: "new"})
+    assert list(best["kernel"]) == [SM80_B, SM80_B] and list(best["stale"]) == [1, 1]
+    with pytest.raises(ResultsError, match=r"3 measured on code that has changed since .*run scons profile"):
+        select_best(load_set(tmp_path, PROBLEMS), PROBLEMS, {k: "new" for k in HASHES})
 
 
 def test_a_set_mixing_gpus_is_refused_naming_the_file(tmp_path):

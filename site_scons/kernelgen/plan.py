@@ -25,8 +25,14 @@ class BuildPlan:
 
 def make_plan(specs_dir, templates_dir, profiler_dir, patterns: str, arch, flags: list[str],
               cutlass_include) -> BuildPlan:
-    catalog = load_catalog(specs_dir)
-    kernels = select(catalog, patterns, arch)
+    """The plan of every listed kernel of ``specs_dir`` that ``patterns`` select."""
+    return plan_of(select(load_catalog(specs_dir), patterns, arch), templates_dir, profiler_dir, arch, flags,
+                   cutlass_include)
+
+
+def sources_and_hashes(kernels, templates_dir, profiler_dir, flags: list[str], cutlass_include) -> tuple:
+    """({name: generated source}, {name: kernel hash}) of ``kernels``: the code the build compiles
+    for them, and the hash its measured rows must carry."""
     templates = render.lookup(templates_dir)
     cutlass = signature.cutlass_version(cutlass_include)
     sources, hashes = {}, {}
@@ -34,6 +40,14 @@ def make_plan(specs_dir, templates_dir, profiler_dir, patterns: str, arch, flags
         text = render.kernel_source(templates, k)
         sources[k.name] = text
         hashes[k.name] = signature.kernel_hash(text, signature.project_headers(text, profiler_dir), flags, cutlass)
+    return sources, hashes
+
+
+def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], cutlass_include) -> BuildPlan:
+    """The plan of building ``kernels`` (descriptors, sorted by name)."""
+    templates = render.lookup(templates_dir)
+    cutlass = signature.cutlass_version(cutlass_include)
+    sources, hashes = sources_and_hashes(kernels, templates_dir, profiler_dir, flags, cutlass_include)
     manifest = {
         "arch": str(arch),
         "cutlass": cutlass,

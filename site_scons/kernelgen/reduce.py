@@ -1,11 +1,12 @@
 """Reduce a set's profile CSVs to ``best_kernels.h``.
 
-For each workload: validate its CSV, keep the rows of the kernels this build
-selects, require that each was measured on the code this build compiles, and
-pick the fastest ``ok`` row by a total order (runtime, then kernel name). An ``ok``
-row competes only if the verification errors it recorded (``rel_l2_error``,
-``rel_max_error``) are within the kernel's tolerance: one without them is unverified.
-A workload with no such kernel is an error that names it. The header is written
+For each workload: validate its CSV, keep the rows of the kernels given (with the hash of
+their current code), and pick the fastest ``ok`` row by a total order (runtime, then kernel
+name) among those measured on that code. A row of changed code never competes, nor does one
+whose verification errors (``rel_l2_error``, ``rel_max_error``) are missing or over the
+kernel's tolerance; a kernel without a row is not measured yet. Both are counted in the chosen
+row (``unmeasured``, ``stale``), so the header build says how many candidates it did not
+weigh. A workload with no kernel to choose is an error that names it. The header is written
 atomically: on any error the previous one stays as it was.
 
 ``choose`` is that policy, with each kernel's own tolerance taken from the kernel itself: the
@@ -76,30 +77,33 @@ def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
 def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None,
                 kernels_by_name: dict | None = None) -> pd.DataFrame:
     """One row per workload (in the set's order): the fastest ok and verified kernel among
-    ``hashes``' keys (see ``verified`` for ``tolerances``); with ``kernels_by_name`` (name ->
-    descriptor), among those that serve the workload (its op and dtype, ``ops.serves``)."""
+    ``hashes``' keys (name -> the hash of its current code; see ``verified`` for ``tolerances``),
+    measured on that code; with ``kernels_by_name`` (name -> descriptor), among those that serve
+    the workload (its op and dtype, ``ops.serves``). Each row also holds ``unmeasured`` (kernels
+    without a row) and ``stale`` (rows of changed code, left out)."""
     chosen, every = [], hashes
     for problem in problems:
         if kernels_by_name is not None:
             hashes = {n: h for n, h in every.items() if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
         rows = frame[(frame["workload"] == problem.name) & frame["kernel"].isin(hashes)]
         source = frame.loc[frame["workload"] == problem.name, "source"].iloc[0]
-        missing = sorted(set(hashes) - set(rows["kernel"]))
-        if missing:
-            raise ResultsError(source, f"workload {problem.name} has no row for {len(missing)} kernel(s) of "
-                               f"this build (e.g. {missing[0]}): run scons profile")
-        stale = rows[rows["kernel"].map(hashes) != rows["kernel_hash"]]
-        if len(stale):
-            raise ResultsError(source, f"workload {problem.name}: {len(stale)} row(s) measured code that has "
-                               f"changed since (e.g. {stale['kernel'].iloc[0]}): run scons profile")
+        unmeasured = len(set(hashes) - set(rows["kernel"]))
+        current = rows["kernel"].map(hashes) == rows["kernel_hash"]
+        stale, rows = rows[~current], rows[current]
         trusted = (rows["status"] == "ok") & verified(rows, tolerances)
         ok = rows[trusted]
         if ok.empty:
             statuses = rows["status"].where(~((rows["status"] == "ok") & ~trusted),
                                             "ok but unverified (errors missing or over the tolerance)")
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.value_counts().items()))
-            raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly ({counts})")
-        best = ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]
+            counts = [f"{n} {s}" for s, n in sorted(statuses.value_counts().items())]
+            if len(stale):
+                counts.append(f"{len(stale)} measured on code that has changed since (e.g. {stale['kernel'].iloc[0]})")
+            if unmeasured:
+                counts.append(f"{unmeasured} not measured")
+            raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly on the current "
+                               f"code ({', '.join(counts) or 'no row'}): run scons profile")
+        best = ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0].copy()
+        best["unmeasured"], best["stale"] = unmeasured, len(stale)
         chosen.append(best)
     return pd.DataFrame(chosen).reset_index(drop=True)
 
