@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -149,6 +150,31 @@ const JobOp* job_op(const std::string& name) {
   return nullptr;
 }
 
+// The first size a kernel or CUTLASS computes in int that exceeds INT_MAX, computed in 64 bits (as
+// best_kernels.h's check() and the workload parser do), or nullptr: Conv2dProblem::p() would wrap.
+const char* oversized(const Conv2dProblem& p) {
+  const long long kMax = 2147483647LL, h_padded = p.h + 2LL * p.pad_h, w_padded = p.w + 2LL * p.pad_w;
+  if (h_padded > kMax) return "h+2*pad_h";
+  if (w_padded > kMax) return "w+2*pad_w";
+  if (h_padded < p.dilation_h * (p.r - 1LL) + 1 || w_padded < p.dilation_w * (p.s - 1LL) + 1) return nullptr;
+  const long long out_h = (h_padded - p.dilation_h * (p.r - 1LL) - 1) / p.stride_h + 1;
+  const long long out_w = (w_padded - p.dilation_w * (p.s - 1LL) - 1) / p.stride_w + 1;
+  auto over = [&](std::initializer_list<long long> extents) {
+    long long product = 1;
+    for (long long e : extents) {
+      if (e > kMax / product) return true;
+      product *= e;
+    }
+    return false;
+  };
+  if (over({p.n, p.h, p.w, p.c})) return "n*h*w*c (the input's elements)";
+  if (over({p.k, p.r, p.s, p.c})) return "k*r*s*c (the filter's elements)";
+  if (over({p.n, out_h, out_w, p.k})) return "n*p*q*k (the output's elements)";
+  if (over({p.n, h_padded, w_padded, p.c})) return "n*(h+2*pad_h)*(w+2*pad_w)*c (the padded input's elements)";
+  if (over({p.dilation_h, p.w, p.c})) return "dilation_h*w*c";
+  return nullptr;
+}
+
 std::vector<WorkloadJob> read_jobs(const std::string& path) {
   std::ifstream in(path);
   if (!in) die("cannot read job file " + path);
@@ -179,6 +205,7 @@ std::vector<WorkloadJob> read_jobs(const std::string& path) {
       if (p.n < 1 || p.h < 1 || p.w < 1 || p.c < 1 || p.k < 1 || p.r < 1 || p.s < 1 || p.pad_h < 0 ||
           p.pad_w < 0 || p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1)
         bad("an extent below 1, or padding below 0");
+      if (const char* size = oversized(p)) bad((std::string(size) + " exceeds 2147483647").c_str());
       if (p.p() < 1 || p.q() < 1) bad("problem has no output");
       jobs.push_back(job);
     } else if (record == "kernel") {

@@ -80,4 +80,4 @@ def test_awkward_channel_counts_get_a_verified_kernel(tmp_path):
 
     refused = scons("best_kernels.h", f"KERNELS={WIDE},{SM90}", *common, check=False)
     assert refused.returncode != 0
-    assert f"workload {rgb.name} has no kernel that ran correctly (2 unsupported)" in refused.stderr
+    assert f"workload {rgb.name} has no kernel that ran correctly on the current code (2 unsupported)" in refused.stderr

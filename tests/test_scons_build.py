@@ -88,8 +88,13 @@ def test_generated_sources_are_byte_identical_across_runs(built):
     ("workload w conv2d_fprop f16 1 2 2 8 8 3 3 0 0 1 1 1 1\n", "1: problem has no output"),
     ("workload w conv2d_fprop f16 1 8 8 8 8 3 3 1 1 1 1 1\n", "1: expected 13 integers after conv2d_fprop"),
     ("kernel k 0.001\n", "1: kernel before any workload"),
+    ("workload w conv2d_fprop f16 1 8 8 64 64 1 1 1073741824 0 1073741824 1 1 1\n", "1: h+2*pad_h exceeds 2147483647"),
+    ("workload w conv2d_fprop f16 1 8 8 64 64 1 1 2147483647 0 2147483647 1 1 1\n", "1: h+2*pad_h exceeds 2147483647"),
+    ("workload w gemm f16 65536 65536 8\n", "1: n*p*q*k (the output's elements) exceeds 2147483647"),
+    ("workload w conv2d_fprop f16 2 1024 1024 1024 8 1 1 0 0 1 1 1 1\n",
+     "1: n*h*w*c (the input's elements) exceeds 2147483647"),
 ], ids=["gemm-short", "gemm-long", "unknown-op", "unknown-dtype", "no-dtype", "gemm-m-0", "no-output",
-        "conv-short", "kernel-first"])
+        "conv-short", "kernel-first", "pad-2^30", "pad-int-max", "gemm-output", "conv-input"])
 def test_the_profiler_reads_each_ops_job_line_and_refuses_a_bad_one_before_the_gpu(built, tmp_path, jobs, error):
     project, _ = built
     path = tmp_path / "jobs.txt"

@@ -1,8 +1,9 @@
 """What SConstruct's variables resolve to (``Config``), and the GPU whose results are used.
 
 Every value is checked here, before anything is built: numbers as plain ASCII decimals, a
-CUTLASS with readable headers, and a BUILD folder that ``scons -c`` may empty (never the
-project, a folder above it, or one holding RESULTS or SPECS).
+CUTLASS with readable headers, and a BUILD folder of the build's own (never the project, a folder
+above it, or one holding RESULTS or SPECS). A message quotes a value by its ends only when it is
+long (``errors.shorten``).
 """
 
 import importlib.util
@@ -10,9 +11,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import inputs
+from . import inputs, outputs
 from .arch import Arch, parse_arch
-from .errors import KernelgenError, ResultsError
+from .errors import KernelgenError, ResultsError, shorten
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
@@ -62,28 +63,28 @@ def _path(env, key, root: Path) -> Path:
 
 
 def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
-    """Refuse a BUILD that ``scons -c`` must not empty, or where the build cannot write its files:
+    """Refuse a BUILD that is not the build's own, or where the build cannot write its files:
     the project or a folder above it; one holding, or inside, a folder of ``keep`` (name -> path:
     RESULTS, SPECS, the project's sources); a file; outputs of the wrong kind."""
-    shown = f"BUILD={given}"
+    shown, build_shown = f"BUILD={shorten(given)}", shorten(build)
     if build == root or build in root.parents:
-        raise KernelgenError(f"{shown} is the project or a folder above it ({build}); the build's folder holds "
-                             "only what the build makes (scons -c empties it): name a folder of its own")
+        raise KernelgenError(f"{shown} is the project or a folder above it ({build_shown}); the build's folder "
+                             "holds only what the build makes: name a folder of its own")
     for name, path in keep.items():
         if build == path or build in path.parents:
-            raise KernelgenError(f"{shown} holds {name} ({path}); the build's folder holds only what the build "
-                                 "makes (scons -c empties it): name a folder of its own")
+            raise KernelgenError(f"{shown} holds {name} ({shorten(path)}); the build's folder holds only what the "
+                                 "build makes: name a folder of its own")
         if path in build.parents:
-            raise KernelgenError(f"{shown} is inside {name} ({path}): name a folder of its own")
+            raise KernelgenError(f"{shown} is inside {name} ({shorten(path)}): name a folder of its own")
     kind = inputs.file_kind(build)
     if kind not in ("missing", "a directory"):
         raise KernelgenError(f"{shown} is {kind or 'a file'}, not a folder")
     for name, wanted in (("best_kernels.h", None), ("profiler", None), ("kernels.json", None), ("workloads.json", None),
-                         ("manifest.cu", None), ("kernels", "a directory"), ("obj", "a directory"),
-                         ("obj/driver", "a directory")):
+                         ("manifest.cu", None), (outputs.RECORD, None), (outputs.LOCK, None),
+                         ("kernels", "a directory"), ("obj", "a directory"), ("obj/driver", "a directory")):
         kind = inputs.file_kind(build / name)
         if kind not in ("missing", wanted):
-            raise KernelgenError(f"{shown}: {build / name} is {kind or 'a file'}; the build writes "
+            raise KernelgenError(f"{shown}: {shorten(build / name)} is {kind or 'a file'}; the build writes "
                                  f"{'a folder' if wanted else 'a file'} there")
 
 
@@ -100,13 +101,13 @@ def resolve(env) -> Config:
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
                                        "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU") if key in env])
     if "$" in env["NVCC"]:
-        raise KernelgenError(f"NVCC={env['NVCC']!r}: a '$' in the compiler's path is refused (SCons expands the "
-                             "first word of a command once more to find the program)")
+        raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
+                             "expands the first word of a command once more to find the program)")
     if not str(env["ARCH"]).isascii():
-        raise KernelgenError(f"ARCH={env['ARCH']!r}: expected a compute capability such as 80, 90 or 90a")
+        raise KernelgenError(f"ARCH={shorten(env['ARCH'])!r}: expected a compute capability such as 80, 90 or 90a")
     cutlass_root = Path(env["CUTLASS"]) if env["CUTLASS"] else None
     if cutlass_root is None or inputs.file_kind(cutlass_root / "include" / "cutlass" / "cutlass.h") is not None:
-        raise KernelgenError(f"CUTLASS={env['CUTLASS'] or '(unset)'}: no CUTLASS headers there (expected "
+        raise KernelgenError(f"CUTLASS={shorten(env['CUTLASS']) or '(unset)'}: no CUTLASS headers there (expected "
                              "include/cutlass/cutlass.h); install nvidia-cutlass or set CUTLASS=")
     includes = [str(cutlass_root / "include"), str(cutlass_root / "tools" / "util" / "include")]
     set_name, workload_file, problems = load_workloads(env["WORKLOADS"], root / "kernel_specs" / "workloads")

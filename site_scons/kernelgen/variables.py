@@ -2,7 +2,8 @@
 checks every value passes before it is used.
 
 No value holds a control character, and flags have balanced quotes. A path a user gives
-reaches SCons only with ``$`` escaped (``scons_text``), so SCons never expands it.
+reaches SCons only with ``$`` escaped (``scons_text``) or as a Literal, so SCons never expands it.
+A message quotes a value by its ends only when it is long (``errors.shorten``).
 """
 
 import importlib.util
@@ -12,9 +13,10 @@ import shlex
 from pathlib import Path
 
 from SCons.Script import Variables
+from SCons.Subst import Literal
 
 from . import importer
-from .errors import KernelgenError, one_line
+from .errors import KernelgenError, one_line, shorten
 from .targets import DEFAULT_ARCH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +52,8 @@ def variables(arguments) -> Variables:
         ("DTYPE", f"scons workloads: what the layers are profiled as ({' or '.join(importer.DTYPES)})",
          importer.DEFAULT_DTYPE),
         ("NAME", "scons workloads: the set's name (default <model>_b<batch>)", ""),
+        ("REPLACE", "scons workloads: 1 writes NAME.txt again when it exists (its results were measured for the "
+                    "old one)", "0"),
         ("GPU", "GPU whose results best_kernels.h is built from, a name or its folder name (nvidia_h200); "
                 "default: this machine's GPU, else the only GPU with results", ""),
     )
@@ -60,6 +64,16 @@ def scons_text(text) -> str:
     """``text`` as SCons must be given it to keep it as it is: ``$`` doubled, so that a path such
     as ``${...}`` is never substituted (which would run Python)."""
     return str(text).replace("$", "$$")
+
+
+class Word(Literal):
+    """One word of a command as a user gave it (a path, a flag): SCons neither substitutes nor
+    splits it, and it reaches the program as one argument (commands run without a shell). Its
+    ``$`` stay escaped in the command's signature, where a ``$(`` would open a section SCons
+    leaves out of it."""
+
+    def for_signature(self):
+        return scons_text(self.lstr)
 
 
 def help_text(variables_: Variables, env) -> str:
@@ -94,11 +108,11 @@ def check_values(env, keys) -> None:
     for key in keys:
         bad = _CONTROL.search(str(env[key]))
         if bad:
-            raise KernelgenError(f"{key}={env[key]!r}: holds the control character {bad.group()!r}")
+            raise KernelgenError(f"{key}={shorten(env[key])!r}: holds the control character {bad.group()!r}")
 
 
 def split_flags(env, key) -> list:
     try:
         return shlex.split(env[key])
     except ValueError as e:
-        raise KernelgenError(f"{key}={env[key]!r}: {e} (quote as in a shell)") from None
+        raise KernelgenError(f"{key}={shorten(env[key])!r}: {e} (quote as in a shell)") from None

@@ -3,26 +3,33 @@
   env.GeneratedFile(target, env.Value(text))   write a generated source
   env.BestKernelsHeader(target, [env.Value(config_json), csv files...])
   env.CompileProgress(kernel_names_to_compile) one-line progress for nvcc compiles
+  env.RecordOutputs(targets)                   targets built by commands (nvcc) are recorded first
+
+BUILD_RECORD is BUILD's kernelgen.outputs.Record: every file these builders write in BUILD is in it
+before it is written, so that `scons -c` removes exactly those.
 """
 
 import json
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import SCons.Action
 import SCons.Builder
 
 
 def _write_value(target, source, env):
-    from kernelgen.render import write_generated
+    from kernelgen.outputs import write
 
-    write_generated(target[0].get_abspath(), source[0].read())
+    write(env["BUILD_RECORD"], target[0].get_abspath(), source[0].read())
     return 0
 
 
 def _best_kernels_header(target, source, env):
     from kernelgen.errors import KernelgenError
+    from kernelgen.outputs import write
     from kernelgen.reduce import build_header
     from kernelgen.specs import load_catalog
     from kernelgen.resolved import load
@@ -34,8 +41,12 @@ def _best_kernels_header(target, source, env):
     try:
         _, _, problems = load(config["resolved"])  # BUILD/workloads.json, the set as SConstruct resolved it
         kernels = {k.name: k for k in load_catalog(config["specs"])}
-        best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
-                            target[0].get_abspath(), config["project_includes"], config["workload_file"])
+        with tempfile.TemporaryDirectory() as scratch:  # written here, then into BUILD through its record
+            header = os.path.join(scratch, "best_kernels.h")
+            best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
+                                header, config["project_includes"], config["workload_file"],
+                                gpu=os.path.basename(config["results"]))
+            write(env["BUILD_RECORD"], target[0].get_abspath(), Path(header).read_text(encoding="utf-8"))
     except KernelgenError as e:
         print(f"scons best_kernels.h: {e}", file=sys.stderr)
         return 1
@@ -77,6 +88,23 @@ class CompileProgress:
         sys.stdout.flush()
 
 
+class _RecordTargets(SCons.Action.FunctionAction):
+    """RecordOutputs' pre-action: its targets go into BUILD_RECORD before the command that writes
+    them runs. It is no part of their signatures: how a file is recorded says nothing of what it
+    holds, and a change here must not recompile anything."""
+
+    def __init__(self):
+        super().__init__(_record_targets, {"cmdstr": None})
+
+    def get_presig(self, target, source, env, executor=None):
+        return b""
+
+
+def _record_targets(target, source, env):
+    env["BUILD_RECORD"].add(t.get_abspath() for t in target)
+    return 0
+
+
 def _written_since(path: str, began: float) -> bool:
     try:
         return os.stat(path).st_mtime >= began - 1  # file systems keep whole seconds at worst
@@ -91,6 +119,7 @@ def generate(env):
     env["BUILDERS"]["BestKernelsHeader"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_best_kernels_header, "$REDUCECOMSTR"))
     env.AddMethod(lambda env, total: env.Replace(PRINT_CMD_LINE_FUNC=CompileProgress(total)), "CompileProgress")
+    env.AddMethod(lambda env, targets: env.AddPreAction(targets, _RecordTargets()), "RecordOutputs")
 
 
 def exists(env):

@@ -5,9 +5,12 @@ Construction variables:
   NVCCFLAGS       flags for every .cu compile
   NVCC_GENCODE    -gencode flags (set from ARCH by kernelgen.arch)
   NVCC_SYSTEM_INCLUDES  directories passed with -isystem: external headers (CUTLASS) that
-                  are versioned as a whole and not scanned header by header; paths as they are
-                  (a '$' in one is not expanded)
+                  are versioned as a whole and not scanned header by header
   NVCCCOMSTR      one-line display of a compile
+
+NVCC, each of NVCCFLAGS and each of NVCC_SYSTEM_INCLUDES given as an SCons Literal (such as
+kernelgen.variables.Word) reach nvcc as one word each, as they are: SCons neither substitutes
+nor splits a Literal, and the noshell tool runs commands without a shell.
 """
 
 import SCons.Action
@@ -17,9 +20,9 @@ import SCons.Tool
 
 
 def _isystem_flags(target, source, env, for_signature):
-    """-isystem DIR for each of NVCC_SYSTEM_INCLUDES, '$' escaped: SCons substitutes what this
-    returns once more, and _concat twice, which would expand a '$' in a path."""
-    return [flag for d in env.get("NVCC_SYSTEM_INCLUDES", []) for flag in ("-isystem", str(d).replace("$", "$$"))]
+    """-isystem DIR for each of NVCC_SYSTEM_INCLUDES (SCons substitutes what this returns once
+    more: a DIR given as a Literal stays as it is)."""
+    return [flag for d in env.get("NVCC_SYSTEM_INCLUDES", []) for flag in ("-isystem", d)]
 
 
 def generate(env):
