@@ -2,7 +2,9 @@
 record on the committed measurements, and the candidates it proposes."""
 
 import collections
-import math
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -158,14 +160,17 @@ def test_candidates_are_the_top_of_each_layer_and_their_union(everything):
     problems = [Conv2dProblem(32, 56, 56, 64, 64, 3, 3, 1, 1, line=1), GemmProblem(6304, 768, 3072, line=2),
                 Conv2dProblem(32, 112, 112, 16, 24, 1, 1, line=3)]
     proposals = candidates.propose(problems, everything, model, 4)
-    assert [len(p.ranked) for p in proposals] == [4, 4, 4]
     for p in proposals:
         times = [ms for ms, _ in p.ranked]
         assert times == sorted(times) and all(cost_model.serves(k, p.problem) is None for _, k in p.ranked)
+        assert 4 <= len(p.ranked) <= 6 and sum(map(candidates.listed, (k for _, k in p.ranked))) >= 2
+        variants = [candidates.variant_of(k) for _, k in p.ranked]
+        assert len(set(variants)) == len(variants), "no two candidates of a layer differ only in launch or source"
     names = candidates.union(proposals)
-    assert 4 <= len(names) <= 12 and names == sorted(names)
+    assert 4 <= len(names) <= 18 and names == sorted(names)
     text = candidates.to_csv_text(proposals)
-    assert text.splitlines()[0] == "workload,kernel,rank,predicted_ms" and len(text.splitlines()) == 13
+    assert text.splitlines()[0] == "workload,kernel,rank,predicted_ms"
+    assert len(text.splitlines()) == 1 + sum(len(p.ranked) for p in proposals)
 
 
 def test_a_layer_no_kernel_serves_is_named_with_the_reasons(everything):
@@ -177,18 +182,40 @@ def test_a_layer_no_kernel_serves_is_named_with_the_reasons(everything):
         candidates.propose([odd], everything, model, 5, "layers.txt")
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "1.5", "", "x", "\u0663", "9" * 5000])
-def test_top_is_a_positive_integer(text):
-    with pytest.raises(KernelgenError, match=r"TOP=.*expected a positive integer"):
-        candidates.positive_top(text)
+@pytest.mark.parametrize("text", ["0", "-1", "1.5", "", "x", "\u0663", "9" * 5000, "LISTED"])
+def test_top_is_a_positive_integer_or_listed_or_all(text):
+    from kernelgen.config import parse_top
+    with pytest.raises(KernelgenError, match=r"TOP=.*expected a positive integer \(candidates per layer\), 'listed'"):
+        parse_top(text)
+    assert parse_top("12") == 12 and parse_top("listed") == "listed" and parse_top("all") == "all"
 
 
-def test_the_candidates_command_writes_the_table_and_the_kernel_list(tmp_path, capsys):
-    out = tmp_path / "candidates.csv"
-    assert candidates.main(["--workloads", "resnet50", "--top", "3", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    lines = out.read_text().splitlines()
-    assert len(lines) == 1 + 19 * 3
+def scons_candidates(build, *args):
+    return subprocess.run([sys.executable, shutil.which("scons"), "-Q", "candidates", f"BUILD={build}", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):
+    out = scons_candidates(tmp_path, "WORKLOADS=resnet50", "TOP=3")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = (tmp_path / "candidates.csv").read_text().splitlines()
     listed = (tmp_path / "candidates.txt").read_text().split()
-    assert f"{len(listed)} kernels for resnet50 (top 3 of each of its 19 layers)" in printed
-    assert "descriptors in the space" in printed and math.isfinite(float(lines[1].split(",")[3]))
+    per_layer = collections.Counter(line.split(",")[0] for line in lines[1:])
+    assert lines[0] == "workload,kernel,rank,predicted_ms" and len(per_layer) == 19
+    assert all(3 <= n <= 5 for n in per_layer.values()), "the top 3, and the listed kernels' best 2 if need be"
+    assert {line.split(",")[1] for line in lines[1:]} <= set(listed), "every candidate is in the kernel list"
+    assert f"kernels in the space and the listed families, {len(listed)} for resnet50 (the top 3 of each of its " \
+           "19 layers" in out.stdout
+    assert not list(tmp_path.glob("kernels/*")), "ranking compiles nothing"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["TOP=0"], "TOP='0': expected a positive integer"),
+    (["TOP=best"], "TOP='best': expected a positive integer"),
+    (["GPU=nvidia_l4"], "no cost model fitted for GPU nvidia_l4 (fitted: nvidia_h200)"),
+    (["KERNELS=kernelgen_sm80_simt_gemv*", "WORKLOADS=resnet50"], "no kernel of the space serves conv2d_fprop_f16_n256"),
+], ids=["top-zero", "top-word", "model-of-another-gpu", "nothing-serves"])
+def test_scons_candidates_refuses_in_one_line(tmp_path, args, message):
+    out = scons_candidates(tmp_path, *args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stdout + out.stderr
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1

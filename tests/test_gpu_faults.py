@@ -44,7 +44,7 @@ def statuses(path):
 
 @requires_gpu
 def test_faulty_kernels_are_recorded_and_never_chosen(tmp_path, workload_file):
-    common = ["SPECS=tests/specs", f"WORKLOADS={workload_file}", f"RESULTS={tmp_path / 'results'}",
+    common = ["SPECS=tests/specs", "TOP=listed", f"WORKLOADS={workload_file}", f"RESULTS={tmp_path / 'results'}",
               f"BUILD={tmp_path / 'build'}", "PROFILE_TIMEOUT=10"]
     scons("profile", *common)
     for problem in parse_workloads(workload_file.read_text()):

@@ -81,7 +81,7 @@ class Toolchain:
 
 
 def scons_command(*args):
-    return [sys.executable, shutil.which("scons"), "-j2", "SPECS=specs", *args]
+    return [sys.executable, shutil.which("scons"), "-j2", "SPECS=specs", "TOP=listed", *args]
 
 
 def run(project, *args, check=True):

@@ -31,7 +31,7 @@ def copy_project(dest):
 def scons(project, *args, check=True, path=None):
     env = dict(os.environ, PATH=path or os.environ["PATH"])
     scons_script = shutil.which("scons")
-    out = subprocess.run([sys.executable, scons_script, "-j2", "SPECS=specs", *args], cwd=project, env=env,
+    out = subprocess.run([sys.executable, scons_script, "-j2", "SPECS=specs", "TOP=listed", *args], cwd=project, env=env,
                          capture_output=True, text=True, timeout=1800)
     if check and out.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")

@@ -1,35 +1,27 @@
 """Each layer's candidates: the kernels of the listed families and the generated space, ranked by
-the cost model, the first ``top`` of each layer kept. Their union is what a set needs compiled.
-
-  python -m kernelgen.candidates --workloads resnet50_b256 --top 5 --out generated/candidates.csv
-
-writes ``candidates.csv`` (workload, kernel, rank, predicted_ms) and beside it
-``candidates.txt``, the union as a kernel list (``KERNELS=@generated/candidates.txt``).
+the cost model, the first ``top`` distinct ones of each layer kept. Their union, with what the
+set chose before, is what a build compiles (``commands.build_plan``); ``scons candidates``
+writes them to ``BUILD/candidates.csv`` (workload, kernel, rank, predicted_ms) and
+``BUILD/candidates.txt`` (a kernel list for ``KERNELS=@``).
 """
 
-import argparse
 import csv
 import io
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cost_model import load_model, serves
-from .errors import KernelgenError, WorkloadError
+from .cost_model import serves
+from .errors import WorkloadError
 from .families.gemm_sm90 import GemmSm90
-from .render import write_generated
-from .space import load_space, merged
-from .specs import load_catalog
-
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_TOP = 5  # leave-one-set-out on the committed sets: regret 0-4% of a set's total at 5 (docs/search.md)
+from .space import SPACE_SUFFIX
+from .vocab import verify_tolerance
 
 
 @dataclass
 class Proposal:
     problem: object
-    ranked: list  # [(predicted ms, kernel)], fastest first, at most ``top``
+    ranked: list  # [(predicted ms, kernel)], fastest first
 
 
 def variant_of(kernel) -> tuple:
@@ -41,9 +33,9 @@ def variant_of(kernel) -> tuple:
     return (kernel.name,)
 
 
-def distinct(ranked: list, top: int) -> list:
-    """The first ``top`` of ``ranked`` that are not a variant of one before them."""
-    seen, out = set(), []
+def distinct(ranked: list, top: int, taken=()) -> list:
+    """The first ``top`` of ``ranked`` that are not a variant of one before them or of ``taken``."""
+    seen, out = {variant_of(k) for _, k in taken}, []
     for ms, kernel in ranked:
         key = variant_of(kernel)
         if key not in seen:
@@ -54,9 +46,18 @@ def distinct(ranked: list, top: int) -> list:
     return out
 
 
+def listed(kernel) -> bool:
+    """Whether ``kernel`` is one of the listed families' (``space.merged`` keeps those), whose
+    kinds of tile the committed measurements calibrate."""
+    return not kernel.family.endswith(SPACE_SUFFIX)
+
+
 def propose(problems, kernels, model, top: int, workload_file="") -> list:
-    """Each problem's ``top`` best-ranked distinct kernels (``distinct``); a problem no kernel
-    serves is an error naming it and why each kernel refused it."""
+    """Each problem's ``top`` best-ranked distinct kernels (``distinct``), and as many of the
+    listed kernels' best as those hold fewer than half of ``top``: the model ranks the listed
+    tiles from their measurements and the space's others by extrapolation, so a layer always has
+    candidates of both. A problem no kernel serves is an error naming it and why each kernel
+    refused it."""
     proposals = []
     for problem in problems:
         ranked = model.rank(kernels, problem)
@@ -65,7 +66,12 @@ def propose(problems, kernels, model, top: int, workload_file="") -> list:
             why = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common(4))
             raise WorkloadError(workload_file or problem.name, f"no kernel of the space serves {problem.name} "
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
-        proposals.append(Proposal(problem, distinct(ranked, top)))
+        chosen = distinct(ranked, top)
+        wanted = (top + 1) // 2 - sum(listed(k) for _, k in chosen)
+        if wanted > 0:
+            extra = distinct([(ms, k) for ms, k in ranked if listed(k)], wanted, chosen)
+            chosen = sorted(chosen + extra, key=lambda t: (t[0], t[1].name))
+        proposals.append(Proposal(problem, chosen))
     return proposals
 
 
@@ -84,45 +90,33 @@ def to_csv_text(proposals: list) -> str:
     return out.getvalue()
 
 
-def positive_top(text: str) -> int:
-    """TOP=: a positive integer of a few digits."""
-    if not (text.isascii() and text.isdigit() and len(text) <= 6 and int(text) > 0):
-        raise KernelgenError(f"TOP={text!r}: expected a positive integer (candidates per layer)")
-    return int(text)
+def measured_choices(results_dir, problems, tolerances: dict) -> set:
+    """The kernels of the fastest ok row of each workload measured in ``results_dir`` within its
+    kernel's tolerance (``tolerances``: name -> tolerance; None or a folder without CSVs: none):
+    what a set chose, kept among its candidates so that a profile of the model's proposals
+    never leaves the set slower than before."""
+    from .reduce import verified
+    from .results import read_csv
+
+    chosen = set()
+    if results_dir is None:
+        return chosen
+    for problem in problems:
+        path = Path(results_dir) / f"{problem.name}.csv"
+        if not path.is_file():
+            continue
+        frame = read_csv(path)
+        frame = frame[frame["kernel"].isin(tolerances)]
+        ok = frame[(frame["status"] == "ok") & verified(frame, tolerances)]
+        if len(ok):
+            chosen.add(ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]["kernel"])
+    return chosen
 
 
-def main(argv=None) -> int:
-    from .workloads import load_workloads
-
-    parser = argparse.ArgumentParser(prog="python -m kernelgen.candidates", description=__doc__.split("\n")[0])
-    parser.add_argument("--workloads", required=True, help="a set name or a workload file")
-    parser.add_argument("--top", default=str(DEFAULT_TOP))
-    parser.add_argument("--gpu", default="nvidia_h200", help="the GPU whose fitted model ranks the kernels")
-    parser.add_argument("--specs", default=str(ROOT / "kernel_specs" / "families"))
-    parser.add_argument("--spaces", default=str(ROOT / "kernel_specs" / "spaces"))
-    parser.add_argument("--sets-dir", default=str(ROOT / "kernel_specs" / "workloads"))
-    parser.add_argument("--out", default=str(ROOT / "generated" / "candidates.csv"))
-    args = parser.parse_args(argv)
-    try:
-        top = positive_top(args.top)
-        set_name, workload_file, problems = load_workloads(args.workloads, args.sets_dir)
-        model = load_model(args.gpu)
-        space = load_space(args.spaces)
-        listed = load_catalog(args.specs)
-        kernels = merged(listed, space)
-        proposals = propose(problems, kernels, model, top, workload_file)
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_generated(out, to_csv_text(proposals))
-        names = union(proposals)
-        write_generated(out.with_suffix(".txt"), "".join(f"{n}\n" for n in names))
-    except KernelgenError as e:
-        print(e, file=sys.stderr)
-        return 2
-    print(f"{len(space.kernels)} descriptors in the space ({len(kernels)} with the listed kernels), "
-          f"{len(names)} kernels for {set_name} (top {top} of each of its {len(problems)} layers): {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def pool(problems, everything: list, model, top: int, results_dir=None, workload_file="") -> tuple:
+    """(proposals, kernels): each layer's ``top`` candidates, and the kernels to build: their
+    union and the set's measured choices (``measured_choices``), sorted by name."""
+    proposals = propose(problems, everything, model, top, workload_file)
+    tolerances = {k.name: verify_tolerance(k) for k in everything}
+    names = set(union(proposals)) | measured_choices(results_dir, problems, tolerances)
+    return proposals, [k for k in everything if k.name in names]

@@ -8,29 +8,86 @@ where the project is checked out.
 """
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
-from . import importer
-from . import inputs
+from . import candidates, cost_model, importer, inputs, resolved, results
 from . import plan as plan_module
-from . import resolved
 from .config import Config
 from .errors import KernelgenError, shorten
 from .ops import check_header_keys, check_served
+from .space import load_space, merged
+from .specs import load_catalog, select
 from .variables import ROOT, scons_text
 
 
-def build_plan(config: Config) -> plan_module.BuildPlan:
+def catalog(config: Config) -> list:
+    """Every kernel a build may hold: the listed ones (SPECS), and with TOP= other than ``listed``
+    the generated space's (SPACES) too, sorted by name."""
+    listed = load_catalog(config.specs_dir)
+    return listed if config.top == "listed" else merged(listed, load_space(config.spaces_dir))
+
+
+def empty_plan() -> plan_module.BuildPlan:
+    """The plan of a run that compiles nothing (the header alone is built from measured rows)."""
+    return plan_module.BuildPlan([], {}, {}, "", "")
+
+
+def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config, searched: int) -> str:
+    """What ``scons candidates`` writes (BUILD/candidates.csv and .txt, a kernel list for KERNELS=@)
+    and says, as the JSON of a Value."""
+    summary = (f"{searched} kernels in the space and the listed families, {len(plan.kernels)} for "
+               f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, and what it "
+               "chose before)")
+    return json.dumps({"csv": candidates.to_csv_text(proposals),
+                       "txt": "".join(f"{k.name}\n" for k in plan.kernels), "summary": summary})
+
+
+def build_plan(config: Config, everything: list) -> tuple:
+    """(plan, proposals): the kernels this build compiles, of those of ``everything`` (``catalog``)
+    that KERNELS= selects: with TOP=k each layer's k best-ranked (the cost model's candidates,
+    ``kernelgen.candidates``) and the set's measured choices among them; with TOP=listed or all,
+    every one. ``proposals`` is None unless the model ranked them."""
     flags = config.nvccflags + config.arch.gencode_flags()
-    plan = plan_module.make_plan(config.specs_dir, config.templates_dir, config.profiler_dir, config.kernels,
-                                 config.arch, flags, config.cutlass_includes[0])
+    shown = _shown(config.workload_file, config.root)
+    proposals, kernels = None, select(everything, config.kernels, config.arch)
+    if isinstance(config.top, int) and kernels:
+        model = cost_model.load_model(config.model_gpu)
+        proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, config.results_dir, shown)
+    plan = plan_module.plan_of(kernels, config.templates_dir, config.profiler_dir, config.arch, flags,
+                               config.cutlass_includes[0])
     if not plan.kernels:
-        raise KernelgenError(f"KERNELS={shorten(config.kernels)!r} with ARCH={config.arch} selects no kernel of "
-                             f"{config.specs_dir}")
-    check_served(config.problems, plan.kernels, _shown(config.workload_file, config.root))
-    check_header_keys(config.problems, _shown(config.workload_file, config.root))
-    return plan
+        raise KernelgenError(f"KERNELS={shorten(config.kernels)!r} with ARCH={config.arch} and TOP={config.top} "
+                             f"selects no kernel of {config.specs_dir}" + ("" if config.top == "listed" else
+                                                                           f" and {config.spaces_dir}"))
+    check_served(config.problems, plan.kernels, shown)
+    check_header_keys(config.problems, shown)
+    return plan, proposals
+
+
+def check_set(config: Config, everything: list) -> None:
+    """The set's workloads are ones some kernel of ``everything`` computes (op and dtype) and the
+    header can key (every run checks, before anything is built or read)."""
+    shown = _shown(config.workload_file, config.root)
+    check_served(config.problems, everything, shown)
+    check_header_keys(config.problems, shown)
+
+
+def header_hashes(config: Config, everything: list, plan: plan_module.BuildPlan) -> dict:
+    """The kernels the header chooses among, with the hash of their current code: those of
+    ``everything`` that the set's CSVs hold a row of, and those the build compiles."""
+    measured = set()
+    for path in result_paths(config):
+        try:
+            measured |= set(results.read_csv(path)["kernel"])
+        except KernelgenError:
+            continue  # the header build reports it
+    kernels = [k for k in everything if k.name in measured and k.name not in plan.hashes]
+    flags = config.nvccflags + config.arch.gencode_flags()
+    _, hashes = plan_module.sources_and_hashes(kernels, config.templates_dir, config.profiler_dir, flags,
+                                               config.cutlass_includes[0])
+    return {**hashes, **plan.hashes}
 
 
 def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
@@ -66,15 +123,15 @@ def compare_command(config: Config) -> list:
     return _tool_command("kernelgen.compare", config, [])
 
 
-def reduce_config(config: Config, plan: plan_module.BuildPlan) -> dict:
+def reduce_config(config: Config, hashes: dict) -> dict:
     """What the header builder reads (an env.Value: data, never substituted by SCons). With
     ``error``, no GPU's results could be chosen, and building the header reports it."""
     if config.header_error is not None:
         return {"error": config.header_error}
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
             "resolved": str(config.build_path / RESOLVED_FILE),
-            "specs": str(config.specs_dir), "templates": str(config.templates_dir),
-            "project_includes": str(config.profiler_dir), "hashes": plan.hashes}
+            "specs": str(config.specs_dir), "spaces": None if config.top == "listed" else str(config.spaces_dir),
+            "templates": str(config.templates_dir), "project_includes": str(config.profiler_dir), "hashes": hashes}
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -86,19 +143,25 @@ def _shown(path: Path, root: Path) -> str:
         return str(path)
 
 
-def result_files(config: Config) -> list:
+def result_paths(config: Config) -> list:
     """The CSVs the header reads that are regular files (SCons hashes each source: a FIFO would
     block it, a folder stop it). What is missing or not a file is reported by the reducer."""
     if config.results_dir is None:
         return []
     paths = (config.results_dir / f"{p.name}.csv" for p in config.problems)
-    return [scons_text(p) for p in paths if inputs.file_kind(p) is None]
+    return [p for p in paths if inputs.file_kind(p) is None]
+
+
+def result_files(config: Config) -> list:
+    """``result_paths`` as SCons is given them."""
+    return [scons_text(p) for p in result_paths(config)]
 
 
 def header_dependencies(config: Config) -> list:
     package = Path(__file__).parent
     return sorted(scons_text(p) for p in [*config.templates_dir.glob("*.mako"), *config.specs_dir.glob("*.toml"),
-                                          *package.rglob("*.py"), *config.profiler_dir.glob("*.h")]
+                                          *config.spaces_dir.glob("*.toml"), *package.rglob("*.py"),
+                                          *config.profiler_dir.glob("*.h")]
                   if inputs.file_kind(p) is None)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from . import inputs, outputs
 from .arch import Arch, parse_arch
 from .errors import KernelgenError, ResultsError, shorten
+from .cost_model import model_gpu
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
@@ -35,6 +36,9 @@ class Config:
     nvcc: str
     nvccflags: list
     specs_dir: Path
+    spaces_dir: Path  # SPACES: the generated space's files
+    top: object  # TOP: candidates per layer (int), or "listed" / "all"
+    model_gpu: str | None  # the GPU (folder name) whose cost model ranks the candidates; None: none here
     templates_dir: Path
     profiler_dir: Path
     results_dir: Path | None  # RESULTS/<set>/<gpu>/, the CSVs best_kernels.h is built from
@@ -88,6 +92,20 @@ def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
                                  f"{'a folder' if wanted else 'a file'} there")
 
 
+DEFAULT_TOP = "5"
+
+
+def parse_top(text) -> object:
+    """TOP=: a positive integer (candidates per layer), ``listed`` or ``all``."""
+    if text in ("listed", "all"):
+        return text
+    text = str(text)
+    if not (text.isascii() and text.isdigit() and len(text) <= 6 and int(text) > 0):
+        raise KernelgenError(f"TOP={shorten(text)!r}: expected a positive integer (candidates per layer), "
+                             "'listed' (every listed kernel) or 'all' (the whole space)")
+    return int(text)
+
+
 def machine_gpu() -> str | None:
     """This machine's GPU (nvidia-smi), or None without one."""
     try:
@@ -99,7 +117,7 @@ def machine_gpu() -> str | None:
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU") if key in env])
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP") if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
                              "expands the first word of a command once more to find the program)")
@@ -114,7 +132,9 @@ def resolve(env) -> Config:
     timeout = parse_timeout(env["PROFILE_TIMEOUT"])
     nvccflags, profile_args = split_flags(env, "NVCCFLAGS"), split_flags(env, "PROFILE_ARGS")
     results_root, specs_dir, build = _path(env, "RESULTS", root), _path(env, "SPECS", root), _path(env, "BUILD", root)
+    spaces_dir, top = _path(env, "SPACES", root), parse_top(env.get("TOP", DEFAULT_TOP))
     check_build_dir(build, root, {"RESULTS": results_root, "SPECS": specs_dir,
+                                  "SPACES": spaces_dir,
                                   "kernel_specs": root / "kernel_specs", "profiler": root / "profiler",
                                   "site_scons": root / "site_scons"}, env["BUILD"])
     results_dir, header_error = None, None
@@ -128,7 +148,9 @@ def resolve(env) -> Config:
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
         cutlass=cutlass, nvcc=env["NVCC"], nvccflags=nvccflags,
-        specs_dir=specs_dir, templates_dir=root / "kernel_specs" / "templates",
+        specs_dir=specs_dir, spaces_dir=spaces_dir, top=top,
+        model_gpu=model_gpu(env.get("GPU") or None, None if env.get("GPU") else machine_gpu()),
+        templates_dir=root / "kernel_specs" / "templates",
         profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",

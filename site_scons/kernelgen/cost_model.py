@@ -214,13 +214,26 @@ class Model:
                           indent=1, sort_keys=True) + "\n"
 
 
-def load_model(gpu: str, models_dir=MODELS_DIR) -> Model:
+def model_gpu(requested: str | None, machine: str | None, models_dir=MODELS_DIR) -> str | None:
+    """The GPU (folder name) whose model ranks candidates: GPU= (``requested``, a name or a
+    folder name), else this machine's GPU, else the only GPU a model was fitted for; else None."""
+    from .results import gpu_slug
+    if requested or machine:
+        return gpu_slug(requested or machine)
+    fitted = sorted(p.stem for p in Path(models_dir).glob("*.json"))
+    return fitted[0] if len(fitted) == 1 else None
+
+
+def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
     """The model fitted for ``gpu`` (a results folder name), refused if there is none."""
+    if gpu is None:
+        raise ModelError(f"{models_dir}: no GPU here and no single fitted cost model to rank candidates with: name "
+                         "the GPU with GPU=, or build every listed kernel with TOP=listed")
     path = Path(models_dir) / f"{gpu}.json"
     if not path.is_file():
         fitted = sorted(p.stem for p in Path(models_dir).glob("*.json"))
         raise ModelError(f"{path}: no cost model fitted for GPU {gpu} (fitted: {', '.join(fitted) or 'none'}); "
-                         "profile a set on it and run python -m kernelgen.cost_model fit")
+                         "profile a set on it with TOP=listed and run python -m kernelgen.cost_model fit")
     data = json.loads(path.read_text())
     if data.get("gpu") != gpu or tuple(data.get("features", ())) != FEATURES:
         raise ModelError(f"{path}: fitted for GPU {data.get('gpu')!r} with features {data.get('features')}, "

@@ -228,7 +228,8 @@ class Runner:
                 f"{path}: {len(foreign)} row(s) were measured with {_stack(foreign[0])}, and {len(unmeasured)} of "
                 f"their kernels are not in this build (e.g. {unmeasured[0]}){more}; measuring with this stack "
                 f"({_stack(vars(self.device))}) would replace the file and lose them. Nothing was profiled: "
-                "profile every kernel (scons profile without KERNELS=), or move the file aside to keep them")
+                "profile every kernel (scons profile TOP=listed without KERNELS=), or move the file aside to keep "
+                "them")
         return states
 
     def on_disk(self, path: Path) -> list[dict]:

@@ -191,9 +191,10 @@ def target_arch(kernels) -> tuple:
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
                  project_includes=None, workload_file="the workload file", gpu: str | None = None) -> pd.DataFrame:
     """Validate, choose, write ``output``; returns the chosen rows. A workload that no kernel of
-    ``hashes`` serves (its op and dtype) is refused first, naming ``workload_file`` and its line.
+    ``kernels_by_name`` serves (its op and dtype) is refused first, naming ``workload_file`` and
+    its line.
     ``gpu``: the slug of the GPU whose folder ``results_dir`` is; its rows must all be of that GPU."""
-    check_served(problems, [kernels_by_name[n] for n in hashes if n in kernels_by_name], workload_file)
+    check_served(problems, list(kernels_by_name.values()), workload_file)
     check_header_keys(problems, workload_file)
     frame = load_set(results_dir, problems, gpu)
     best = choose(frame, problems, hashes, kernels_by_name)

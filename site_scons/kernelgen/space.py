@@ -48,6 +48,7 @@ KINDS = {
     conv2d_sm90_transposed.KIND: (conv2d_sm90_transposed.Conv2dFpropSm90Transposed, conv2d_sm90_transposed._check),
 }
 SOURCES = {"c": None, "void": "void"}
+SPACE_SUFFIX = "_space"  # a space file's descriptors are of family <file>_space
 
 
 def _extents(lo: int, hi: int):
@@ -167,7 +168,7 @@ def expand_file(path) -> Space:
     fam = _space_table(kind).read(path, raw)
     if DATA_TYPES[fam["element"]].bits != 16:
         raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
-    family = f"{path.stem}_space"
+    family = f"{path.stem}{SPACE_SUFFIX}"
     by_name, excluded, candidates = {}, Counter(), 0
     for entry, axes in S.read_entries(path, fam["axes"], "axes", AXES):
         for combo in itertools.product(axes["schedule"], axes["tile_m"], axes["tile_n"], axes["tile_k"],

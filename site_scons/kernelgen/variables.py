@@ -42,6 +42,9 @@ def variables(arguments) -> Variables:
         ("NVCC", "the CUDA compiler", "nvcc"),
         ("NVCCFLAGS", "flags for every nvcc compile", DEFAULT_NVCCFLAGS),
         ("SPECS", "directory of kernel family specs (*.toml)", "kernel_specs/families"),
+        ("SPACES", "directory of generated kernel spaces (*.toml)", "kernel_specs/spaces"),
+        ("TOP", "candidates per layer the cost model proposes to compile and profile; 'listed': every "
+                "kernel of SPECS, 'all': SPECS and the whole space (narrow with KERNELS=)", "5"),
         ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
         ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),

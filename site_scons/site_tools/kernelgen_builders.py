@@ -31,8 +31,9 @@ def _best_kernels_header(target, source, env):
     from kernelgen.errors import KernelgenError
     from kernelgen.outputs import write
     from kernelgen.reduce import build_header
-    from kernelgen.specs import load_catalog
     from kernelgen.resolved import load
+    from kernelgen.space import load_space, merged
+    from kernelgen.specs import load_catalog
 
     config = json.loads(source[0].read())
     if "error" in config:  # no GPU's results could be chosen (commands.reduce_config)
@@ -40,7 +41,8 @@ def _best_kernels_header(target, source, env):
         return 1
     try:
         _, _, problems = load(config["resolved"])  # BUILD/workloads.json, the set as SConstruct resolved it
-        kernels = {k.name: k for k in load_catalog(config["specs"])}
+        listed = load_catalog(config["specs"])
+        kernels = {k.name: k for k in (listed if config["spaces"] is None else merged(listed, load_space(config["spaces"])))}
         with tempfile.TemporaryDirectory() as scratch:  # written here, then into BUILD through its record
             header = os.path.join(scratch, "best_kernels.h")
             best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
@@ -53,6 +55,21 @@ def _best_kernels_header(target, source, env):
     width = max(len(p.name) for p in problems)
     for problem, row in zip(problems, best.itertuples(index=False)):
         print(f"  {problem.name:<{width}}  {row.runtime_ms:8.4f} ms  {row.kernel}")
+    unmeasured, stale = int(best["unmeasured"].sum()), int(best["stale"].sum())
+    if unmeasured or stale:
+        print(f"  chosen among the measured rows: {unmeasured} (workload, kernel) pair(s) of this build not "
+              f"measured, {stale} row(s) of changed code not counted (scons profile measures them)")
+    return 0
+
+
+def _candidates(target, source, env):
+    """BUILD/candidates.csv and candidates.txt from commands.candidates_text, and its summary."""
+    from kernelgen.outputs import write
+
+    written = json.loads(source[0].read())
+    write(env["BUILD_RECORD"], target[0].get_abspath(), written["csv"])
+    write(env["BUILD_RECORD"], target[1].get_abspath(), written["txt"])
+    print(f"{written['summary']}: {target[0]}")
     return 0
 
 
@@ -113,9 +130,11 @@ def _written_since(path: str, began: float) -> bool:
 
 
 def generate(env):
-    env.SetDefault(GENERATECOMSTR="generate $TARGET", REDUCECOMSTR="reduce profile results -> $TARGET")
+    env.SetDefault(GENERATECOMSTR="generate $TARGET", REDUCECOMSTR="reduce profile results -> $TARGET",
+                   CANDIDATESCOMSTR="rank the space's kernels for each layer -> $TARGET")
     env["BUILDERS"]["GeneratedFile"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_write_value, "$GENERATECOMSTR"))
+    env["BUILDERS"]["Candidates"] = SCons.Builder.Builder(action=SCons.Action.Action(_candidates, "$CANDIDATESCOMSTR"))
     env["BUILDERS"]["BestKernelsHeader"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_best_kernels_header, "$REDUCECOMSTR"))
     env.AddMethod(lambda env, total: env.Replace(PRINT_CMD_LINE_FUNC=CompileProgress(total)), "CompileProgress")
