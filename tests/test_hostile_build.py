@@ -426,3 +426,34 @@ def test_scons_refuses_an_unknown_arch_before_building(fake_build, tmp_path):
     out = run(project, "best_kernels.h", "ARCH=999", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'b'}", check=False)
     assert out.returncode == 2 and out.stderr.startswith("scons: ARCH='999': sm_999 is not an architecture known")
     assert not (tmp_path / "b").exists() and toolchain.argvs() == [], "refused before nvcc runs or BUILD is made"
+
+
+# ---- a kernel nvcc refuses costs its rows, not the build ------------------------------------------
+
+REFUSING_NVCC = '''#!/bin/sh
+# nvcc for tests: refuses the source of {kernel} (as CUTLASS's static_asserts would), else as {nvcc}
+case "$*" in
+  *kernels/{kernel}.cu*) echo "error: static assertion failed with \\"tile too large\\"" >&2; exit 1 ;;
+esac
+exec {nvcc} "$@"
+'''
+
+
+def test_a_kernel_nvcc_refuses_is_built_as_a_stub_that_says_so(fake_build, tmp_path):
+    project, tools = fake_build
+    refusing = tmp_path / "refusing-nvcc"
+    refusing.write_text(REFUSING_NVCC.format(kernel=KERNELS[1], nvcc=tools.nvcc))
+    refusing.chmod(0o755)
+    build = tmp_path / "build"
+    out = run(project, "profiler", "WORKLOADS=pair", f"NVCC={refusing}", f"BUILD={build}")
+    assert "static assertion failed" in out.stdout + out.stderr
+    assert f"nvcc refused {KERNELS[1]}.cu (above); its object says so instead" in out.stdout
+    stub = build / "obj" / f"{KERNELS[1]}.did_not_compile.cu"
+    text = stub.read_text()
+    assert f"make_{KERNELS[1]}()" in text and "did not compile" in text
+    compiled = [argv for argv in tools.argvs() if "-c" in argv]
+    assert [argv[-1] for argv in compiled if argv[argv.index("-o") + 1].endswith(f"{KERNELS[1]}.o")] == [str(stub)]
+    assert (build / "profiler").exists(), "the profiler links with the stub's object"
+    assert str(stub.relative_to(build)) in (build / ".kernelgen-outputs").read_text(), "scons -c removes it"
+    again = run(project, "profiler", "WORKLOADS=pair", f"NVCC={refusing}", f"BUILD={build}")
+    assert "nvcc" not in again.stdout.replace("nvcc refused", ""), "an unchanged source is not compiled again"

@@ -29,6 +29,12 @@ def catalog(config: Config) -> list:
     return listed if config.top == "listed" else merged(listed, load_space(config.spaces_dir))
 
 
+def did_not_compile_text(config: Config, name: str) -> str:
+    """The source of kernel ``name``'s object where nvcc refused the kernel's own."""
+    from .render import did_not_compile_source, lookup
+    return did_not_compile_source(lookup(config.templates_dir), name)
+
+
 def empty_plan() -> plan_module.BuildPlan:
     """The plan of a run that compiles nothing (the header alone is built from measured rows)."""
     return plan_module.BuildPlan([], {}, {}, "", "")

@@ -59,6 +59,12 @@ def kernel_source(templates: TemplateLookup, kernel) -> str:
                   defines=defines(kernel), type_definition=type_definition(templates, kernel))
 
 
+def did_not_compile_source(templates: TemplateLookup, name: str) -> str:
+    """What the object of kernel ``name`` is built from when nvcc refuses its source."""
+    return render(templates, "did_not_compile.cu.mako", f"kernel {name} (did not compile)",
+                  banner=BANNER.format(source=f"kernel {name}, which did not compile"), name=name)
+
+
 def manifest_source(templates: TemplateLookup, names: list) -> str:
     return render(templates, "manifest.cu.mako", "the profiler manifest",
                   banner=BANNER.format(source="profiler manifest"), names=sorted(names))

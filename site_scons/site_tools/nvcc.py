@@ -7,6 +7,13 @@ Construction variables:
   NVCC_SYSTEM_INCLUDES  directories passed with -isystem: external headers (CUTLASS) that
                   are versioned as a whole and not scanned header by header
   NVCCCOMSTR      one-line display of a compile
+  DID_NOT_COMPILE (target, source) -> the path of a stub source it wrote: for env.KernelObject,
+                  what a kernel's object is built from when nvcc refuses its source
+
+env.KernelObject(target, source) compiles a generated kernel as Object does; where nvcc refuses
+the source, it compiles DID_NOT_COMPILE's stub into the object instead (an operation that runs
+nothing and says so), so that one descriptor of a searched space that CUTLASS rejects costs its
+own rows, not the build.
 
 NVCC, each of NVCCFLAGS and each of NVCC_SYSTEM_INCLUDES given as an SCons Literal (such as
 kernelgen.variables.Word) reach nvcc as one word each, as they are: SCons neither substitutes
@@ -14,6 +21,7 @@ nor splits a Literal, and the noshell tool runs commands without a shell.
 """
 
 import SCons.Action
+import SCons.Builder
 import SCons.Defaults
 import SCons.Scanner.C
 import SCons.Tool
@@ -23,6 +31,19 @@ def _isystem_flags(target, source, env, for_signature):
     """-isystem DIR for each of NVCC_SYSTEM_INCLUDES (SCons substitutes what this returns once
     more: a DIR given as a Literal stays as it is)."""
     return [flag for d in env.get("NVCC_SYSTEM_INCLUDES", []) for flag in ("-isystem", d)]
+
+
+COMPILE = SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR")
+
+
+def _compile_kernel(target, source, env):
+    status = COMPILE(target, source, env)
+    if status == 0:
+        return 0
+    name = str(source[0]).rsplit("/", 1)[-1]
+    print(f"nvcc refused {name} (above); its object says so instead: every row of the kernel will be "
+          "unsupported, 'did not compile'")
+    return COMPILE(target, [env.File(env["DID_NOT_COMPILE"](target, source))], env)
 
 
 def generate(env):
@@ -39,6 +60,9 @@ def generate(env):
     static_obj.add_action(".cu", SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"))
     static_obj.add_emitter(".cu", SCons.Defaults.StaticObjectEmitter)
     SCons.Tool.SourceFileScanner.add_scanner(".cu", SCons.Scanner.C.CScanner())
+    env["BUILDERS"]["KernelObject"] = SCons.Builder.Builder(
+        action=SCons.Action.Action(_compile_kernel, None), suffix=".o", src_suffix=".cu",
+        source_scanner=SCons.Scanner.C.CScanner())
     # Link with nvcc too: it knows where the CUDA runtime lives.
     env["LINK"] = "$NVCC"
     env["LINKFLAGS"] = ["$NVCC_GENCODE"]
