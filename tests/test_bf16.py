@@ -37,7 +37,7 @@ def test_bf16_kernels_are_verified_in_bf16_and_give_a_bf16_header(tmp_path):
     workloads = tmp_path / "bf16.txt"
     workloads.write_text(LAYERS)
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    common = [f"WORKLOADS={workloads}", f"KERNELS={','.join(BF16)}", f"RESULTS={tmp_path / 'results'}",
+    common = [f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={','.join(BF16)}", f"RESULTS={tmp_path / 'results'}",
               f"BUILD={build}"]
     scons("profile", *common, "PROFILE_TIMEOUT=20")
     verified = set()

@@ -43,7 +43,7 @@ def scons(*args):
 @requires_gpu
 def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastest(tmp_path, workload_file):
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    common = [f"WORKLOADS={workload_file}", f"KERNELS={KERNELS}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"]
+    common = [f"WORKLOADS={workload_file}", "TOP=listed", f"KERNELS={KERNELS}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"]
     scons("profile", *common)
     problems = parse_workloads(workload_file.read_text())
     fastest = []
@@ -97,7 +97,7 @@ def test_resident_kernels_are_verified_on_full_and_partial_tiles_and_refuse_othe
     workloads = tmp_path / "layers.txt"
     workloads.write_text(text)
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    scons("profile", f"WORKLOADS={workloads}", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
+    scons("profile", f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
     for layer, problem in zip(sorted(computes | set(refuses)), parse_workloads(text)):
         frame = results.read_csv(this_gpu(tmp_path / "results", "layers") / f"{problem.name}.csv")
         assert list(frame["kernel"]) == [kernel]

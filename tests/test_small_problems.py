@@ -91,7 +91,7 @@ def test_small_problem_kernels_are_verified_relaunched_and_refuse_other_layers(t
     workloads = tmp_path / "layers.txt"
     workloads.write_text(text)
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    scons("profile", f"WORKLOADS={workloads}", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}",
+    scons("profile", f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}",
           "PROFILE_TIMEOUT=20")
     for layer, problem in zip(layers, parse_workloads(text)):
         frame = results.read_csv(this_gpu(tmp_path / "results", "layers") / f"{problem.name}.csv")

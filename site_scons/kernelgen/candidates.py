@@ -52,15 +52,18 @@ def listed(kernel) -> bool:
     return not kernel.family.endswith(SPACE_SUFFIX)
 
 
-def propose(problems, kernels, model, top: int, workload_file="") -> list:
+def propose(problems, kernels, model, top: int, workload_file="", refused=None) -> list:
     """Each problem's ``top`` best-ranked distinct kernels (``distinct``), and as many of the
     listed kernels' best as those hold fewer than half of ``top``: the model ranks the listed
     tiles from their measurements and the space's others by extrapolation, so a layer always has
-    candidates of both. A problem no kernel serves is an error naming it and why each kernel
+    candidates of both; kernels ``refused`` (workload name -> kernel names that ran on it and did
+    not pass) are left out. A problem no kernel serves is an error naming it and why each kernel
     refused it."""
     proposals = []
     for problem in problems:
         ranked = model.rank(kernels, problem)
+        if refused:
+            ranked = [(ms, k) for ms, k in ranked if k.name not in refused.get(problem.name, ())]
         if not ranked:
             reasons = Counter(serves(k, problem) for k in kernels)
             why = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common(4))
@@ -90,33 +93,37 @@ def to_csv_text(proposals: list) -> str:
     return out.getvalue()
 
 
-def measured_choices(results_dir, problems, tolerances: dict) -> set:
-    """The kernels of the fastest ok row of each workload measured in ``results_dir`` within its
-    kernel's tolerance (``tolerances``: name -> tolerance; None or a folder without CSVs: none):
-    what a set chose, kept among its candidates so that a profile of the model's proposals
-    never leaves the set slower than before."""
+def measured(results_dir, problems, tolerances: dict) -> tuple:
+    """(chosen, refused) from the rows measured in ``results_dir`` (None or a folder without CSVs:
+    none): the kernels of each workload's fastest ok row within its kernel's tolerance
+    (``tolerances``: name -> tolerance), which stay among a set's candidates so that a profile
+    of the model's proposals never leaves it slower than before; and for each workload the
+    kernels that ran on it and did not pass (unsupported, incorrect, failed, ...), which are no
+    candidates of it again: the next profile proposes the next-ranked instead."""
     from .reduce import verified
     from .results import read_csv
 
-    chosen = set()
+    chosen, refused = set(), {}
     if results_dir is None:
-        return chosen
+        return chosen, refused
     for problem in problems:
         path = Path(results_dir) / f"{problem.name}.csv"
         if not path.is_file():
             continue
         frame = read_csv(path)
         frame = frame[frame["kernel"].isin(tolerances)]
-        ok = frame[(frame["status"] == "ok") & verified(frame, tolerances)]
+        passed = (frame["status"] == "ok") & verified(frame, tolerances)
+        refused[problem.name] = set(frame.loc[~passed, "kernel"])
+        ok = frame[passed]
         if len(ok):
             chosen.add(ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]["kernel"])
-    return chosen
+    return chosen, refused
 
 
 def pool(problems, everything: list, model, top: int, results_dir=None, workload_file="") -> tuple:
     """(proposals, kernels): each layer's ``top`` candidates, and the kernels to build: their
-    union and the set's measured choices (``measured_choices``), sorted by name."""
-    proposals = propose(problems, everything, model, top, workload_file)
-    tolerances = {k.name: verify_tolerance(k) for k in everything}
-    names = set(union(proposals)) | measured_choices(results_dir, problems, tolerances)
+    union and the set's measured choices (``measured``), sorted by name."""
+    chosen, refused = measured(results_dir, problems, {k.name: verify_tolerance(k) for k in everything})
+    proposals = propose(problems, everything, model, top, workload_file, refused)
+    names = set(union(proposals)) | chosen
     return proposals, [k for k in everything if k.name in names]

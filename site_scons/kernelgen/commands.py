@@ -82,14 +82,16 @@ def check_set(config: Config, everything: list) -> None:
 
 def header_hashes(config: Config, everything: list, plan: plan_module.BuildPlan) -> dict:
     """The kernels the header chooses among, with the hash of their current code: those of
-    ``everything`` that the set's CSVs hold a row of, and those the build compiles."""
+    ``everything`` that KERNELS= selects and the set's CSVs hold a row of, and those the build
+    compiles."""
     measured = set()
     for path in result_paths(config):
         try:
             measured |= set(results.read_csv(path)["kernel"])
         except KernelgenError:
             continue  # the header build reports it
-    kernels = [k for k in everything if k.name in measured and k.name not in plan.hashes]
+    kernels = [k for k in select(everything, config.kernels, config.arch) if k.name in measured
+               and k.name not in plan.hashes]
     flags = config.nvccflags + config.arch.gencode_flags()
     _, hashes = plan_module.sources_and_hashes(kernels, config.templates_dir, config.profiler_dir, flags,
                                                config.cutlass_includes[0])

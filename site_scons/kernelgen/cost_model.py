@@ -74,7 +74,9 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Conv2dFpropFewChannels):
         if conv.c > 4:
             return "needs 1 to 4 input channels"
-        return None if conv.k % 8 == 0 else "K must be a multiple of 8"
+        if conv.k % 8:
+            return "K must be a multiple of 8"
+        return _few_channels_fit(kernel, conv)
     if isinstance(kernel, Conv2dFpropSm90Halo):
         if (conv.r, conv.s, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w, conv.dilation_h,
                 conv.dilation_w) != (3, 3, 1, 1, 1, 1, 1, 1):
@@ -89,6 +91,26 @@ def serves(kernel, problem) -> str | None:
     alignment = getattr(kernel, "alignment", 8)
     if conv.c % alignment or conv.k % alignment:
         return f"channels not a multiple of the alignment {alignment}"
+    return None
+
+
+def _few_channels_fit(kernel, conv) -> str | None:
+    """Whether a layer's reduction, and in rows mode its staged input rows, fit the kernel
+    (profiler/conv_few_channels.h: im2col columns of S*C rounded up to 8 a filter row, rows-mode
+    columns of S*4 rounded up to 16; a tile of ``tile[0]`` pixels spans that many output rows at
+    most, plus one, whose input rows of W + 2*pad pixels are staged)."""
+    if kernel.mode == "im2col":
+        columns = conv.r * -(-conv.s * conv.c // 8) * 8
+    else:
+        columns = conv.r * -(-conv.s * 4 // 16) * 16
+        if conv.dilation_w != 1:
+            return "a rows kernel takes no dilation along W"
+        spanned = -(-kernel.tile[0] // conv.q) + 1
+        rows = (min(spanned, conv.p) - 1) * conv.stride_h + (conv.r - 1) * conv.dilation_h + 1
+        if rows * (conv.w + 2 * conv.pad_w) > kernel.staged:
+            return f"stages at most {kernel.staged} input pixels"
+    if columns > kernel.reduction:
+        return f"a reduction of {columns} columns exceeds the kernel's {kernel.reduction}"
     return None
 
 

@@ -8,14 +8,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import commands
+from .config import resolve
 from .errors import KernelgenError
 from .ops import conv2d_fprop, op_of
+from .profile import load_set_of
 from .reduce import choose, load_set
 from .results import choose_gpu
-from .specs import load_catalog
-from .profile import load_set_of
+from .variables import variables
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def defaults() -> dict:
+    """The variables as `scons` with none given has them."""
+    return {o.key: o.default for o in variables({}).options}
 
 
 def layer(problem) -> str:
@@ -47,14 +54,16 @@ def main(argv=None) -> int:
     if (args.workloads is None) == (args.resolved is None):
         parser.error("give a set name or workload file, or --resolved")
     try:
-        set_name, _, problems = load_set_of(args.workloads, ROOT / "kernel_specs" / "workloads", args.resolved)
+        set_name, workload_file, problems = load_set_of(args.workloads, ROOT / "kernel_specs" / "workloads",
+                                                         args.resolved)
         set_dir = Path(args.results) / set_name
         gpu = choose_gpu(set_dir, args.gpu, None, "--gpu ")
         frame = load_set(set_dir / gpu, problems, gpu)
-        catalog = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
-        frame = frame[frame["kernel"].isin(catalog)]  # rows of kernels the specs no longer define are history
-        hashes = dict(frame.drop_duplicates("kernel")[["kernel", "kernel_hash"]].itertuples(index=False))
-        best = choose(frame, problems, hashes, catalog)
+        # what `scons best_kernels.h` chooses among: every measured kernel of current code
+        config = resolve(dict(defaults(), WORKLOADS=str(workload_file), RESULTS=args.results, GPU=gpu))
+        everything = commands.catalog(config)
+        hashes = commands.header_hashes(config, everything, commands.empty_plan())
+        best = choose(frame, problems, hashes, {k.name: k for k in everything})
     except KernelgenError as e:
         print(e, file=sys.stderr)
         return 1
