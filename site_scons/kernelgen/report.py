@@ -6,6 +6,7 @@
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from . import commands
@@ -54,13 +55,13 @@ def main(argv=None) -> int:
     if (args.workloads is None) == (args.resolved is None):
         parser.error("give a set name or workload file, or --resolved")
     try:
-        set_name, workload_file, problems = load_set_of(args.workloads, ROOT / "kernel_specs" / "workloads",
-                                                         args.resolved)
+        set_name, _, problems = load_set_of(args.workloads, ROOT / "kernel_specs" / "workloads", args.resolved)
         set_dir = Path(args.results) / set_name
         gpu = choose_gpu(set_dir, args.gpu, None, "--gpu ")
         frame = load_set(set_dir / gpu, problems, gpu)
         # what `scons best_kernels.h` chooses among: every measured kernel of current code
-        config = resolve(dict(defaults(), WORKLOADS=str(workload_file), RESULTS=args.results, GPU=gpu))
+        config = replace(resolve(dict(defaults(), RESULTS=args.results)), set_name=set_name, problems=problems,
+                         results_dir=set_dir / gpu)
         everything = commands.catalog(config)
         hashes = commands.header_hashes(config, everything, commands.empty_plan())
         best = choose(frame, problems, hashes, {k.name: k for k in everything})

@@ -37,13 +37,14 @@ COMPILE = SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR")
 
 
 def _compile_kernel(target, source, env):
-    status = COMPILE(target, source, env)
+    """KernelObject's action (shown as $NVCCCOMSTR): the compile, else the stub's."""
+    status = COMPILE(target, source, env, show=0)
     if status == 0:
         return 0
     name = str(source[0]).rsplit("/", 1)[-1]
     print(f"nvcc refused {name} (above); its object says so instead: every row of the kernel will be "
           "unsupported, 'did not compile'")
-    return COMPILE(target, [env.File(env["DID_NOT_COMPILE"](target, source))], env)
+    return COMPILE(target, [env.File(env["DID_NOT_COMPILE"](target, source))], env, show=0)
 
 
 def generate(env):
@@ -61,7 +62,7 @@ def generate(env):
     static_obj.add_emitter(".cu", SCons.Defaults.StaticObjectEmitter)
     SCons.Tool.SourceFileScanner.add_scanner(".cu", SCons.Scanner.C.CScanner())
     env["BUILDERS"]["KernelObject"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_compile_kernel, None), suffix=".o", src_suffix=".cu",
+        action=SCons.Action.Action(_compile_kernel, "$NVCCCOMSTR"), suffix=".o", src_suffix=".cu",
         source_scanner=SCons.Scanner.C.CScanner())
     # Link with nvcc too: it knows where the CUDA runtime lives.
     env["LINK"] = "$NVCC"
