@@ -16,6 +16,7 @@ from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.ops.gemm import GemmProblem
 from kernelgen.space import load_space, merged
 from kernelgen.specs import load_catalog
+from test_space import AXES, HEAD
 
 FAMILIES = ROOT / "kernel_specs" / "families"
 SETS = ROOT / "kernel_specs" / "workloads"
@@ -143,10 +144,31 @@ def test_the_model_ranks_the_measured_winner_near_the_top(samples):
     assert in_top >= 0.75 * len(by_layer)
 
 
+BAD_MODELS = [
+    ("not JSON", "{", "not a cost model"),
+    ("a list", "[1, 2]", "fitted for GPU None with other features or none"),
+    ("no theta", '{"gpu": "nvidia_h200", "features": ["mma", "loads", "stores", "tiles", "memory", "launch"]}',
+     "not a cost model \\(missing or malformed 'sms'\\)"),
+    ("a theta of text", lambda good: good.replace('"fallback": [', '"fallback": ["x", '), "not a cost model"),
+    ("other features", lambda good: good.replace('"launch"', '"latency"'), "with other features or none"),
+]
+
+
+@pytest.mark.parametrize("text, match", [c[1:] for c in BAD_MODELS], ids=[c[0] for c in BAD_MODELS])
+def test_a_broken_model_file_is_one_line_naming_it(tmp_path, text, match):
+    good = cost_model.load_model(GPU).to_json()
+    path = tmp_path / "nvidia_h200.json"
+    path.write_text(text(good) if callable(text) else text)
+    with pytest.raises(cost_model.ModelError, match=match) as info:
+        cost_model.load_model(GPU, tmp_path)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
 def test_a_model_of_another_gpu_is_refused(tmp_path):
     (tmp_path / "nvidia_h200.json").write_text(cost_model.load_model(GPU).to_json().replace(
         '"gpu": "nvidia_h200"', '"gpu": "nvidia_a100_sxm4_80gb"'))
-    with pytest.raises(cost_model.ModelError, match="fitted for GPU 'nvidia_a100_sxm4_80gb'"):
+    with pytest.raises(cost_model.ModelError, match="fitted for GPU 'nvidia_a100_sxm4_80gb' with other features or none, "
+                                                    "not for nvidia_h200"):
         cost_model.load_model(GPU, tmp_path)
     with pytest.raises(cost_model.ModelError, match=r"no cost model fitted for GPU nvidia_l4 \(fitted: nvidia_h200\)"):
         cost_model.load_model("nvidia_l4", tmp_path)
@@ -214,10 +236,19 @@ def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["TOP=0"], "TOP='0': expected a positive integer"),
     (["TOP=best"], "TOP='best': expected a positive integer"),
+    (["TOP=1e3"], "TOP='1e3': expected a positive integer"),
+    (["TOP=" + "9" * 5000], "TOP='99999999999999999999"),
     (["GPU=nvidia_l4"], "no cost model fitted for GPU nvidia_l4 (fitted: nvidia_h200)"),
     (["KERNELS=kernelgen_sm80_simt_gemv*", "WORKLOADS=resnet50"], "no kernel of the space serves conv2d_fprop_f16_n256"),
-], ids=["top-zero", "top-word", "model-of-another-gpu", "nothing-serves"])
+    (["SPACES={tmp}/spaces"], "spaces/mine.toml, entry axes[0], key 'tile_m': 512 is outside [64, 256]"),
+    (["SPACES={tmp}/spaces", "TOP=listed", "KERNELS=nothing*"], "selects no kernel of"),
+    (["BUILD={tmp}/spaces", "SPACES={tmp}/spaces"], "holds SPACES"),
+], ids=["top-zero", "top-word", "top-float", "top-5000-digits", "model-of-another-gpu", "nothing-serves",
+        "bad-space-file", "empty-selection", "build-is-spaces"])
 def test_scons_candidates_refuses_in_one_line(tmp_path, args, message):
-    out = scons_candidates(tmp_path, *args)
+    (tmp_path / "spaces").mkdir()
+    (tmp_path / "spaces" / "mine.toml").write_text(HEAD + AXES.replace("tile_m = [64]", "tile_m = [512]"))
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    out = scons_candidates(tmp_path / "build", *args)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stdout + out.stderr
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import KernelgenError
+from .errors import KernelgenError, one_line, shorten
 from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels
 from .families.conv2d_sm90 import Conv2dFpropSm90
@@ -256,11 +256,23 @@ def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
         fitted = sorted(p.stem for p in Path(models_dir).glob("*.json"))
         raise ModelError(f"{path}: no cost model fitted for GPU {gpu} (fitted: {', '.join(fitted) or 'none'}); "
                          "profile a set on it with TOP=listed and run python -m kernelgen.cost_model fit")
-    data = json.loads(path.read_text())
-    if data.get("gpu") != gpu or tuple(data.get("features", ())) != FEATURES:
-        raise ModelError(f"{path}: fitted for GPU {data.get('gpu')!r} with features {data.get('features')}, "
-                         f"not for {gpu} with {list(FEATURES)}")
-    return Model(data["gpu"], data["sms"], data["theta"], data["fallback"], data["corrections"], data["rows"])
+    from .inputs import read_text
+    try:
+        data = json.loads(read_text(path))
+    except (KernelgenError, ValueError) as e:
+        raise ModelError(f"{path}: not a cost model ({shorten(one_line(e))}); fit it again with python -m "
+                         "kernelgen.cost_model fit") from None
+    if not isinstance(data, dict) or data.get("gpu") != gpu or tuple(data.get("features", ())) != FEATURES:
+        fitted_for = data.get("gpu") if isinstance(data, dict) else None
+        raise ModelError(f"{path}: fitted for GPU {shorten(repr(fitted_for))} with other features or none, not "
+                         f"for {gpu} with {list(FEATURES)}")
+    try:
+        return Model(data["gpu"], int(data["sms"]), {g: [float(v) for v in t] for g, t in data["theta"].items()},
+                     [float(v) for v in data["fallback"]], {a: float(v) for a, v in data["corrections"].items()},
+                     int(data["rows"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ModelError(f"{path}: not a cost model (missing or malformed {shorten(one_line(e))}); fit it again "
+                         "with python -m kernelgen.cost_model fit") from None
 
 
 def nonnegative_least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:

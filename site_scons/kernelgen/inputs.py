@@ -9,6 +9,7 @@ workload set or a kernel list holds no control character (``control_character``)
 
 import codecs
 import errno
+import fcntl
 import os
 import re
 import stat
@@ -95,3 +96,23 @@ def control_character(line: str) -> str | None:
     line end removed), or None."""
     bad = _CONTROL.search(line)
     return bad.group() if bad else None
+
+
+def lock_exclusively(fd: int, waiting) -> bool:
+    """Lock ``fd`` (an open lock file) for this process, with flock: the lock goes with the
+    process however it ends. While another process holds it, ``waiting(pid)`` is called once with
+    the pid the holder wrote, and the lock is waited for. This process's pid is then written in
+    (where the file can be written). True if it waited."""
+    waited = False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        waiting(os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        waited = True
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:  # a lock file of another user's may be read-only here
+        pass
+    return waited

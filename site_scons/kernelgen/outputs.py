@@ -15,7 +15,6 @@ no other run sees.
 """
 
 import errno
-import fcntl
 import json
 import os
 import stat
@@ -23,6 +22,8 @@ import threading
 from pathlib import Path, PurePosixPath
 
 from .errors import KernelgenError, one_line
+from .inputs import lock_exclusively
+from .render import replace_with
 
 RECORD = ".kernelgen-outputs"
 LOCK = ".lock"
@@ -41,17 +42,9 @@ def hold(build: Path, log=print) -> bool:
     except OSError as e:
         raise KernelgenError(f"{path}: cannot open BUILD's lock ({e.strerror}); the build keeps it there as "
                              "a file") from None
-    waited = False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 20, 0).decode("ascii", "replace").strip() or "?"
-        log(f"scons: waiting for the scons run (pid {one_line(holder)}) that holds BUILD={build}")
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        waited = True
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return waited  # fd stays open, and BUILD held, until the process ends
+    # fd stays open, and BUILD held, until the process ends
+    return lock_exclusively(fd, lambda pid: log(f"scons: waiting for the scons run (pid {one_line(pid)}) that "
+                                                f"holds BUILD={build}"))
 
 
 def read_record(build: Path) -> list:
@@ -117,15 +110,7 @@ def write(record: Record, path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     record.add([path, temporary])
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_LINK, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
-        raise
+    replace_with(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_LINK, 0o666), temporary, path, text)
 
 
 def clean(build: Path, log=print) -> None:

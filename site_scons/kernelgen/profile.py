@@ -26,7 +26,6 @@ refused before it starts. The profiler dies with this process, even on SIGKILL.
 import argparse
 import contextlib
 import ctypes
-import fcntl
 import json
 import math
 import os
@@ -386,15 +385,8 @@ def gpu_lock(log=print):
     path = Path(tempfile.gettempdir()) / f"kernelgen-profile-gpu-{key}.lock"
     fd = _open_lock(path)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            log(f"waiting for the profile run (pid {holder}) on GPU {key} ...")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        with contextlib.suppress(OSError):  # a lock file of another user may be read-only here
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        inputs.lock_exclusively(fd, lambda pid: log(f"waiting for the profile run (pid {one_line(pid)}) on GPU "
+                                                    f"{key} ..."))
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -78,11 +78,17 @@ def write_generated(path, text: str) -> None:
     umask = os.umask(0)
     os.umask(umask)
     os.fchmod(fd, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
+    replace_with(fd, tmp, path, text)
+
+
+def replace_with(fd: int, temporary, path, text: str) -> None:
+    """Write ``text`` (``\n`` line endings) to ``fd``, open on ``temporary``, then move it over
+    ``path``; on any failure ``temporary`` is removed and ``path`` is as it was."""
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
-        os.replace(tmp, path)
+        os.replace(temporary, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
         raise
