@@ -1,0 +1,55 @@
+"""`scons profile` in search mode, end to end with a fake nvcc and profiler: the cost model's
+candidates are what is compiled and measured, a candidate that did not pass on a layer is
+replaced by the next-ranked one on the next run, and the header chooses among what was
+measured."""
+
+import json
+import os
+
+import pandas as pd
+
+from kernelgen import results
+from test_hostile_build import LAYERS, fake_build, run  # noqa: F401 (fake_build is a fixture)
+
+SEARCH = ["WORKLOADS=pair", "TOP=2", "SPECS=kernel_specs/families"]
+
+
+def compiled(tools) -> set:
+    """The kernels the fake nvcc compiled."""
+    return {os.path.basename(argv[-1])[:-len(".cu")] for argv in tools.argvs()
+            if "-c" in argv and "/kernels/" in argv[-1]}
+
+
+def measured(project) -> pd.DataFrame:
+    folder = project / "profile_results" / "pair" / "nvidia_h200"
+    return pd.concat([results.read_csv(p) for p in sorted(folder.glob("*.csv"))])
+
+
+def test_search_compiles_the_candidates_and_the_next_round_replaces_what_did_not_pass(fake_build, tmp_path):
+    project, tools = fake_build
+    build = tmp_path / "build"
+    common = [*SEARCH, f"NVCC={tools.nvcc}", f"BUILD={build}"]
+    shown = run(project, "candidates", *common)
+    assert "kernels in the space and the listed families" in shown.stdout
+    candidates = set((build / "candidates.txt").read_text().split())
+    rows = pd.read_csv(build / "candidates.csv")
+    assert set(rows["kernel"]) == candidates
+    assert all(2 <= n <= 3 for n in rows.groupby("workload").size()), "the top 2, and the listed kernels' best"
+
+    first = rows[rows["rank"] == 1]["kernel"].iloc[0]
+    wrapper = tools.nvcc.parent / "profiler-wrapper"  # what the fake nvcc links as the profiler
+    wrapper.write_text(wrapper.read_text().replace(
+        "os.execv(", f"os.environ['FAKE_BEHAVIOUR'] = {json.dumps({first: 'unsupported'})!r}\nos.execv("))
+    run(project, "profile", *common)
+    assert compiled(tools) == candidates, "the build compiles the candidates and nothing else"
+    frame = measured(project)
+    assert set(frame["kernel"]) == candidates and (frame[frame["kernel"] == first]["status"] == "unsupported").all()
+
+    run(project, "candidates", *common)
+    again = set(pd.read_csv(build / "candidates.csv")["kernel"])
+    assert first not in again, "what did not pass is no candidate again"
+    assert again - candidates, "the next-ranked kernel takes its place"
+
+    header = run(project, "best_kernels.h", *common)
+    chosen = [line.split()[-1] for line in header.stdout.splitlines() if " ms  " in line]
+    assert len(chosen) == len(LAYERS) and first not in chosen and set(chosen) <= candidates
