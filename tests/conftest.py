@@ -29,8 +29,15 @@ def gpu_available() -> bool:
     return os.system(f"{smi} -L > /dev/null 2>&1") == 0
 
 
-requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU (nvidia-smi finds none here)")
-requires_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc on PATH")
+def _marked(mark, skip):
+    """A decorator giving a test ``mark`` (so that `-m "not gpu"` deselects it) and ``skip``."""
+    return lambda test: mark(skip(test))
+
+
+requires_gpu = _marked(pytest.mark.gpu, pytest.mark.skipif(not gpu_available(),
+                                                           reason="needs a CUDA GPU (nvidia-smi finds none here)"))
+requires_nvcc = _marked(pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None,
+                                                             reason="needs nvcc on PATH"))
 
 
 @pytest.fixture
