@@ -89,6 +89,10 @@ BAD_SPACES = [
      "this family is written for 16-bit inputs"),
     ("not TOML", "kind = \n", "not valid TOML"),
     ("a 5000-digit tile", HEAD + AXES.replace("tile_m = [64]", "tile_m = [" + "9" * 5000 + "]"), "not valid TOML"),
+    ("too many combinations", HEAD + AXES.replace("tile_n = [64]", "tile_n = { from = 8, to = 256, step = 1 }")
+     .replace("tile_k = [64]", "tile_k = { from = 16, to = 256, step = 1 }")
+     .replace("tile_m = [64]", "tile_m = { from = 64, to = 256, step = 1 }"),
+     r"entry axes\[0\]: 11581737 combinations of its axes, more than the 200000"),
 ]
 
 

@@ -25,6 +25,7 @@ Descriptors are those of the listed families (same classes, names and templates)
 """
 
 import itertools
+import math
 import re
 import tomllib
 from collections import Counter
@@ -87,6 +88,11 @@ AXES = S.Table((
     S.Key("store_stages", S.list_of(S.integer(0, 16)), (0,)),
     S.Key("launches", S.list_of(S.choice(SM90.schedules["launch"])), ("stream",)),
 ))
+
+
+AXES_ORDER = ("schedule", "tile_m", "tile_n", "tile_k", "clusters", "scheduler", "splits", "epilogue_tiles", "source",
+              "store_stages", "launches")
+MAX_POINTS = 200_000  # combinations one axes table may hold: enumerated in about a second
 
 
 def _space_table(kind: str) -> S.Table:
@@ -171,9 +177,11 @@ def expand_file(path) -> Space:
     family = f"{path.stem}{SPACE_SUFFIX}"
     by_name, excluded, candidates = {}, Counter(), 0
     for entry, axes in S.read_entries(path, fam["axes"], "axes", AXES):
-        for combo in itertools.product(axes["schedule"], axes["tile_m"], axes["tile_n"], axes["tile_k"],
-                                       axes["clusters"], axes["scheduler"], axes["splits"], axes["epilogue_tiles"],
-                                       axes["source"], axes["store_stages"], axes["launches"]):
+        points = math.prod(len(axes[key]) for key in AXES_ORDER)
+        if points > MAX_POINTS:
+            raise SpecError(path, f"{points} combinations of its axes, more than the {MAX_POINTS} an axes table may "
+                            "hold (split it, or narrow a range's step)", entry)
+        for combo in itertools.product(*(axes[key] for key in AXES_ORDER)):
             candidates += 1
             schedule, m, n, tk, cluster, scheduler, splits, epi, source, stages, launch = combo
             spec = {"tile": (m, n, tk), "schedule": schedule, "scheduler": scheduler, "clusters": (cluster,),
