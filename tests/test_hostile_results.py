@@ -280,7 +280,7 @@ def header_choice(set_name, gpu, tmp_path) -> list:
     """What `scons best_kernels.h WORKLOADS=set_name GPU=gpu` chooses (its builder's call)."""
     config = resolve(env_with(WORKLOADS=set_name, GPU=gpu))
     everything = commands.catalog(config)
-    hashes = commands.header_hashes(config, everything, commands.empty_plan())
+    hashes = commands.header_hashes(config, everything, commands.empty_plan(), commands.measured_frames(config))
     best = reduce.build_header(config.results_dir, config.problems, hashes, {k.name: k for k in everything},
                                config.templates_dir, tmp_path / "best_kernels.h", config.profiler_dir, gpu=gpu)
     return list(best["kernel"])

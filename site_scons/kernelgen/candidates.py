@@ -9,7 +9,6 @@ import csv
 import io
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 from .cost_model import serves
 from .errors import WorkloadError
@@ -93,37 +92,29 @@ def to_csv_text(proposals: list) -> str:
     return out.getvalue()
 
 
-def measured(results_dir, problems, tolerances: dict) -> tuple:
-    """(chosen, refused) from the rows measured in ``results_dir`` (None or a folder without CSVs:
-    none): the kernels of each workload's fastest ok row within its kernel's tolerance
+def measured(frames: dict, tolerances: dict) -> tuple:
+    """(chosen, refused) from the rows measured so far (``frames``: workload name -> its CSV's
+    rows): the kernels of each workload's fastest ok row within its kernel's tolerance
     (``tolerances``: name -> tolerance), which stay among a set's candidates so that a profile
     of the model's proposals never leaves it slower than before; and for each workload the
     kernels that ran on it and did not pass (unsupported, incorrect, failed, ...), which are no
     candidates of it again: the next profile proposes the next-ranked instead."""
-    from .reduce import verified
-    from .results import read_csv
+    from .reduce import fastest, verified
 
     chosen, refused = set(), {}
-    if results_dir is None:
-        return chosen, refused
-    for problem in problems:
-        path = Path(results_dir) / f"{problem.name}.csv"
-        if not path.is_file():
-            continue
-        frame = read_csv(path)
+    for workload, frame in frames.items():
         frame = frame[frame["kernel"].isin(tolerances)]
         passed = (frame["status"] == "ok") & verified(frame, tolerances)
-        refused[problem.name] = set(frame.loc[~passed, "kernel"])
-        ok = frame[passed]
-        if len(ok):
-            chosen.add(ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]["kernel"])
+        refused[workload] = set(frame.loc[~passed, "kernel"])
+        if passed.any():
+            chosen.add(fastest(frame[passed])["kernel"])
     return chosen, refused
 
 
-def pool(problems, everything: list, model, top: int, results_dir=None, workload_file="") -> tuple:
+def pool(problems, everything: list, model, top: int, frames=None, workload_file="") -> tuple:
     """(proposals, kernels): each layer's ``top`` candidates, and the kernels to build: their
-    union and the set's measured choices (``measured``), sorted by name."""
-    chosen, refused = measured(results_dir, problems, {k.name: verify_tolerance(k) for k in everything})
+    union and the set's measured choices (``measured``, from ``frames``), sorted by name."""
+    chosen, refused = measured(frames or {}, {k.name: verify_tolerance(k) for k in everything})
     proposals = propose(problems, everything, model, top, workload_file, refused)
     names = set(union(proposals)) | chosen
     return proposals, [k for k in everything if k.name in names]

@@ -50,7 +50,20 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
                        "txt": "".join(f"{k.name}\n" for k in plan.kernels), "summary": summary})
 
 
-def build_plan(config: Config, everything: list) -> tuple:
+def measured_frames(config: Config) -> dict:
+    """Workload name -> the rows its CSV holds, of every CSV of the set that can be read (one that
+    cannot is the header build's to report)."""
+    frames = {}
+    for path in result_paths(config):
+        try:
+            frame = results.read_csv(path)
+        except KernelgenError:
+            continue
+        frames[path.stem] = frame  # a CSV is named by its workload
+    return frames
+
+
+def build_plan(config: Config, everything: list, frames: dict) -> tuple:
     """(plan, proposals): the kernels this build compiles, of those of ``everything`` (``catalog``)
     that KERNELS= selects: with TOP=k each layer's k best-ranked (the cost model's candidates,
     ``kernelgen.candidates``) and the set's measured choices among them; with TOP=listed or all,
@@ -60,7 +73,7 @@ def build_plan(config: Config, everything: list) -> tuple:
     proposals, kernels = None, select(everything, config.kernels, config.arch)
     if isinstance(config.top, int) and kernels:
         model = cost_model.load_model(config.model_gpu)
-        proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, config.results_dir, shown)
+        proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, frames, shown)
     plan = plan_module.plan_of(kernels, config.templates_dir, config.profiler_dir, config.arch, flags,
                                config.cutlass_includes[0])
     if not plan.kernels:
@@ -68,7 +81,6 @@ def build_plan(config: Config, everything: list) -> tuple:
                              f"selects no kernel of {config.specs_dir}" + ("" if config.top == "listed" else
                                                                            f" and {config.spaces_dir}"))
     check_served(config.problems, plan.kernels, shown)
-    check_header_keys(config.problems, shown)
     return plan, proposals
 
 
@@ -80,16 +92,11 @@ def check_set(config: Config, everything: list) -> None:
     check_header_keys(config.problems, shown)
 
 
-def header_hashes(config: Config, everything: list, plan: plan_module.BuildPlan) -> dict:
+def header_hashes(config: Config, everything: list, plan: plan_module.BuildPlan, frames: dict) -> dict:
     """The kernels the header chooses among, with the hash of their current code: those of
-    ``everything`` that KERNELS= selects and the set's CSVs hold a row of, and those the build
-    compiles."""
-    measured = set()
-    for path in result_paths(config):
-        try:
-            measured |= set(results.read_csv(path)["kernel"])
-        except KernelgenError:
-            continue  # the header build reports it
+    ``everything`` that KERNELS= selects and the set's CSVs (``frames``) hold a row of, and those
+    the build compiles."""
+    measured = {name for frame in frames.values() for name in frame["kernel"]}
     kernels = [k for k in select(everything, config.kernels, config.arch) if k.name in measured
                and k.name not in plan.hashes]
     flags = config.nvccflags + config.arch.gencode_flags()

@@ -332,10 +332,12 @@ def _fit_corrections(model: Model, samples: list) -> dict:
 def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) -> list:
     """[(kernel, problem, ms, set)] of every verified ok row of ``gpu`` under ``results_root``
     whose kernel is in ``kernels_by_name``, timed from a CUDA graph."""
-    from .reduce import load_set
+    from .reduce import load_set, verified
     from .results import gpus_with_results
     from .vocab import verify_tolerance
     from .workloads import load_workloads
+
+    tolerances = {name: verify_tolerance(k) for name, k in kernels_by_name.items()}
 
     samples = []
     for set_file in sorted(Path(sets_dir).glob("*.txt")):
@@ -344,16 +346,11 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
             continue
         problems = load_workloads(set_file.stem, sets_dir)[2]
         frame = load_set(folder / gpu, problems)
-        frame = frame[(frame["status"] == "ok") & (frame["timing"] == "graph")]
+        frame = frame[frame["kernel"].isin(tolerances)]
+        frame = frame[(frame["status"] == "ok") & (frame["timing"] == "graph") & verified(frame, tolerances)]
         by_name = {p.name: p for p in problems}
-        for row in frame.itertuples(index=False):
-            kernel = kernels_by_name.get(row.kernel)
-            if kernel is None:
-                continue
-            tolerance = verify_tolerance(kernel)
-            if not (row.rel_l2_error <= tolerance and row.rel_max_error <= tolerance):
-                continue
-            samples.append((kernel, by_name[row.workload], float(row.runtime_ms), set_file.stem))
+        samples += [(kernels_by_name[row.kernel], by_name[row.workload], float(row.runtime_ms), set_file.stem)
+                    for row in frame.itertuples(index=False)]
     return samples
 
 

@@ -74,6 +74,12 @@ def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
             & (rows["rel_max_error"] >= 0) & (rows["rel_max_error"] <= limit))
 
 
+def fastest(rows: pd.DataFrame) -> pd.Series:
+    """The fastest of ``rows`` (not empty) by the total order every choice uses: runtime, then
+    kernel name."""
+    return rows.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]
+
+
 def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None,
                 kernels_by_name: dict | None = None) -> pd.DataFrame:
     """One row per workload (in the set's order): the fastest ok and verified kernel among
@@ -102,7 +108,7 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
                 counts.append(f"{unmeasured} not measured")
             raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly on the current "
                                f"code ({', '.join(counts) or 'no row'}): run scons profile")
-        best = ok.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0].copy()
+        best = fastest(ok).copy()
         best["unmeasured"], best["stale"] = unmeasured, len(stale)
         chosen.append(best)
     return pd.DataFrame(chosen).reset_index(drop=True)
