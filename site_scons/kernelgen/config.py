@@ -15,6 +15,7 @@ from . import inputs, outputs
 from .arch import Arch, parse_arch
 from .errors import KernelgenError, ResultsError, shorten
 from .cost_model import model_gpu
+from .ops.common import ascii_integer
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
@@ -100,7 +101,7 @@ def parse_top(text) -> object:
     if text in ("listed", "all"):
         return text
     text = str(text)
-    if not (text.isascii() and text.isdigit() and len(text) <= 6 and int(text) > 0):
+    if len(text) > 6 or ascii_integer(text) < 1:
         raise KernelgenError(f"TOP={shorten(text)!r}: expected a positive integer (candidates per layer), "
                              "'listed' (every listed kernel) or 'all' (the whole space)")
     return int(text)

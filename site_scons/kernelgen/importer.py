@@ -39,7 +39,7 @@ from pathlib import Path
 
 from . import inputs
 from .errors import KernelgenError, shorten
-from .ops.common import INT_MAX
+from .ops.common import INT_MAX, ascii_integer
 from .render import write_generated
 from .vocab import DATA_TYPES
 from .workloads import Conv2dProblem, GemmProblem, parse_workloads
@@ -99,18 +99,8 @@ class Request:
         return "x".join(map(str, self.input))
 
 
-def _integer(text: str) -> int:
-    """``text`` in ASCII digits as an integer, -1 when it is none, and INT_MAX + 1 when it has
-    more digits than INT_MAX: they are counted before int() reads them (int() refuses more than
-    4300, with a traceback)."""
-    if not re.fullmatch(r"[0-9]+", text):
-        return -1
-    digits = text.lstrip("0") or "0"
-    return int(digits) if len(digits) <= len(str(INT_MAX)) else INT_MAX + 1
-
-
 def _positive(variable: str, text: str) -> int:
-    value = _integer(text.strip())
+    value = ascii_integer(text.strip())
     if value < 1:
         raise ModelError(f"{variable}={shorten(text)!r}: expected a positive integer")
     if value > INT_MAX:
@@ -120,7 +110,7 @@ def _positive(variable: str, text: str) -> int:
 
 def parse_input(text: str) -> tuple:
     """INPUT=CxHxW -> (C, H, W), each a positive integer of at most INT_MAX."""
-    values = [_integer(p) for p in text.strip().lower().split("x")]
+    values = [ascii_integer(p) for p in text.strip().lower().split("x")]
     if len(values) != 3 or min(values) < 1:
         raise ModelError(f"INPUT={shorten(text)!r}: expected CxHxW, three positive integers (e.g. INPUT=3x224x224)")
     if max(values) > INT_MAX:

@@ -7,6 +7,16 @@ from ..errors import WorkloadError
 from ..vocab import DATA_TYPES
 
 INT_MAX = 2**31 - 1
+
+
+def ascii_integer(text: str) -> int:
+    """``text`` in ASCII digits as an integer, -1 when it is none, and INT_MAX + 1 when it has
+    more digits than INT_MAX: they are counted before int() reads them (int() refuses more than
+    4300, with a traceback)."""
+    if not re.fullmatch(r"[0-9]+", text):
+        return -1
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= len(str(INT_MAX)) else INT_MAX + 1
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits only: int() would also take "١٢" and "1_0"
 
 
