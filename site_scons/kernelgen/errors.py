@@ -53,7 +53,7 @@ class SpecError(KernelgenError):
         if key is not None:
             where += f", key '{shorten(key)}'"
         super().__init__(f"{where}: {message}")
-        self.path, self.entry, self.key = path, entry, key
+        self.path, self.entry, self.key, self.message = path, entry, key, message
 
 
 class WorkloadError(KernelgenError):

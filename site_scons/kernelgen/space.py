@@ -207,11 +207,8 @@ def expand_file(path) -> Space:
 
 
 def _reason(error: SpecError) -> str:
-    """A family check's refusal without where and its numbers: the kind of constraint it is."""
-    where = f"{error.path}" + (f", entry {error.entry}" if error.entry is not None else "") + \
-        (f", key '{error.key}'" if error.key is not None else "")
-    detail = str(error)[len(where) + 2:]
-    return " ".join(re.sub(r"\d+", "N", detail).split())[:72]
+    """A family check's refusal without its numbers: the kind of constraint it is."""
+    return " ".join(re.sub(r"\d+", "N", error.message).split())[:72]
 
 
 def load_space(spaces_dir) -> Space:
