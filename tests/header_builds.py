@@ -7,6 +7,7 @@ runs meanwhile on the other core.
 """
 
 import atexit
+import re
 import shutil
 import subprocess
 import sys
@@ -47,14 +48,25 @@ def nvcc_command(directory: Path, source: str, flags, output=None, more_sources=
             f"{cutlass}/tools/util/include", *out, str(directory / source), *(str(directory / m) for m in more_sources)]
 
 
+def cuda_include() -> str:
+    """The CUDA toolkit's include directory, as nvcc passes it to the host compiler."""
+    out = subprocess.run(["nvcc", "-dryrun", "-x", "cu", "-c", "/dev/null", "-o", "/dev/null"], capture_output=True,
+                         text=True, timeout=60)
+    found = re.search(r'INCLUDES="-I([^"]+)"', out.stdout + out.stderr)
+    assert found, out.stdout + out.stderr
+    return found.group(1)
+
+
 def committed_header() -> Path:
-    """The directory of the best_kernels.h that `scons best_kernels.h` builds from the committed
-    results, built once (the scons run's output is kept beside it as scons.log)."""
+    """The folder of the resnet50 header files that `scons best_kernels.h` builds from the
+    committed results (BUILD/sets/resnet50), built once (the scons run's output is kept beside it
+    as scons.log)."""
     if "committed" not in _state:
-        directory = session_dir() / "committed"
-        out = subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"BUILD={directory}"],
+        build = session_dir() / "committed"
+        out = subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"BUILD={build}"],
                              cwd=ROOT, capture_output=True, text=True, timeout=600)
-        directory.mkdir(exist_ok=True)
+        directory = build / "sets" / "resnet50"
+        directory.mkdir(parents=True, exist_ok=True)
         (directory / "scons.log").write_text(out.stdout + out.stderr)
         assert out.returncode == 0, out.stdout + out.stderr
         _state["committed"] = directory
@@ -63,17 +75,18 @@ def committed_header() -> Path:
 
 def start(name: str, directory: Path, source_name: str, source: str, flags, output=None, more_sources=None) -> None:
     """Starts compiling `source` in the background (once per session under `name`), with
-    `more_sources` (file name -> text) linked to it."""
+    `more_sources` (file name -> text, or None for a file already there) linked to it."""
     jobs = _state.setdefault("jobs", {})
     if name in jobs:
         return
     (directory / source_name).write_text(source)
     for other, text in (more_sources or {}).items():
-        (directory / other).write_text(text)
+        if text is not None:
+            (directory / other).write_text(text)
+    command = nvcc_command(directory, source_name, flags, output, list(more_sources or {}))
     log = directory / f"{name}.log"
     with open(log, "w") as f:
-        jobs[name] = (subprocess.Popen(nvcc_command(directory, source_name, flags, output, list(more_sources or {})),
-                                       stdout=f, stderr=subprocess.STDOUT), log)
+        jobs[name] = (subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT), log)
 
 
 def result(name: str, timeout=900) -> tuple:
@@ -87,8 +100,9 @@ def result(name: str, timeout=900) -> tuple:
     return process.returncode, log.read_text()
 
 
-# A consumer of the committed header: its lookups, the types of chosen kernels of each family
-# (persistent conv, GEMM kernel chosen for a convolution, halo), and the launcher's declarations.
+# A consumer of the committed header alone: its lookups and the launcher's declarations; it needs
+# CUDA's headers only, and any C++17 compiler (tests/test_using_the_header.py compiles it with the
+# host compiler).
 CONSUMER = """\
 #include "best_kernels.h"
 
@@ -100,20 +114,31 @@ static_assert(find(kFirst)->runtime_ms > 0, "with its measured time");
 static_assert(find(Conv2dFpropProblem{1, 8, 8, 8, 8, 1, 1, 0, 0, 1, 1, 1, 1}) == nullptr, "others have none");
 static_assert(sizeof(kConv2dFprop) / sizeof(kConv2dFprop[0]) == 19, "one choice per layer");
 static_assert(BEST_KERNELS_CONV2D_FPROP_COUNT == 19 && BEST_KERNELS_GEMM_COUNT == 0, "the tables' sizes");
+static_assert(int(Status::kErrorNotSupported) == 5, "CUTLASS's values");
+
+// Declared here, defined in libbest_kernels.a.
+Status launch(const Element* x, const Element* w, Element* y, void* workspace, cudaStream_t stream) {
+  size_t bytes = workspace_size(kFirst) + workspace_size(GemmProblem{8, 8, 8});
+  if (kernel_for(kFirst) == nullptr || kernel_for(GemmProblem{8, 8, 8}) == nullptr) return Status::kErrorInternal;
+  Status status = conv2d_fprop(kFirst, x, w, y, workspace, bytes, stream);
+  return status != Status::kSuccess ? status : gemm(GemmProblem{8, 8, 8}, x, w, y, workspace, bytes, stream);
+}
+
+int main() { return 0; }
+"""
+
+# A consumer of the committed header's CUTLASS types: the types of chosen kernels of each family
+# (persistent conv, GEMM kernel chosen for a convolution, halo).
+TYPES_CONSUMER = """\
+#include "best_kernels_cutlass.h"
+
+using namespace best_kernels;
 
 using First = Conv2dFprop<256, 56, 56, 64, 256, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
 using Last = Conv2dFprop<256, 7, 7, 2048, 512, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
 using Stage1Conv3x3 = Conv2dFprop<256, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1>::Kernel;
 using GemmForConv = Conv2dFprop<256, 28, 28, 128, 512, 1, 1, 0, 0, 1, 1, 1, 1>::Kernel;
-
-// Declared here, defined where BEST_KERNELS_IMPLEMENTATION is.
-cutlass::Status launch(const cutlass::half_t* x, const cutlass::half_t* w, cutlass::half_t* y, void* workspace,
-                       cudaStream_t stream) {
-  size_t bytes = workspace_size(kFirst) + workspace_size(GemmProblem{8, 8, 8});
-  if (kernel_for(kFirst) == nullptr || kernel_for(GemmProblem{8, 8, 8}) == nullptr) return cutlass::Status::kInvalid;
-  cutlass::Status status = conv2d_fprop(kFirst, x, w, y, workspace, bytes, stream);
-  return status != cutlass::Status::kSuccess ? status : gemm(GemmProblem{8, 8, 8}, x, w, y, workspace, bytes, stream);
-}
+static_assert(find(Conv2dFpropProblem{256, 56, 56, 64, 256, 1, 1, 0, 0, 1, 1, 1, 1}) != nullptr, "with the tables");
 
 int main() {
   First::Arguments first{};
@@ -128,14 +153,14 @@ int main() {
 }
 """
 
-# The launcher compiled and linked, on a header whose kernels are quick to compile: a CUTLASS
-# 2.x conv (the generic CUTLASS adapter) and a pointwise kernel (the resident adapter), serving
-# convolutions and a GEMM workload. It runs one problem given on its command line through
-# kernel_for and the launcher and prints the status and the kernel: pointers are addresses
-# (0: null), for inputs the launcher refuses before it touches the GPU.
+# The launcher linked, on a header whose kernels are quick to compile: a CUTLASS 2.x conv (the
+# generic CUTLASS adapter) and a pointwise kernel (the resident adapter), serving convolutions and a
+# GEMM workload: this program, the library's launcher source and the kernels' profiler sources (as
+# the build compiles them into the library). It runs one problem given on its command line through
+# kernel_for and the launcher and prints the status and the kernel: pointers are addresses (0:
+# null), for inputs the launcher refuses before it touches the GPU.
 LAUNCHER = """\
-#define BEST_KERNELS_IMPLEMENTATION
-#include "best_kernels.h"
+#include "best_kernels_cutlass.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -157,8 +182,8 @@ int main(int argc, char** argv) {
   (void)fc;
   (void)pointwise;
   auto number = [&](int i) { return std::strtoll(argv[i], nullptr, 0); };
-  auto pointer = [&](int i) { return reinterpret_cast<cutlass::half_t*>(uintptr_t(number(i))); };
-  cutlass::Status status;
+  auto pointer = [&](int i) { return reinterpret_cast<Element*>(uintptr_t(number(i))); };
+  Status status;
   const char* kernel;
   if (argc == 20 && std::strcmp(argv[1], "conv") == 0) {
     int v[13];
@@ -175,36 +200,42 @@ int main(int argc, char** argv) {
                          "WORKSPACE BYTES | gemm M N K A B D WORKSPACE BYTES\\n");
     return 2;
   }
-  std::printf("%s\\n%s\\n", cutlassGetStatusString(status), kernel ? kernel : "(none)");
+  std::printf("%s\\n%s\\n", status_string(status), kernel ? kernel : "(none)");
   return 0;
 }
 """
 
+POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
+
 
 def launcher_header() -> Path:
-    from test_launcher import SM80, header  # its set: a 3x3 layer, a 1x1 layer, a GEMM, a strided 1x1 layer
+    """The folder of the launcher set's header files (a 3x3 layer, a 1x1 layer, a GEMM, a strided
+    1x1 layer), with kernel_<name>.cu, each chosen kernel's profiler source, beside them."""
+    from test_launcher import CATALOG, SM80, TEMPLATES, header  # its set
 
     directory = session_dir() / "launcher"
-    if not (directory / "best_kernels.h").exists():
+    if not (directory / "out" / "best_kernels.h").exists():
         directory.mkdir(exist_ok=True)
-        pointwise = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
-        header(directory, [SM80, pointwise, SM80, SM80])
-    return directory
+        header(directory, [SM80, POINTWISE, SM80, SM80])
+        from kernelgen import render
+
+        for name in (SM80, POINTWISE):
+            (directory / "out" / f"kernel_{name}.cu").write_text(render.kernel_source(render.lookup(TEMPLATES),
+                                                                                     CATALOG[name]))
+    return directory / "out"
 
 
 def start_compiles() -> None:
-    """The compiles, in the background (once): about 50, 17 and 25 s of one core."""
-    # The consumer through nvcc's front ends (-cuda: the host code as the host compiler would get
-    # it; -fdevice-syntax-only: device code checked, not generated), which is where a header that
+    """The compiles, in the background (once): about 50 and 25 s of one core."""
+    # The types' consumer through nvcc's front ends (-cuda: the host code as the host compiler would
+    # get it; -fdevice-syntax-only: device code checked, not generated), which is where a header that
     # does not compile fails: about 50 s, where compiling it to an object takes 65.
-    start("consumer", committed_header(), "consumer.cu", CONSUMER,
-          [*MEASURED_FLAGS, "-fdevice-syntax-only", "-cuda"], output="consumer.cu.ii")
-    # The launcher's device code only to the end of the front end: it checks that the kernels
-    # instantiate, without the minutes of code generation (the profiler build generates it).
-    start("launcher", launcher_header(), "launcher.cu", LAUNCHER, [*MEASURED_FLAGS, "-fdevice-syntax-only"],
-          output="launcher")
-    # The same launcher with its two kernels in two parts (BEST_KERNELS_PARTS): the launcher and
-    # part 0 in one file, part 1 in another, linked into one program.
-    start("launcher_parts", launcher_header(), "launcher_parts.cu", "#define BEST_KERNELS_PARTS 2\n" + LAUNCHER,
-          [*MEASURED_FLAGS, "-fdevice-syntax-only"], output="launcher_parts",
-          more_sources={"part1.cu": '#define BEST_KERNELS_PARTS 2\n#define BEST_KERNELS_PART 1\n#include "best_kernels.h"\n'})
+    start("types_consumer", committed_header(), "types_consumer.cu", TYPES_CONSUMER,
+          [*MEASURED_FLAGS, "-fdevice-syntax-only", "-cuda"], output="types_consumer.cu.ii")
+    # The launcher's program, the launcher and the kernels' device code only to the end of the
+    # front end: it checks that the kernels instantiate, without the minutes of code generation (the
+    # profiler build generates it).
+    directory = launcher_header()
+    start("launcher", directory, "launcher.cu", LAUNCHER, [*MEASURED_FLAGS, "-fdevice-syntax-only", "-I", str(ROOT / "profiler")],
+          output="launcher", more_sources={name: None for name in ["best_kernels_launcher.cu"] + sorted(
+              p.name for p in directory.glob("kernel_*.cu"))})

@@ -50,4 +50,4 @@ def test_bf16_kernels_are_verified_in_bf16_and_give_a_bf16_header(tmp_path):
         verified |= set(ran["kernel"])
     assert verified == set(BF16)  # every bf16 kernel ran, and was right, on some layer
     scons("best_kernels.h", *common)
-    assert "using Element = cutlass::bfloat16_t;" in (ROOT / build / "best_kernels.h").read_text()
+    assert "using Element = __nv_bfloat16;" in (ROOT / build / "sets" / "bf16" / "best_kernels.h").read_text()

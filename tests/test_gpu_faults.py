@@ -58,7 +58,7 @@ def test_faulty_kernels_are_recorded_and_never_chosen(tmp_path, workload_file):
         assert "illegal" in frame.loc["kernelgen_test_direct_fprop_f16_illegal_address", "message"].lower()
         assert frame.loc["kernelgen_test_direct_fprop_f16_wrong_scale", "rel_l2_error"] > 0.9
     scons("best_kernels.h", *common)
-    header = (tmp_path / "build" / "best_kernels.h").read_text()
+    header = (tmp_path / "build" / "sets" / workload_file.stem / "best_kernels_cutlass.h").read_text()
     assert header.count("using Kernel = kernelgen_test_direct_fprop_f16_none;") == 2
 
 

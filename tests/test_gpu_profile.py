@@ -62,9 +62,23 @@ def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastes
     assert "profiled 0 (workload, kernel) pair(s)" in again.stdout, "nothing left to measure"
 
     scons("best_kernels.h", *common)
-    text = (ROOT / build / "best_kernels.h").read_text()
+    folder = ROOT / build / "sets" / workload_file.stem
+    text, types = (folder / "best_kernels.h").read_text(), (folder / "best_kernels_cutlass.h").read_text()
     for problem, kernel in zip(problems, fastest):
-        assert f'"{problem.name}",' in text and f"using Kernel = {kernel};" in text
+        assert f'"{problem.name}",' in text and f"using Kernel = {kernel};" in types
+
+    # The library links the profiled objects (nothing compiled again but its launcher), and the CMake
+    # example runs every layer through it on the GPU and checks it against a direct convolution.
+    linked = scons("library", *common)
+    assert linked.stdout.count("nvcc ") == 1 and "best_kernels_launcher.cu" in linked.stdout, linked.stdout
+    if shutil.which("cmake") is None:
+        pytest.skip("the CMake example needs cmake")
+    example = tmp_path / "cmake-example"
+    for command in (["cmake", "-S", str(ROOT / "examples" / "cmake"), "-B", str(example), f"-DBEST_KERNELS_DIR={folder}"],
+                    ["cmake", "--build", str(example), "-j4"], [str(example / "run_best_kernels"), "--repeats", "2"]):
+        out = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count(" ok ") >= len(problems), out.stdout
 
 
 HALO = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"

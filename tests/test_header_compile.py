@@ -1,5 +1,6 @@
-"""The committed results give a header that needs nothing but CUTLASS, and that stops with a
-message naming the flag when it is compiled without the flags its kernels were measured with.
+"""The committed results give a header that includes CUDA's headers only, CUTLASS types that need
+nothing but CUTLASS, and those stop with a message naming the flag when compiled without the flags
+their kernels were measured with.
 
 The header's compiles start here, in the background, and are checked at the end of the run
 (tests/test_using_the_header.py; tests/header_builds.py says why)."""
@@ -15,11 +16,14 @@ from conftest import ROOT, requires_nvcc
 
 
 @requires_nvcc
-def test_committed_results_give_a_header_that_needs_only_cutlass():
-    text = (header_builds.committed_header() / "best_kernels.h").read_text()
-    assert str(ROOT) not in text, "nothing in the header depends on where the project lives"
-    included = set(re.findall(r'#include "([^"]+)"', text))
-    assert included and not included & {p.name for p in (ROOT / "profiler").iterdir()}, \
+def test_committed_results_give_a_header_of_cuda_headers_and_types_that_need_only_cutlass():
+    folder = header_builds.committed_header()
+    header, types = (folder / "best_kernels.h").read_text(), (folder / "best_kernels_cutlass.h").read_text()
+    for text in (header, types, (folder / "best_kernels_launcher.cu").read_text()):
+        assert str(ROOT) not in text, "nothing in the header depends on where the project lives"
+    assert re.findall(r'#include\s*[<"]([^>"]+)', header) == ["cstddef", "cuda_runtime_api.h", "cuda_fp16.h"]
+    included = set(re.findall(r'#include "([^"]+)"', types))
+    assert "best_kernels.h" in included and not included & {p.name for p in (ROOT / "profiler").iterdir()}, \
         "project headers the kernels need are embedded, not included"
     header_builds.start_compiles()
 
@@ -58,7 +62,7 @@ def test_the_header_names_the_flag_it_was_measured_with(tmp_path, compiler, flag
     if shutil.which(compiler) is None:
         pytest.skip(f"needs {compiler}")
     source = tmp_path / "flags.cu"
-    source.write_text('#include "best_kernels.h"\n')
+    source.write_text('#include "best_kernels_cutlass.h"\n')
     command = header_builds.nvcc_command(header_builds.committed_header(), "", flags, "/dev/null")
     command[0], command[-1] = compiler, str(source)
     out = subprocess.run([*command, "-E"], capture_output=True, text=True, timeout=300)
@@ -67,24 +71,8 @@ def test_the_header_names_the_flag_it_was_measured_with(tmp_path, compiler, flag
     for message in absent:
         assert not re.search(message, out.stderr), out.stderr[-3000:]
     errors = [line for line in out.stderr.splitlines() if re.search(r"\berror\b", line)]
-    assert errors and all("#error" in line or "best_kernels.h" in line for line in errors), \
+    assert errors and all("#error" in line or "best_kernels_cutlass.h" in line for line in errors), \
         "the flags' message and nothing else: " + out.stderr[-3000:]
-
-
-@requires_nvcc
-@pytest.mark.parametrize("defines, expected", [
-    (["BEST_KERNELS_PARTS=2"], "a file defines BEST_KERNELS_IMPLEMENTATION .the launcher and part 0. or BEST_KERNELS_PART"),
-    (["BEST_KERNELS_PART=1"], "BEST_KERNELS_PART needs BEST_KERNELS_PARTS, the number of parts"),
-    (["BEST_KERNELS_PARTS=2", "BEST_KERNELS_PART=2"], "BEST_KERNELS_PART must be 0 to BEST_KERNELS_PARTS - 1"),
-    (["BEST_KERNELS_PARTS=0", "BEST_KERNELS_IMPLEMENTATION"], "BEST_KERNELS_PART must be 0 to BEST_KERNELS_PARTS - 1"),
-], ids=["parts-without-part", "part-without-parts", "part-out-of-range", "no-parts"])
-def test_a_file_of_a_header_split_into_parts_says_which_part_it_compiles(tmp_path, defines, expected):
-    source = tmp_path / "part.cu"
-    source.write_text('#include "best_kernels.h"\n')
-    command = header_builds.nvcc_command(header_builds.launcher_header(), "", FLAGS, "/dev/null")
-    command[-1] = str(source)
-    out = subprocess.run([*command, *(f"-D{d}" for d in defines), "-E"], capture_output=True, text=True, timeout=300)
-    assert out.returncode != 0 and re.search(expected, out.stderr), out.stderr[-3000:]
 
 
 @requires_nvcc

@@ -320,7 +320,9 @@ def test_the_workloads_command_is_an_argv(monkeypatch):
 # ---- one scons run at a time per BUILD --------------------------------------------------------
 
 def header_workloads(build: Path) -> list:
-    return re.findall(r'^\s*\{"(conv2d_fprop[^"]*)",', (build / "best_kernels.h").read_text(), re.MULTILINE)
+    """The workloads of the header of the sets named pair (both are)."""
+    text = (build / "sets" / "pair" / "best_kernels.h").read_text()
+    return re.findall(r'^\s*\{"(conv2d_fprop[^"]*)",', text, re.MULTILINE)
 
 
 def printed_workloads(out: str) -> list:
@@ -351,7 +353,7 @@ def test_two_runs_on_one_build_take_turns(measured, tmp_path):
     build = tmp_path / "build"
     common = ["best_kernels.h", f"NVCC={toolchain.nvcc}", f"BUILD={build}", "GPU=nvidia_h200"]
     for attempt in range(3):
-        (build / "best_kernels.h").unlink(missing_ok=True)  # so that both runs build it, whichever goes first
+        (build / "sets" / "pair" / "best_kernels.h").unlink(missing_ok=True)  # so that both runs build it
         order = list(sets) if attempt % 2 == 0 else list(reversed(sets))
         runs = {spec: subprocess.Popen(scons_command(*common, f"WORKLOADS={spec}"), cwd=project,
                                        env=dict(os.environ, PATH=FAKE_PATH), stdout=subprocess.PIPE,

@@ -1,5 +1,5 @@
 """Problems whose sizes overflow a C++ int: the header's launcher refuses them before any adapter
-computes one (check() in best_kernels.h.mako), a workload line is refused on the same sizes, and
+computes one (check() in best_kernels_launcher.cu.mako), a workload line is refused on the same sizes, and
 a problem just inside the limits is accepted, its P and Q computed in int as in 64 bits."""
 
 import shutil
@@ -15,7 +15,8 @@ from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.ops.gemm import GemmProblem
 from kernelgen.workloads import parse_workloads
 from test_hostile_input import refused
-from test_launcher import CATALOG, SM80, NewFamilyKernel, header
+from kernelgen import render
+from test_launcher import CATALOG, SM80, TEMPLATES, NewFamilyKernel, header
 
 INT_MAX = 2**31 - 1
 OK, INVALID, UNSUPPORTED = "Success", "Error Invalid Problem", "Error Not Supported"
@@ -116,9 +117,9 @@ WORKSPACE = {SM80: 0, ANY.name: 256}
 # and for such a problem P and Q as operation.h computes them (in int, as the adapters do) and as
 # CUTLASS 3.x's ConvProblemShape does.
 PROGRAM = """\
-#define BEST_KERNELS_IMPLEMENTATION
-#include "best_kernels.h"
+#include "best_kernels_launcher.cu"  // the library's launcher, its detail:: functions seen here
 
+#include "cute/tensor.hpp"
 #include "cutlass/conv/convnd_problem_shape.hpp"
 
 #include <cstdio>
@@ -131,20 +132,20 @@ using namespace best_kernels;
 template <typename Problem>
 void report(const Problem& problem) {
   const kernelgen::Conv2dProblem p = detail::as_conv(problem);
-  const cutlass::Status status = detail::check(p);
+  const Status status = detail::check(p);
   auto* x = reinterpret_cast<Element*>(0x10002);
   auto* w = reinterpret_cast<Element*>(0x20000);
   auto* y = reinterpret_cast<Element*>(0x30000);
   void* workspace = reinterpret_cast<void*>(0x40000);
-  cutlass::Status launched;
+  Status launched;
   if constexpr (std::is_same_v<Problem, GemmProblem>)
     launched = gemm(problem, x, w, y, workspace, 1 << 20, nullptr);
   else
     launched = conv2d_fprop(problem, x, w, y, workspace, 1 << 20, nullptr);
   const char* kernel = kernel_for(problem);
-  std::printf("%s\\t%s\\t%zu\\t%s", cutlassGetStatusString(status), kernel ? kernel : "(none)",
-              workspace_size(problem), cutlassGetStatusString(launched));
-  if (status == cutlass::Status::kSuccess) {
+  std::printf("%s\\t%s\\t%zu\\t%s", status_string(status), kernel ? kernel : "(none)",
+              workspace_size(problem), status_string(launched));
+  if (status == Status::kSuccess) {
     cutlass::conv::ConvProblemShape<cutlass::conv::Operator::kFprop, 2> shape(
         cutlass::conv::Mode::kCrossCorrelation, {p.n, p.h, p.w, p.c}, {p.k, p.r, p.s, p.c}, {p.pad_h, p.pad_w},
         {p.pad_h, p.pad_w}, {p.stride_h, p.stride_w}, {p.dilation_h, p.dilation_w}, 1);
@@ -184,13 +185,19 @@ def outputs(tmp_path_factory):
     shutil.copytree(ROOT / "profiler", includes)
     (includes / ANY.adapter_header).write_text(ANY_PROBLEM_ADAPTER)
     header(directory, [SM80, ANY.name, SM80, SM80], {**CATALOG, ANY.name: ANY}, includes)
-    (directory / "hostile.cu").write_text(PROGRAM)
-    flags = [*header_builds.MEASURED_FLAGS, "-fdevice-syntax-only", "-Xcompiler", "-ftrapv"]
-    build = subprocess.run(header_builds.nvcc_command(directory, "hostile.cu", flags, output="hostile"),
+    out_dir = directory / "out"
+    (out_dir / "hostile.cu").write_text(PROGRAM)
+    kernels = []
+    for kernel in (CATALOG[SM80], ANY):  # the kernels' profiler sources, as the library holds them
+        kernels.append(f"kernel_{kernel.name}.cu")
+        (out_dir / kernels[-1]).write_text(render.kernel_source(render.lookup(TEMPLATES), kernel))
+    flags = [*header_builds.MEASURED_FLAGS, "-fdevice-syntax-only", "-Xcompiler", "-ftrapv", f"-I{includes}"]
+    build = subprocess.run(header_builds.nvcc_command(out_dir, "hostile.cu", flags, output="hostile",
+                                                      more_sources=kernels),
                            capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stderr[-5000:]
     lines = "".join(program_line(problem) for _, problem, *_ in ROWS)
-    out = subprocess.run([str(directory / "hostile")], input=lines, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([str(out_dir / "hostile")], input=lines, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     results = [line.split("\t") for line in out.stdout.splitlines()]
     assert len(results) == len(ROWS), out.stdout

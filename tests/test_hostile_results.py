@@ -115,14 +115,14 @@ def test_the_header_build_refuses_a_denormal_runtime_and_keeps_the_header(tmp_pa
     folder.mkdir()
     for problem in PROBLEMS:
         results.write_csv(folder / f"{problem.name}.csv", [row(problem.name, k, runtime=0.1) for k in HASHES])
-    header = tmp_path / "best_kernels.h"
-    reduce.build_header(folder, PROBLEMS, HASHES, CATALOG, TEMPLATES, header, gpu="nvidia_h200")
-    before = header.read_text()
+    out = tmp_path / "out"
+    reduce.build_header(folder, PROBLEMS, HASHES, CATALOG, TEMPLATES, out, gpu="nvidia_h200")
+    before = (out / "best_kernels.h").read_text()
     path = folder / f"{PROBLEMS[1].name}.csv"
     path.write_text(path.read_text().replace(",0.1,", ",1e-320,", 1))
-    refused(lambda: reduce.build_header(folder, PROBLEMS, HASHES, CATALOG, TEMPLATES, header, gpu="nvidia_h200"),
+    refused(lambda: reduce.build_header(folder, PROBLEMS, HASHES, CATALOG, TEMPLATES, out, gpu="nvidia_h200"),
             ResultsError, r"line 2: runtime_ms '1e-320' is out of range")
-    assert header.read_text() == before
+    assert (out / "best_kernels.h").read_text() == before
 
 
 SCONS_REFUSALS = [
@@ -149,7 +149,7 @@ def test_scons_refuses_to_build_a_header_from_a_row_out_of_range(tmp_path, corru
                                       cwd=ROOT, capture_output=True, text=True, timeout=600))
     assert out.returncode != 0
     assert re.search(rf"^scons best_kernels.h: {re.escape(str(path))}: {match}", out.stderr, re.MULTILINE), out.stderr
-    assert not (tmp_path / "build" / "best_kernels.h").exists()
+    assert not (tmp_path / "build" / "sets" / "resnet50_fc" / "best_kernels.h").exists()
 
 
 def test_an_output_without_a_finite_error_is_recorded_as_a_readable_row(tmp_path):
@@ -280,9 +280,9 @@ def header_choice(set_name, gpu, tmp_path) -> list:
     """What `scons best_kernels.h WORKLOADS=set_name GPU=gpu` chooses (its builder's call)."""
     config = resolve(env_with(WORKLOADS=set_name, GPU=gpu))
     everything = commands.catalog(config)
-    hashes = commands.header_hashes(config, everything, commands.empty_plan(), commands.measured_frames(config))
+    hashes, _ = commands.header_kernels(config, everything, commands.empty_plan(), commands.measured_frames(config))
     best = reduce.build_header(config.results_dir, config.problems, hashes, {k.name: k for k in everything},
-                               config.templates_dir, tmp_path / "best_kernels.h", config.profiler_dir, gpu=gpu)
+                               config.templates_dir, tmp_path / "out", config.profiler_dir, gpu=gpu)
     return list(best["kernel"])
 
 

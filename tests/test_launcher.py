@@ -1,6 +1,7 @@
-"""The header's launcher as rendered: the kernels it dispatches to, through which adapter, in
-which order, the profiler adapters it embeds, and the device target its flag checks demand.
-(test_header_compile.py compiles it.)"""
+"""The header's launcher as rendered: the kernels it dispatches to (the factories of their profiler
+objects, each kernel behind the adapter it was measured through), in which order, the project
+headers best_kernels_cutlass.h embeds, and the device target its flag checks demand.
+(test_header_compile.py compiles them.)"""
 
 import re
 import shutil
@@ -12,7 +13,7 @@ import pytest
 import header_builds
 from conftest import ROOT, requires_nvcc
 from kernelgen import render, results
-from kernelgen.reduce import build_header, target_arch
+from kernelgen.reduce import HEADER_FILES, build_header, target_arch
 from kernelgen.specs import load_catalog
 from kernelgen.workloads import parse_workloads
 
@@ -45,52 +46,61 @@ def write_set(directory, winners, catalog):
 
 
 def header(tmp_path, winners, catalog=CATALOG, project_includes=ROOT / "profiler"):
+    """The files the header build writes for PROBLEMS with ``winners`` chosen, by name (written
+    into tmp_path/out)."""
     hashes = write_set(tmp_path, winners, catalog)
-    out = tmp_path / "best_kernels.h"
+    out = tmp_path / "out"
     build_header(tmp_path, PROBLEMS, hashes, catalog, TEMPLATES, out, project_includes)
-    return out.read_text()
+    return {name: (out / name).read_text() for name in HEADER_FILES}
 
 
-def launchers(text):
-    """(adapter, kernel, name) of each row of detail::kLaunchers, in order: the adapter and kernel of
-    its Operation<i>, the name in the table row that points at its entry points."""
-    table = text[text.index("inline constexpr Launcher kLaunchers[] = {"):]
-    table = table[:table.index("};")]
-    rows = re.findall(r'\{"(\w+)", &supports_(\d+), &workspace_\2, &launch_\2\}', table)
-    assert [int(i) for _, i in rows] == list(range(len(rows))), "row i dispatches to kernel i's entry points"
-    operations = dict(re.findall(r"using Operation(\d+) = (.+);", text))
-    return [(*re.fullmatch(r"(.+?)<(\w+)>", operations[i]).groups(), name) for name, i in rows]
+def launchers(files):
+    """The kernels of the launcher's fallback order: best_kernels.h's kLaunchOrder, which must be
+    the factories the library's launcher calls, in the same order."""
+    text = files["best_kernels.h"]
+    order = text[text.index("inline constexpr const char* kLaunchOrder[] = {"):]
+    order = re.findall(r'^    "(\w+)",$', order[:order.index("};")], re.MULTILINE)
+    launcher = files["best_kernels_launcher.cu"]
+    table = launcher[launcher.index("constexpr kernelgen::OperationFactory kMake[] = {"):]
+    assert re.findall(r"&kernelgen::make_(\w+),", table[:table.index("};")]) == order, "row i runs kernel i"
+    declared = re.findall(r"^std::unique_ptr<Operation> make_(\w+)\(\);$", launcher, re.MULTILINE)
+    assert declared == order
+    return order
+
+
+def factory_adapter(kernel):
+    """The adapter the kernel's profiler object returns it behind (kernel.cu.mako's make_<name>):
+    what the library's launcher runs it through, as the profiler measured it."""
+    source = render.kernel_source(render.lookup(TEMPLATES), kernel)
+    return re.search(r"std::make_unique<(.+)<::" + kernel.name + r">>\(\)", source).group(1)
 
 
 def test_the_launcher_dispatches_each_winner_through_its_own_adapter_in_first_chosen_order(tmp_path):
-    text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
-    rows = launchers(text)
+    files = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
     # conv problems first (halo, persistent, SM80), then the GEMM table's (the GEMM kernel).
-    assert [(adapter, kernel) for adapter, kernel, _ in rows] == [
-        (CATALOG[HALO].adapter, HALO), (CATALOG[PERSISTENT].adapter, PERSISTENT), (CATALOG[SM80].adapter, SM80),
-        (CATALOG[GEMM].adapter, GEMM)]
-    assert all(kernel == name for _, kernel, name in rows), "the row's name is its kernel's"
-    assert "inline constexpr int kConv2dFpropLauncher[] = {0, 1, 2};" in text
-    assert "inline constexpr int kGemmLauncher[] = {3};" in text
+    assert launchers(files) == [HALO, PERSISTENT, SM80, GEMM]
+    assert all(factory_adapter(CATALOG[k]) == CATALOG[k].adapter for k in (HALO, PERSISTENT, SM80, GEMM))
+    assert "constexpr int kConv2dFpropLauncher[] = {0, 1, 2};" in files["best_kernels_launcher.cu"]
+    assert "constexpr int kGemmLauncher[] = {3};" in files["best_kernels_launcher.cu"]
 
 
 def test_a_kernel_chosen_twice_is_one_launcher(tmp_path):
-    text = header(tmp_path, [PERSISTENT, PERSISTENT, PERSISTENT, SM80])
-    assert [kernel for _, kernel, _ in launchers(text)] == [PERSISTENT, SM80]
-    assert "inline constexpr int kConv2dFpropLauncher[] = {0, 0, 1};" in text
-    assert "inline constexpr int kGemmLauncher[] = {0};" in text
+    files = header(tmp_path, [PERSISTENT, PERSISTENT, PERSISTENT, SM80])
+    assert launchers(files) == [PERSISTENT, SM80]
+    assert "constexpr int kConv2dFpropLauncher[] = {0, 0, 1};" in files["best_kernels_launcher.cu"]
+    assert "constexpr int kGemmLauncher[] = {0};" in files["best_kernels_launcher.cu"]
 
 
-def test_the_adapters_and_what_they_include_are_embedded_before_their_users(tmp_path):
-    text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
+def test_the_kernels_project_headers_are_embedded_before_their_users(tmp_path):
+    text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])["best_kernels_cutlass.h"]
     embedded = re.findall(r"^// ---- (\S+), from kernelgen, embedded", text, re.MULTILINE)
-    for name in ("operation.h", "adapter_common.h", "resident_adapter.h", "conv2d_adapter_3x.h",
-                 "gemm_adapter_3x.h", "conv2d_adapter_2x.h"):
+    for name in ("conv_sm90_persistent.h", "conv_sm90_resident.h"):
         assert embedded.count(name) == 1, name
-    assert embedded.index("operation.h") < embedded.index("adapter_common.h") < embedded.index("gemm_adapter_3x.h")
-    assert embedded.index("operation.h") < embedded.index("resident_adapter.h")
-    assert not set(re.findall(r'#include "([^"]+)"', text)) & {p.name for p in (ROOT / "profiler").iterdir()}
-    assert "direct_adapter.h" not in embedded, "only the winners' adapters"
+    assert not set(re.findall(r'#include "([^"]+)"', text)) - {"best_kernels.h"} & \
+        {p.name for p in (ROOT / "profiler").iterdir()}, "project headers are embedded, not included"
+    assert not {"operation.h", "direct_adapter.h", "resident_adapter.h"} & set(embedded), \
+        "the adapters are the library's, not the types'"
+    assert text.index('#include "best_kernels.h"') < text.index("---- conv_sm90_persistent.h")
 
 
 @dataclass(frozen=True)
@@ -123,11 +133,9 @@ def test_a_new_family_is_launched_through_its_adapter_without_template_changes(t
     kernel = NewFamilyKernel()
     results_dir = tmp_path / "results"
     results_dir.mkdir()
-    text = header(results_dir, [kernel.name, SM80, kernel.name, SM80], {**CATALOG, kernel.name: kernel}, includes)
-    assert [(adapter, name) for adapter, name, _ in launchers(text)] == [
-        ("kernelgen::NewFamilyOperation", kernel.name), (CATALOG[SM80].adapter, SM80)]
-    embedded = re.findall(r"^// ---- (\S+), from kernelgen, embedded", text, re.MULTILINE)
-    assert embedded.index("direct_adapter.h") < embedded.index("new_family_adapter.h")
+    files = header(results_dir, [kernel.name, SM80, kernel.name, SM80], {**CATALOG, kernel.name: kernel}, includes)
+    assert launchers(files) == [kernel.name, SM80]
+    assert factory_adapter(kernel) == "kernelgen::NewFamilyOperation"
 
 
 @pytest.mark.parametrize("kernels, expected", [
@@ -148,29 +156,33 @@ def test_the_target_every_device_pass_must_have(kernels, expected):
      "compile for sm_90a only (-gencode=arch=compute_90a,code=sm_90a)"),
 ])
 def test_the_header_demands_its_kernels_target(tmp_path, winners, check, message):
-    text = header(tmp_path, winners)
+    files = header(tmp_path, winners)
+    text = files["best_kernels_cutlass.h"]
     guard = text.index(check)
     assert text.index(message) > guard and text.index("#if !defined(BEST_KERNELS_WRONG_FLAGS)") > guard
     assert message.split("(")[1].rstrip(")") in text[:text.index("#pragma once")], "the opening comment names it"
+    target = message.split("-gencode=arch=compute_")[1].split(",")[0]
+    assert f"(sm_{target} code)" in files["best_kernels.h"], "the header says what its library was compiled for"
 
 
-def test_the_launcher_is_deterministic_and_compiled_only_where_asked(tmp_path):
-    text = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
-    assert header(tmp_path, [HALO, PERSISTENT, GEMM, SM80]) == text
-    body = text[text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)\n"):text.index("#endif  // BEST_KERNELS_IMPLEMENTATION\n")]
-    assert "inline constexpr Launcher kLaunchers[]" in body
-    parts = text[text.index("#if defined(BEST_KERNELS_IMPLEMENTATION) || defined(BEST_KERNELS_PARTS)"):
-                 text.index("#endif  // BEST_KERNELS_IMPLEMENTATION || BEST_KERNELS_PARTS")]
-    assert [int(i) for i in re.findall(r"#if BEST_KERNELS_IN_THIS_PART\((\d+)\)\nusing Operation\1 = ", parts)] == \
-        [0, 1, 2, 3], "each kernel's entry points compiled in its part only"
-    declarations = text[:text.index("#if defined(BEST_KERNELS_IMPLEMENTATION)")]
+def test_the_launcher_is_deterministic_and_declared_without_cutlass(tmp_path):
+    files = header(tmp_path, [HALO, PERSISTENT, GEMM, SM80])
+    assert header(tmp_path, [HALO, PERSISTENT, GEMM, SM80]) == files
+    declarations = files["best_kernels.h"]
     for declaration in ("size_t workspace_size(const Conv2dFpropProblem& problem);",
-                        "cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x",
-                        "cutlass::Status gemm(const GemmProblem& problem, const Element* a",
-                        "using Element = cutlass::half_t;",
+                        "Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x",
+                        "Status gemm(const GemmProblem& problem, const Element* a",
+                        "using Element = __half;",
                         "const char* kernel_for(const GemmProblem& problem);"):
         assert declaration in declarations
-    assert text.rstrip().endswith("#endif  // !BEST_KERNELS_WRONG_FLAGS")
+    launcher = files["best_kernels_launcher.cu"]
+    for definition in ("size_t workspace_size(const Conv2dFpropProblem& problem) {",
+                       "Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x",
+                       "Status gemm(const GemmProblem& problem, const Element* a",
+                       "const char* status_string(Status status) {"):
+        assert definition in launcher
+    assert re.findall(r'#include\s*[<"]([^>"]+)', launcher) == ["best_kernels.h", "cstdint", "initializer_list",
+                                                                  "memory", "operation.h"], "no CUTLASS"
 
 
 # A family whose adapter counts how often the launcher prepares it and never touches the GPU, to
@@ -195,20 +207,20 @@ class CountingOperation final : public Operation {
 """
 
 COUNTING_MAIN = """\
-#define BEST_KERNELS_IMPLEMENTATION
 #include "best_kernels.h"
+#include "counting_adapter.h"
 #include <cstdio>
 
 int main() {
   using namespace best_kernels;
   Conv2dFpropProblem p{8, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1};
-  auto* x = reinterpret_cast<cutlass::half_t*>(0x10000);
-  auto* w = reinterpret_cast<cutlass::half_t*>(0x20000);
-  auto* y = reinterpret_cast<cutlass::half_t*>(0x30000);
-  auto* other = reinterpret_cast<cutlass::half_t*>(0x40000);
+  auto* x = reinterpret_cast<Element*>(0x10000);
+  auto* w = reinterpret_cast<Element*>(0x20000);
+  auto* y = reinterpret_cast<Element*>(0x30000);
+  auto* other = reinterpret_cast<Element*>(0x40000);
   auto* stream = reinterpret_cast<cudaStream_t>(0x50000);
   int status = 0;
-  auto launch = [&](cutlass::half_t* out, cudaStream_t s) {
+  auto launch = [&](Element* out, cudaStream_t s) {
     status |= int(conv2d_fprop(p, x, w, out, nullptr, 0, s));
     std::printf("%d ", kernelgen::prepared);
   };
@@ -243,9 +255,13 @@ def test_a_repeated_launch_reuses_the_prepared_kernel_and_any_change_prepares_it
     results_dir = tmp_path / "results"
     results_dir.mkdir()
     header(results_dir, [kernel.name] * len(PROBLEMS), {**CATALOG, kernel.name: kernel}, includes)
-    (results_dir / "main.cu").write_text(COUNTING_MAIN)
-    build = subprocess.run(header_builds.nvcc_command(results_dir, "main.cu", header_builds.MEASURED_FLAGS,
-                                                      output="main"), capture_output=True, text=True, timeout=900)
+    out_dir = results_dir / "out"
+    (out_dir / "main.cu").write_text(COUNTING_MAIN)
+    # the kernel's profiler object, as the build compiles it, linked with the library's launcher
+    (out_dir / "kernel.cu").write_text(render.kernel_source(render.lookup(TEMPLATES), kernel))
+    command = ["nvcc", *header_builds.MEASURED_FLAGS, f"-I{out_dir}", f"-I{includes}", "-o", str(results_dir / "main"),
+               str(out_dir / "main.cu"), str(out_dir / "best_kernels_launcher.cu"), str(out_dir / "kernel.cu")]
+    build = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stderr[-5000:]
     out = subprocess.run([str(results_dir / "main")], capture_output=True, text=True, timeout=60)
     # Same problem, operands and stream: prepared once; a new output pointer, the old one again, a
@@ -272,8 +288,8 @@ def test_a_bf16_set_gives_a_header_whose_launcher_takes_bf16_and_whose_kernels_a
     results.write_csv(tmp_path / f"{problems[0].name}.csv", rows)
     catalog = {bf16.name: bf16, "other": bf16}  # "other": the same kind of kernel under another name
     best = build_header(tmp_path, problems, {bf16.name: "h", "other": "h"}, catalog, TEMPLATES,
-                        tmp_path / "best_kernels.h", ROOT / "profiler")
+                        tmp_path / "out", ROOT / "profiler")
     assert list(best["kernel"]) == [bf16.name], "the faster row is over bf16's tolerance"
-    text = (tmp_path / "best_kernels.h").read_text()
-    assert "using Element = cutlass::bfloat16_t;" in text
-    assert "cutlass::Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x" in text
+    text = (tmp_path / "out" / "best_kernels.h").read_text()
+    assert "using Element = __nv_bfloat16;" in text and "#include <cuda_bf16.h>" in text
+    assert "Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x" in text

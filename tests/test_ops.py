@@ -124,9 +124,9 @@ def test_the_reducer_refuses_it_before_reading_a_csv(tmp_path, text, message):
     name = "cutlass_tensorop_f16_s16816fprop_optimized_f16_128x128_32x3_nhwc_align8"
     with pytest.raises(WorkloadError) as error:  # the results folder does not exist: it is never read
         build_header(tmp_path / "none", parse_workloads(text, "w.txt"), {name: "h"}, BY_NAME,
-                     ROOT / "kernel_specs" / "templates", tmp_path / "best_kernels.h", workload_file="w.txt")
+                     ROOT / "kernel_specs" / "templates", tmp_path / "out", workload_file="w.txt")
     assert str(error.value).startswith(message)
-    assert not (tmp_path / "best_kernels.h").exists()
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("text, message", UNSERVED, ids=UNSERVED_IDS)
@@ -140,7 +140,7 @@ def test_scons_refuses_it_in_one_line(tmp_path, text, message):
                          timeout=600)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert f"scons: {workloads}:{message.removeprefix('w.txt:')}" in out.stderr
-    assert not (tmp_path / "build" / "best_kernels.h").exists()
+    assert not (tmp_path / "build" / "sets").exists()
 
 
 def test_the_profiler_is_given_each_workload_only_the_kernels_of_its_dtype(tmp_path):

@@ -1,12 +1,14 @@
 """The reducer: CSV validation, the total order of the choice, refusals that name the file,
 and a header that stays as it was when a reduction fails."""
 
+import re
+
 import pytest
 
 from conftest import ROOT
 from kernelgen import render, results
 from kernelgen.errors import ResultsError
-from kernelgen.reduce import build_header, load_set, select_best
+from kernelgen.reduce import HEADER_FILES, build_header, load_set, select_best
 from kernelgen.specs import load_catalog
 from kernelgen.workloads import parse_workloads
 
@@ -139,27 +141,36 @@ def test_runtime_must_be_empty_unless_ok(tmp_path):
         results.read_csv(path)
 
 
+def written(folder) -> dict:
+    """The files a header build wrote into ``folder``, by name."""
+    return {name: (folder / name).read_text() for name in HEADER_FILES}
+
+
 def test_header_names_each_choice_and_is_unchanged_after_a_failed_reduction(tmp_path):
     write_set(tmp_path, [{SM80: 0.2, SM80_B: 0.1, SM90: 0.3}, {SM80: 0.05, SM80_B: 0.3, SM90: 0.01}])
-    header = tmp_path / "out" / "best_kernels.h"
+    out = tmp_path / "out"
     templates = ROOT / "kernel_specs" / "templates"
-    build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, header)
-    text = header.read_text()
-    assert text.count("#pragma once") == 1
-    assert f"using {SM80_B} = cutlass::conv::device::ImplicitGemmConvolution<{SM80_B}_base>;" in text
-    assert f"using {SM90} = cutlass::conv::device::ConvUniversalAdapter<{SM90}_base>;" in text
-    assert SM80 + " =" not in text, "only chosen kernels' types"
+    build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, out)
+    files = written(out)
+    text, types = files["best_kernels.h"], files["best_kernels_cutlass.h"]
+    assert text.count("#pragma once") == 1 and types.count("#pragma once") == 1
+    assert re.findall(r"#include\s*[<\"]([^>\"]+)", text) == ["cstddef", "cuda_runtime_api.h", "cuda_fp16.h"], \
+        "the header includes CUDA's headers only"
+    assert "cutlass::" not in text
+    assert f"using {SM80_B} = cutlass::conv::device::ImplicitGemmConvolution<{SM80_B}_base>;" in types
+    assert f"using {SM90} = cutlass::conv::device::ConvUniversalAdapter<{SM90}_base>;" in types
+    assert SM80 + " =" not in types, "only chosen kernels' types"
     assert f'{{"{PROBLEMS[1].name}",\n     {{8, 14, 14, 64, 128, 1, 1, 0, 0, 2, 2, 1, 1}},\n     "{SM90}", 0.01,' in text
     assert "GPU NVIDIA H200, driver 580.159.04, CUDA 13.0, CUTLASS 4.2.0" in text
     # Deterministic: the same inputs give the same bytes.
-    build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, tmp_path / "again.h")
-    assert (tmp_path / "again.h").read_text() == text
+    build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, tmp_path / "again")
+    assert written(tmp_path / "again") == files
 
     (tmp_path / f"{PROBLEMS[1].name}.csv").write_text("workload,kernel\n")
     with pytest.raises(ResultsError):
-        build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, header)
-    assert header.read_text() == text
-    assert sorted(p.name for p in header.parent.iterdir()) == ["best_kernels.h"]
+        build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, out)
+    assert written(out) == files
+    assert sorted(p.name for p in out.iterdir()) == sorted(HEADER_FILES)
 
 
 GEMM = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x256x64_1x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma"
@@ -177,13 +188,17 @@ def mixed_set(tmp_path):
 
 def test_header_serves_gemm_workloads_and_gemm_kernels_for_convolutions(tmp_path):
     hashes = mixed_set(tmp_path)
-    header = tmp_path / "best_kernels.h"
-    build_header(tmp_path, MIXED, hashes, CATALOG, ROOT / "kernel_specs" / "templates", header)
-    text = header.read_text()
+    build_header(tmp_path, MIXED, hashes, CATALOG, ROOT / "kernel_specs" / "templates", tmp_path / "out")
+    files = written(tmp_path / "out")
+    text = files["best_kernels_cutlass.h"]
     assert f"using {GEMM} = cutlass::gemm::device::GemmUniversalAdapter<{GEMM}_base>;" in text
     assert "struct Conv2dFprop<8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1> {\n  using Kernel = " + GEMM in text
     assert "struct Gemm<256, 1000, 2048> {\n  using Kernel = " + GEMM in text
+    text = files["best_kernels.h"]
     assert text.count("inline constexpr Choice kConv2dFprop[]") == 1 and "inline constexpr GemmChoice kGemm[]" in text
+    assert 'inline constexpr const char* kLaunchOrder[] = {\n    "' + GEMM + '",\n};' in text, "one kernel serves both"
+    launcher = files["best_kernels_launcher.cu"]
+    assert "constexpr int kConv2dFpropLauncher[] = {0};" in launcher and "constexpr int kGemmLauncher[] = {0};" in launcher
 
 
 PDL = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_64x32x64_1x1x1_0_tnt_align8_warpspecialized_pingpong_epi_tma_pdl"
@@ -195,9 +210,8 @@ def test_a_dependent_launch_winner_turns_on_grid_dependency_control_before_cutla
     for problem in MIXED:
         rows = [row(problem.name, SM80, runtime=0.2, kernel_hash="h80"), row(problem.name, winner, runtime=0.1, kernel_hash="hw")]
         results.write_csv(tmp_path / f"{problem.name}.csv", rows)
-    header = tmp_path / "best_kernels.h"
-    build_header(tmp_path, MIXED, hashes, CATALOG, ROOT / "kernel_specs" / "templates", header, ROOT / "profiler")
-    text = header.read_text()
+    build_header(tmp_path, MIXED, hashes, CATALOG, ROOT / "kernel_specs" / "templates", tmp_path / "out", ROOT / "profiler")
+    text = written(tmp_path / "out")["best_kernels_cutlass.h"]
     define = "#if !defined(CUTLASS_ENABLE_GDC_FOR_SM90)\n#define CUTLASS_ENABLE_GDC_FOR_SM90\n#endif\n"
     assert (define in text) == dependent
     assert ("---- dependent_launch.h, from kernelgen" in text) == dependent

@@ -101,13 +101,13 @@ def test_scons_names_the_gpus_with_results_when_it_cannot_choose(tmp_path, args,
     out = scons_header(tmp_path, *args, gpu_name=gpu_name)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert f"scons best_kernels.h: {ROOT / 'profile_results' / 'resnet50'}: {message}" in out.stderr
-    assert not (tmp_path / "best_kernels.h").exists()
+    assert not (tmp_path / "sets").exists()
 
 
 def test_scons_builds_the_header_of_this_machines_gpu(tmp_path):
     out = scons_header(tmp_path, gpu_name="NVIDIA H200")
     assert out.returncode == 0, out.stderr
-    assert "(scons best_kernels.h from profile_results/resnet50/nvidia_h200)" in (tmp_path / "best_kernels.h").read_text()
+    assert "(scons best_kernels.h from profile_results/resnet50/nvidia_h200)" in (tmp_path / "sets" / "resnet50" / "best_kernels.h").read_text()
 
 
 def test_the_report_reads_the_only_gpus_results(capsys):

@@ -1,7 +1,9 @@
-"""A consumer of the header compiles, the launcher compiles and links, and the linked launcher
-refuses bad input with an error status before it touches the GPU (the compiles began in
-tests/test_header_compile.py)."""
+"""A consumer of the header compiles with the host compiler and CUDA's headers alone; one of its
+CUTLASS types compiles with CUTLASS; the launcher compiles and links with the kernels' profiler
+sources, and the linked launcher refuses bad input with an error status before it touches the GPU
+(the long compiles began in tests/test_header_compile.py)."""
 
+import shutil
 import subprocess
 
 import pytest
@@ -10,21 +12,32 @@ import header_builds
 from conftest import requires_nvcc
 from test_launcher import SM80
 
-POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
+POINTWISE = header_builds.POINTWISE
 
 
 @requires_nvcc
-def test_a_consumer_of_the_committed_header_compiles():
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs the host compiler g++")
+def test_a_consumer_of_the_committed_header_compiles_with_the_host_compiler_and_cuda_headers_alone(tmp_path):
+    directory = header_builds.committed_header()
+    (tmp_path / "consumer.cpp").write_text(header_builds.CONSUMER)
+    cuda_include = header_builds.cuda_include()
+    out = subprocess.run(["g++", "-std=c++17", f"-I{directory}", f"-I{cuda_include}", "-c",
+                          "-o", str(tmp_path / "consumer.o"), str(tmp_path / "consumer.cpp")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-5000:]
+
+
+@requires_nvcc
+def test_a_consumer_of_the_committed_headers_cutlass_types_compiles():
     header_builds.start_compiles()  # already running, unless this file runs on its own
-    status, output = header_builds.result("consumer")
+    status, output = header_builds.result("types_consumer")
     assert status == 0, output[-5000:]
 
 
 @requires_nvcc
-@pytest.mark.parametrize("build", ["launcher", "launcher_parts"])
-def test_the_launcher_compiles_and_links(build):
+def test_the_launcher_compiles_and_links():
     header_builds.start_compiles()
-    status, output = header_builds.result(build)
+    status, output = header_builds.result("launcher")
     assert status == 0, output[-5000:]
 
 
@@ -77,10 +90,9 @@ INVALID, MISALIGNED, UNSUPPORTED = "Error Invalid Problem", "Error Misaligned Op
         "3-channels", "unprofiled-null-x", "gemm-null-a", "gemm-d-off-4-bytes", "gemm-m-0", "gemm-k-3"])
 def test_the_launcher_refuses_bad_input_with_a_status(args, status, kernel):
     header_builds.start_compiles()
-    for build in ("launcher", "launcher_parts"):  # the same whether its kernels are compiled in one file or two
-        built, output = header_builds.result(build)
-        assert built == 0, output[-5000:]
-        out = subprocess.run([str(header_builds.launcher_header() / build), *map(str, args)],
-                             capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.splitlines() == [status, kernel], build
+    built, output = header_builds.result("launcher")
+    assert built == 0, output[-5000:]
+    out = subprocess.run([str(header_builds.launcher_header() / "launcher"), *map(str, args)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [status, kernel]

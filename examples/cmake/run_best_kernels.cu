@@ -9,10 +9,11 @@
 //
 //   run_best_kernels [--repeats N]
 //
-// The header's kernels are compiled in BEST_KERNELS_PARTS files (CMakeLists.txt): this one, with
-// the launcher and part 0, and best_kernels_part<i>.cu for the others.
-#define BEST_KERNELS_IMPLEMENTATION
+// It includes best_kernels.h and links libbest_kernels.a (CMakeLists.txt: find_package(best_kernels)):
+// nothing of CUTLASS is compiled here.
 #include "best_kernels.h"
+
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,11 +26,11 @@
 
 namespace {
 
-using Element = best_kernels::Element;  // the header's operand type: cutlass::half_t or cutlass::bfloat16_t
+using Element = best_kernels::Element;  // the header's operand type: __half or __nv_bfloat16
 
 // What the profiler accepts: relative L2 and element errors within half an ulp of the output's type
 // or so (kernelgen.vocab.verify_tolerance).
-constexpr double kTolerance = std::is_same_v<Element, cutlass::bfloat16_t> ? 8e-3 : 1e-3;
+constexpr double kTolerance = std::is_same_v<Element, __nv_bfloat16> ? 8e-3 : 1e-3;
 using best_kernels::Conv2dFpropProblem;
 
 void check(cudaError_t error, const char* what) {
@@ -129,7 +130,7 @@ struct Case {
 
   const char* kernel() const { return is_gemm ? best_kernels::kernel_for(gemm) : best_kernels::kernel_for(conv); }
   size_t workspace() const { return is_gemm ? best_kernels::workspace_size(gemm) : best_kernels::workspace_size(conv); }
-  cutlass::Status run(const Element* x, const Element* w, Element* y, void* workspace, size_t bytes,
+  best_kernels::Status run(const Element* x, const Element* w, Element* y, void* workspace, size_t bytes,
                       cudaStream_t stream) const {
     return is_gemm ? best_kernels::gemm(gemm, x, w, y, workspace, bytes, stream)
                    : best_kernels::conv2d_fprop(conv, x, w, y, workspace, bytes, stream);
@@ -176,8 +177,8 @@ class Runner {
     check(cudaGetLastError(), "reference launch");
 
     const char* kernel = c.kernel();
-    cutlass::Status status = c.run(xs[0], ws[0], ys[0], workspace, workspace_bytes, stream_);
-    bool ok = status == cutlass::Status::kSuccess;
+    best_kernels::Status status = c.run(xs[0], ws[0], ys[0], workspace, workspace_bytes, stream_);
+    bool ok = status == best_kernels::Status::kSuccess;
     double ms = 0, launches_ms = 0, rel_l2 = 0, rel_max = 0;
     if (ok) {
       Errors zero{};
@@ -195,7 +196,7 @@ class Runner {
     std::printf("%-24s %-8.4f %-11.4f %-8s %-6s %-9.2e %-9.2e %s %s\n", c.label.c_str(), ms, launches_ms,
                 c.profiled_ms > 0 ? std::to_string(c.profiled_ms).substr(0, 6).c_str() : "-",
                 c.profiled_ms > 0 && ms > 0 ? std::to_string(ms / c.profiled_ms).substr(0, 4).c_str() : "-", rel_l2,
-                rel_max, ok ? "ok" : (status == cutlass::Status::kSuccess ? "MISMATCH" : cutlassGetStatusString(status)),
+                rel_max, ok ? "ok" : (status == best_kernels::Status::kSuccess ? "MISMATCH" : best_kernels::status_string(status)),
                 kernel ? kernel : "(none)");
     std::fflush(stdout);
     check(cudaFree(pool), "cudaFree");
@@ -213,7 +214,7 @@ class Runner {
     auto launch = [&](int count) {
       for (int i = 0; i < count; ++i, ++next) {
         const size_t set = next % xs.size();
-        if (c.run(xs[set], ws[set], ys[set], workspace, workspace_bytes, stream_) != cutlass::Status::kSuccess) {
+        if (c.run(xs[set], ws[set], ys[set], workspace, workspace_bytes, stream_) != best_kernels::Status::kSuccess) {
           std::fprintf(stderr, "run_best_kernels: %s: a timed launch failed\n", c.label.c_str());
           std::exit(2);
         }

@@ -1,8 +1,8 @@
-// The launcher of best_kernels.h, compiled here once with the flags its kernels were measured
-// with (setup.py), behind the plain interface of best_conv.h; with part 0 of its kernels, the
-// other parts in build/best_kernels_parts/ (BEST_KERNELS_PARTS, setup.py).
-#define BEST_KERNELS_IMPLEMENTATION
+// The launcher of best_kernels.h (defined in libbest_kernels.a, which setup.py links) behind the
+// plain interface of best_conv.h.
 #include "best_kernels.h"
+
+#include <cuda_bf16.h>
 
 #include "best_conv.h"
 
@@ -17,7 +17,7 @@ best_kernels::Conv2dFpropProblem convert(const Problem& p) {
 
 }  // namespace
 
-const char* element() { return std::is_same_v<best_kernels::Element, cutlass::bfloat16_t> ? "bf16" : "f16"; }
+const char* element() { return std::is_same_v<best_kernels::Element, __nv_bfloat16> ? "bf16" : "f16"; }
 
 size_t workspace_size(const Problem& problem) { return best_kernels::workspace_size(convert(problem)); }
 
@@ -25,10 +25,10 @@ const char* kernel_for(const Problem& problem) { return best_kernels::kernel_for
 
 const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, void* workspace,
                          size_t workspace_bytes, void* stream) {
-  cutlass::Status status = best_kernels::conv2d_fprop(
+  best_kernels::Status status = best_kernels::conv2d_fprop(
       convert(problem), static_cast<const best_kernels::Element*>(x), static_cast<const best_kernels::Element*>(w),
       static_cast<best_kernels::Element*>(y), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
-  return status == cutlass::Status::kSuccess ? "" : cutlassGetStatusString(status);
+  return status == best_kernels::Status::kSuccess ? "" : best_kernels::status_string(status);
 }
 
 #if BEST_KERNELS_CONV2D_FPROP_COUNT

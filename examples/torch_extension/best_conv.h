@@ -1,5 +1,4 @@
-// What extension.cpp needs of best_kernels.h, without CUDA or CUTLASS types: a C++ file built by
-// the host compiler cannot include best_kernels.h (it holds CUDA kernels), so best_conv.cu does.
+// What extension.cpp needs of best_kernels.h, without CUDA's types (best_conv.cu converts them).
 #pragma once
 
 #include <cstddef>

@@ -12,11 +12,12 @@ import json
 import sys
 from pathlib import Path
 
-from . import candidates, cost_model, importer, inputs, resolved, results
+from . import candidates, cost_model, importer, inputs, outputs, reduce, resolved, results
 from . import plan as plan_module
 from .config import Config
 from .errors import KernelgenError, shorten
 from .ops import check_header_keys, check_served
+from .ops import serves as serves_op
 from .space import load_space, merged
 from .specs import load_catalog, select
 from .variables import ROOT, scons_text
@@ -92,22 +93,73 @@ def check_set(config: Config, everything: list) -> None:
     check_header_keys(config.problems, shown)
 
 
-def header_hashes(config: Config, everything: list, plan: plan_module.BuildPlan, frames: dict) -> dict:
-    """The kernels the header chooses among, with the hash of their current code: those of
-    ``everything`` that KERNELS= selects and the set's CSVs (``frames``) hold a row of, and those
-    the build compiles."""
+def header_kernels(config: Config, everything: list, plan: plan_module.BuildPlan, frames: dict) -> tuple:
+    """(hashes, sources): the kernels the header chooses among, with the hash of their current code
+    (those of ``everything`` that KERNELS= selects and the set's CSVs, ``frames``, hold a row of,
+    and those the build compiles), and the generated source of each (what libbest_kernels.a
+    compiles of a chosen kernel this build does not profile)."""
     measured = {name for frame in frames.values() for name in frame["kernel"]}
     kernels = [k for k in select(everything, config.kernels, config.arch) if k.name in measured
                and k.name not in plan.hashes]
     flags = config.nvccflags + config.arch.gencode_flags()
-    _, hashes = plan_module.sources_and_hashes(kernels, config.templates_dir, config.profiler_dir, flags,
-                                               config.cutlass_includes[0])
-    return {**hashes, **plan.hashes}
+    sources, hashes = plan_module.sources_and_hashes(kernels, config.templates_dir, config.profiler_dir, flags,
+                                                     config.cutlass_includes[0])
+    return {**hashes, **plan.hashes}, {**sources, **plan.sources}
+
+
+HEADER_FILES = outputs.HEADER_FILES  # what SConstruct's header builder writes
+
+
+def library_kernels(config: Config, everything: list, hashes: dict) -> list | None:
+    """The kernels libbest_kernels.a links, in the launcher's order, as the set's results choose
+    them now; None when they choose none (the header build says why)."""
+    if config.results_dir is None:
+        return None
+    by_name = {k.name: k for k in everything}
+    try:
+        frame = reduce.load_set(config.results_dir, config.problems, config.results_dir.name)
+        best = reduce.choose(frame, config.problems, hashes, by_name)
+    except KernelgenError:
+        return None
+    return reduce.launch_order(best, config.problems)
+
+
+def list_text(config: Config, everything: list) -> str:
+    """What `scons list` prints (kernelgen.listing): the kernels of the build that KERNELS= selects;
+    each kernel on its own line when KERNELS= narrows them."""
+    from .listing import list_text as listing
+
+    kernels = select(everything, config.kernels, config.arch)
+    if not kernels:
+        raise KernelgenError(f"KERNELS={shorten(config.kernels)!r} with ARCH={config.arch} selects no kernel")
+    return listing(config.set_name, config.problems, kernels, each=config.kernels != "*")
+
+
+def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict) -> str:
+    """What `scons -n profile` would do, GPU or not: the kernels it compiles and the (workload,
+    kernel) pairs it measures, less those the set's CSVs hold a row of on the current code."""
+    stale = stale_objects(plan, config)
+    pending = 0
+    for problem in config.problems:
+        frame = frames.get(problem.name)
+        current = set() if frame is None else {
+            (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
+        pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current)
+    where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
+    return (f"scons -n profile: would compile {len(stale)} of the build's {len(plan.kernels)} kernels "
+            f"and measure {pending} (workload, kernel) pair(s) of {len(config.problems)} "
+            f"workload(s) not yet in {_shown(where, config.root)} on the current code")
 
 
 def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
     build = config.build_path
     return plan_module.stale_objects(plan, build / "kernels", build / "obj")
+
+
+def stale_library_objects(config: Config, names: list, sources: dict) -> list:
+    """The kernels of ``names`` (the library's, beyond the plan's) whose object will be compiled."""
+    partial = plan_module.BuildPlan([], {n: sources[n] for n in names}, {}, "", "")
+    return stale_objects(partial, config)
 
 
 RESOLVED_FILE = "workloads.json"  # BUILD/workloads.json: the set as resolved here, beside kernels.json
@@ -144,6 +196,7 @@ def reduce_config(config: Config, hashes: dict) -> dict:
     if config.header_error is not None:
         return {"error": config.header_error}
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
+            "set": config.set_name,
             "resolved": str(config.build_path / RESOLVED_FILE),
             "specs": str(config.specs_dir), "spaces": None if config.top == "listed" else str(config.spaces_dir),
             "templates": str(config.templates_dir), "project_includes": str(config.profiler_dir), "hashes": hashes}

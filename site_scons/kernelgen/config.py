@@ -67,7 +67,7 @@ def _path(env, key, root: Path) -> Path:
     return (root / env[key]).resolve()
 
 
-def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
+def check_build_dir(build: Path, root: Path, keep: dict, given: str, set_name: str = "") -> None:
     """Refuse a BUILD that is not the build's own, or where the build cannot write its files:
     the project or a folder above it; one holding, or inside, a folder of ``keep`` (name -> path:
     RESULTS, SPECS, the project's sources); a file; outputs of the wrong kind."""
@@ -84,7 +84,8 @@ def check_build_dir(build: Path, root: Path, keep: dict, given: str) -> None:
     kind = inputs.file_kind(build)
     if kind not in ("missing", "a directory"):
         raise KernelgenError(f"{shown} is {kind or 'a file'}, not a folder")
-    for name, wanted in (("best_kernels.h", None), ("profiler", None), ("kernels.json", None), ("workloads.json", None),
+    header = [(f"{outputs.SETS_FOLDER}/{set_name}/{name}", None) for name in outputs.HEADER_FILES]
+    for name, wanted in (*header, (outputs.SETS_FOLDER, "a directory"), ("profiler", None), ("kernels.json", None), ("workloads.json", None),
                          ("manifest.cu", None), (outputs.RECORD, None), (outputs.LOCK, None),
                          ("kernels", "a directory"), ("obj", "a directory"), ("obj/driver", "a directory")):
         kind = inputs.file_kind(build / name)
@@ -137,7 +138,7 @@ def resolve(env) -> Config:
     check_build_dir(build, root, {"RESULTS": results_root, "SPECS": specs_dir,
                                   "SPACES": spaces_dir,
                                   "kernel_specs": root / "kernel_specs", "profiler": root / "profiler",
-                                  "site_scons": root / "site_scons"}, env["BUILD"])
+                                  "site_scons": root / "site_scons"}, env["BUILD"], set_name)
     results_dir, header_error = None, None
     try:
         gpu = choose_gpu(results_root / set_name, env.get("GPU") or None, None if env.get("GPU") else machine_gpu())

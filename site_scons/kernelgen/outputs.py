@@ -27,6 +27,10 @@ from .render import replace_with
 
 RECORD = ".kernelgen-outputs"
 LOCK = ".lock"
+# BUILD/sets/<set>/: one set's header files (what the header build writes: the header, the CUTLASS
+# types, the launcher's source, the CMake package file), its launcher's object and libbest_kernels.a.
+SETS_FOLDER = "sets"
+HEADER_FILES = ("best_kernels.h", "best_kernels_cutlass.h", "best_kernels_launcher.cu", "best_kernels-config.cmake")
 SCONSIGN = ".sconsign"  # SCons's signature database in BUILD: .sconsign.dblite, written through .sconsign.tmp
 SCONSIGN_FILES = (".sconsign.dblite", ".sconsign.tmp")
 _NO_LINK = os.O_NOFOLLOW | os.O_CLOEXEC

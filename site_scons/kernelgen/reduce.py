@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import inputs, render, results
+from . import inputs, outputs, render, results
 from .errors import ResultsError
 from .ops import OPS, check_header_keys, check_served, serves
 from .targets import TARGETS
@@ -128,12 +128,24 @@ def choose(frame: pd.DataFrame, problems, hashes: dict, kernels_by_name: dict) -
     return select_best(frame, problems, hashes, tolerances, kernels_by_name)
 
 
-def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, source: str,
-                project_includes=None) -> str:
-    """The header's text. A winner's include found in ``project_includes`` (a project header,
-    not CUTLASS's) is embedded, so that the header needs nothing but CUTLASS to compile; so is
-    the profiler adapter each winner was measured through (``adapter_header``), which the
-    header's launcher dispatches to (``adapter``), whatever the kernel's family."""
+HEADER_FILES = outputs.HEADER_FILES  # what a set's header build writes, in BUILD/sets/<set>/
+
+
+def launch_order(best: pd.DataFrame, problems) -> list:
+    """The launcher's kernels in its fallback order: as first chosen, the ops' sections in OPS's
+    order (what libbest_kernels.a holds)."""
+    chosen = dict(zip((p.name for p in problems), best["kernel"]))
+    return list(dict.fromkeys(chosen[p.name] for name in OPS for p in problems if p.op == name))
+
+
+def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict, source: str,
+                 project_includes=None, set_name: str = "") -> dict:
+    """File name (HEADER_FILES) -> text. best_kernels.h holds the tables and the launcher's
+    declarations and includes CUDA's headers only; best_kernels_launcher.cu defines the launcher
+    over the factories of the kernels' profiler objects (each kernel behind the adapter it was
+    measured through); best_kernels_cutlass.h holds the kernels' CUTLASS types, where a winner's
+    include found in ``project_includes`` (a project header, not CUTLASS's) is embedded, so that it
+    needs nothing but CUTLASS."""
     winners = sorted(set(best["kernel"]))
     includes, embedded = [], {}
 
@@ -151,8 +163,6 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
     for name in winners:
         for header in kernels_by_name[name].includes:
             include(header)
-    for name in winners:
-        include(kernels_by_name[name].adapter_header)
     first = best.iloc[0]
     entries = [
         {"problem": p, "kernel": row.kernel, "runtime_ms": row.runtime_ms,
@@ -160,24 +170,34 @@ def header_text(templates, best: pd.DataFrame, problems, kernels_by_name: dict, 
         for p, row in zip(problems, best.itertuples(index=False))
     ]
     sections = {op.HEADER_SECTION: [e for e in entries if e["problem"].op == name] for name, op in OPS.items()}
-    # the launcher's fallback order: kernels as first chosen, the ops' sections in OPS's order
-    order = list(dict.fromkeys(e["kernel"] for section in sections.values() for e in section))
+    order = launch_order(best, problems)
     for e in entries:
         e["launcher"] = order.index(e["kernel"])
     device_arch, arch_specific = target_arch([kernels_by_name[n] for n in winners])
+    device_target = f"{device_arch}{TARGETS[device_arch].suffix if arch_specific else ''}"
     comment = render.comment_text  # text from a CSV or a path reaches C++ only inside a comment, escaped
-    return render.render(
-        templates, "best_kernels.h.mako", "best_kernels.h",
-        banner=render.BANNER.format(source=comment(f"scons best_kernels.h from {source}")),
-        source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
-        cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]), timing=TIMING_TEXT[first["timing"]],
-        element=DATA_TYPES[problems[0].dtype].cpp,
-        defines=list(dict.fromkeys(d for n in winners for d in render.defines(kernels_by_name[n]))),
-        includes=includes, embedded=embedded, **sections,
-        launchers=[{"name": n, "adapter": f"{kernels_by_name[n].adapter}<{n}>"} for n in order],
-        device_arch=device_arch, arch_specific=arch_specific,
-        device_target=f"{device_arch}{TARGETS[device_arch].suffix if arch_specific else ''}",
-        type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners])
+    element = DATA_TYPES[problems[0].dtype]
+    common = dict(source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
+                  cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
+                  timing=TIMING_TEXT[first["timing"]], device_target=device_target, **sections)
+    banner = render.BANNER.format(source=comment(f"scons best_kernels.h from {source}"))
+    launchers = [{"name": n} for n in order]
+    return {
+        "best_kernels.h": render.render(
+            templates, "best_kernels.h.mako", "best_kernels.h", banner=banner, set_name=comment(set_name),
+            element=element.cuda, element_header=element.cuda_header, launchers=launchers, **common),
+        "best_kernels_cutlass.h": render.render(
+            templates, "best_kernels_cutlass.h.mako", "best_kernels_cutlass.h", banner=banner,
+            defines=list(dict.fromkeys(d for n in winners for d in render.defines(kernels_by_name[n]))),
+            includes=includes, embedded=embedded, device_arch=device_arch, arch_specific=arch_specific,
+            type_definitions=[render.type_definition(templates, kernels_by_name[n]) for n in winners], **common),
+        "best_kernels_launcher.cu": render.render(
+            templates, "best_kernels_launcher.cu.mako", "best_kernels_launcher.cu", banner=banner,
+            launchers=launchers, **sections),
+        "best_kernels-config.cmake": render.render(
+            templates, "best_kernels-config.cmake.mako", "best_kernels-config.cmake",
+            banner=banner.replace("//", "#", 1), set_name=comment(set_name), gpu=comment(first["gpu"])),
+    }
 
 
 # How the header says its times were taken (results.TIMINGS).
@@ -195,16 +215,18 @@ def target_arch(kernels) -> tuple:
 
 
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
-                 project_includes=None, workload_file="the workload file", gpu: str | None = None) -> pd.DataFrame:
-    """Validate, choose, write ``output``; returns the chosen rows. A workload that no kernel of
-    ``kernels_by_name`` serves (its op and dtype) is refused first, naming ``workload_file`` and
-    its line.
+                 project_includes=None, workload_file="the workload file", gpu: str | None = None,
+                 set_name: str = "") -> pd.DataFrame:
+    """Validate, choose, write HEADER_FILES into the folder ``output``; returns the chosen rows. A
+    workload that no kernel of ``kernels_by_name`` serves (its op and dtype) is refused first,
+    naming ``workload_file`` and its line.
     ``gpu``: the slug of the GPU whose folder ``results_dir`` is; its rows must all be of that GPU."""
     check_served(problems, list(kernels_by_name.values()), workload_file)
     check_header_keys(problems, workload_file)
     frame = load_set(results_dir, problems, gpu)
     best = choose(frame, problems, hashes, kernels_by_name)
-    text = header_text(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
-                       project_includes)
-    render.write_generated(output, text)
+    files = header_files(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
+                         project_includes, set_name or Path(results_dir).parent.name)
+    for name, text in files.items():
+        render.write_generated(Path(output) / name, text)
     return best

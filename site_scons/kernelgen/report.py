@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         config = replace(resolve(dict(defaults(), RESULTS=args.results)), set_name=set_name, problems=problems,
                          results_dir=set_dir / gpu)
         everything = commands.catalog(config)
-        hashes = commands.header_hashes(config, everything, commands.empty_plan(), commands.measured_frames(config))
+        hashes, _ = commands.header_kernels(config, everything, commands.empty_plan(), commands.measured_frames(config))
         best = choose(frame, problems, hashes, {k.name: k for k in everything})
     except KernelgenError as e:
         print(e, file=sys.stderr)

@@ -15,13 +15,15 @@ class DataType:
     cpp: str  # C++ type
     bits: int
     short: str  # CUTLASS's one-letter accumulator prefix in 2.x names
+    cuda: str = ""  # the CUDA toolkit's type of the same bits (what best_kernels.h's launcher takes)
+    cuda_header: str = ""  # the toolkit header that declares it
 
 
 DATA_TYPES = {
     t.key: t
     for t in (
-        DataType("f16", "cutlass::half_t", 16, "h"),
-        DataType("bf16", "cutlass::bfloat16_t", 16, "bf16"),
+        DataType("f16", "cutlass::half_t", 16, "h", "__half", "cuda_fp16.h"),
+        DataType("bf16", "cutlass::bfloat16_t", 16, "bf16", "__nv_bfloat16", "cuda_bf16.h"),
         DataType("f32", "float", 32, "s"),
     )
 }

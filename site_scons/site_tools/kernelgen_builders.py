@@ -1,7 +1,8 @@
 """SCons tool: kernelgen's builders. Glue only; the work is in the kernelgen package.
 
   env.GeneratedFile(target, env.Value(text))   write a generated source
-  env.BestKernelsHeader(target, [env.Value(config_json), csv files...])
+  env.BestKernelsHeader(targets, [env.Value(config_json), csv files...])   a set's header files
+  env.CheckLibrary(library)                    its kernels are those its launcher source names
   env.CompileProgress(kernel_names_to_compile) one-line progress for nvcc compiles
   env.RecordOutputs(targets)                   targets built by commands (nvcc) are recorded first
 
@@ -44,14 +45,17 @@ def _best_kernels_header(target, source, env):
         listed = load_catalog(config["specs"])
         kernels = {k.name: k for k in (listed if config["spaces"] is None else merged(listed, load_space(config["spaces"])))}
         with tempfile.TemporaryDirectory() as scratch:  # written here, then into BUILD through its record
-            header = os.path.join(scratch, "best_kernels.h")
             best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
-                                header, config["project_includes"], config["workload_file"],
-                                gpu=os.path.basename(config["results"]))
-            write(env["BUILD_RECORD"], target[0].get_abspath(), Path(header).read_text(encoding="utf-8"))
+                                scratch, config["project_includes"], config["workload_file"],
+                                gpu=os.path.basename(config["results"]), set_name=config["set"])
+            for file in target:
+                name = os.path.basename(file.get_abspath())
+                write(env["BUILD_RECORD"], file.get_abspath(), Path(scratch, name).read_text(encoding="utf-8"))
     except KernelgenError as e:
         print(f"scons best_kernels.h: {e}", file=sys.stderr)
         return 1
+    print(f"{target[0]}: set {config['set']}, {len(problems)} workloads, measured on "
+          f"{os.path.basename(config['results'])} ({config['results']})")
     width = max(len(p.name) for p in problems)
     for problem, row in zip(problems, best.itertuples(index=False)):
         print(f"  {problem.name:<{width}}  {row.runtime_ms:8.4f} ms  {row.kernel}")
@@ -59,6 +63,21 @@ def _best_kernels_header(target, source, env):
     if unmeasured or stale:
         print(f"  chosen among the measured rows: {unmeasured} (workload, kernel) pair(s) of this build not "
               f"measured, {stale} row(s) of changed code not counted (scons profile measures them)")
+    return 0
+
+
+def _check_library(target, source, env):
+    """The library's pre-action: the kernels it links (LIBRARY_KERNELS, as chosen when SConstruct
+    was read) are those its launcher source (LIBRARY_LAUNCHER) names (as chosen when the header was built); they
+    differ only where this same run profiled and changed a choice."""
+    import re
+
+    text = Path(env["LIBRARY_LAUNCHER"]).read_text(encoding="utf-8")
+    named = re.findall(r"&kernelgen::make_(\w+),", text)
+    if named != list(env["LIBRARY_KERNELS"]):
+        print("scons: the set's choices changed while this run profiled: run the same scons command again "
+              f"to link the new ones into {target[0]}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -138,6 +157,8 @@ def generate(env):
     env["BUILDERS"]["BestKernelsHeader"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_best_kernels_header, "$REDUCECOMSTR"))
     env.AddMethod(lambda env, total: env.Replace(PRINT_CMD_LINE_FUNC=CompileProgress(total)), "CompileProgress")
+    env.AddMethod(lambda env, library: env.AddPreAction(library, SCons.Action.Action(_check_library, None)),
+                  "CheckLibrary")
     env.AddMethod(lambda env, targets: env.AddPreAction(targets, _RecordTargets()), "RecordOutputs")
 
 

@@ -6,6 +6,9 @@ Construction variables:
   NVCC_GENCODE    -gencode flags (set from ARCH by kernelgen.arch)
   NVCC_SYSTEM_INCLUDES  directories passed with -isystem: external headers (CUTLASS) that
                   are versioned as a whole and not scanned header by header
+  NVCC_HOST_FLAGS flags for the host compiler only (default -Xcompiler -fPIC: an object may be
+                  linked into a shared library, the torch extension; device code is the same,
+                  so they are no part of a kernel's hash)
   NVCCCOMSTR      one-line display of a compile
   DID_NOT_COMPILE (target, source) -> the path of a stub source it wrote: for env.KernelObject,
                   what a kernel's object is built from when nvcc refuses its source
@@ -53,16 +56,19 @@ def generate(env):
         NVCCFLAGS=[],
         NVCC_GENCODE=[],
         NVCC_SYSTEM_INCLUDES=[],
+        NVCC_HOST_FLAGS=["-Xcompiler", "-fPIC"],
     )
     env["_NVCC_ISYSTEM"] = _isystem_flags
-    env["NVCCCOM"] = ("$NVCC -c -o $TARGET $NVCCFLAGS $NVCC_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS "
+    env["NVCCCOM"] = ("$NVCC -c -o $TARGET $NVCCFLAGS $NVCC_GENCODE $NVCC_HOST_FLAGS $_CPPDEFFLAGS $_CPPINCFLAGS "
                       "$_NVCC_ISYSTEM $SOURCES")
     static_obj, _ = SCons.Tool.createObjBuilders(env)
     static_obj.add_action(".cu", SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"))
     static_obj.add_emitter(".cu", SCons.Defaults.StaticObjectEmitter)
     SCons.Tool.SourceFileScanner.add_scanner(".cu", SCons.Scanner.C.CScanner())
+    # The compile's words are part of the object's signature, as they are of a command action's: a
+    # change of NVCCFLAGS (or of the compiler) compiles the kernels again.
     env["BUILDERS"]["KernelObject"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_compile_kernel, "$NVCCCOMSTR"), suffix=".o", src_suffix=".cu",
+        action=SCons.Action.Action(_compile_kernel, "$NVCCCOMSTR", varlist=["NVCCCOM"]), suffix=".o", src_suffix=".cu",
         source_scanner=SCons.Scanner.C.CScanner())
     # Link with nvcc too: it knows where the CUDA runtime lives.
     env["LINK"] = "$NVCC"

@@ -1,0 +1,247 @@
+## The launcher of libbest_kernels.a: best_kernels.h's functions, dispatching to the chosen kernels
+## through the factories their profiler objects define (kernel.cu.mako: make_<name>() returns the
+## kernel behind the adapter it was measured through). Needs no CUTLASS: profiler/operation.h only.
+## Inputs: banner, conv_entries, gemm_entries (each with 'launcher', its kernel's index in
+## launchers), launchers (the kernels in the fallback order: name).
+${banner}
+#include "best_kernels.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+
+#include "operation.h"
+
+namespace kernelgen {
+% for launcher in launchers:
+std::unique_ptr<Operation> make_${launcher['name']}();
+% endfor
+}  // namespace kernelgen
+
+namespace best_kernels {
+namespace detail {
+namespace {  // this library's own: another set's library may be linked beside it
+
+// The fallback order: the kernels as first chosen in kConv2dFprop, then in kGemm (kLaunchOrder).
+constexpr kernelgen::OperationFactory kMake[] = {
+% for launcher in launchers:
+    &kernelgen::make_${launcher['name']},
+% endfor
+};
+constexpr int kLauncherCount = int(sizeof(kMake) / sizeof(kMake[0]));
+static_assert(kLauncherCount == int(sizeof(kLaunchOrder) / sizeof(kLaunchOrder[0])),
+              "best_kernels.h and its library name the same kernels");
+% if conv_entries:
+
+// kConv2dFprop[i]'s kernel is kMake[kConv2dFpropLauncher[i]].
+constexpr int kConv2dFpropLauncher[] = {${", ".join(str(e['launcher']) for e in conv_entries)}};
+% endif
+% if gemm_entries:
+
+// kGemm[i]'s kernel is kMake[kGemmLauncher[i]].
+constexpr int kGemmLauncher[] = {${", ".join(str(e['launcher']) for e in gemm_entries)}};
+% endif
+
+bool same(const kernelgen::Conv2dProblem& a, const kernelgen::Conv2dProblem& b) {
+  return a.n == b.n && a.h == b.h && a.w == b.w && a.c == b.c && a.k == b.k && a.r == b.r && a.s == b.s &&
+         a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h && a.stride_w == b.stride_w &&
+         a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w;
+}
+
+bool same(const kernelgen::Conv2dBinding& a, const kernelgen::Conv2dBinding& b) {
+  return a.x == b.x && a.w == b.w && a.y == b.y && a.workspace == b.workspace;
+}
+
+// Each thread's operations, one per kernel: `probe` answers can_implement and workspace_bytes,
+// `prepared` is the one it last prepared, with the problem, operands, stream and device it was
+// prepared for: launching the same again (a layer run call after call) skips the host-side setup
+// (the kernel's arguments, TMA descriptors, shared-memory attributes).
+struct Prepared {
+  bool valid = false;
+  kernelgen::Conv2dProblem problem{};
+  kernelgen::Conv2dBinding binding{};
+  cudaStream_t stream = nullptr;
+  int device = -1;
+  std::unique_ptr<kernelgen::Operation> operation;
+};
+
+struct Kernels {
+  std::unique_ptr<kernelgen::Operation> probe[kLauncherCount];
+  Prepared prepared[kLauncherCount];
+};
+
+Kernels& kernels() {
+  thread_local Kernels each;
+  return each;
+}
+
+kernelgen::Operation& probe(int i) {
+  auto& operation = kernels().probe[i];
+  if (!operation) operation = kMake[i]();
+  return *operation;
+}
+
+bool supports(int i, const kernelgen::Conv2dProblem& p) { return probe(i).can_implement(p).empty(); }
+
+size_t workspace_of(int i, const kernelgen::Conv2dProblem& p) { return probe(i).workspace_bytes(p); }
+
+bool launch_kernel(int i, const kernelgen::Conv2dProblem& p, const kernelgen::Conv2dBinding& b,
+                   cudaStream_t stream) {
+  Prepared& last = kernels().prepared[i];
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError();  // no device: prepare() says why, if it must
+  if (!(last.valid && same(last.problem, p) && same(last.binding, b) && last.stream == stream &&
+        last.device == device)) {
+    last.valid = false;
+    if (!last.operation) last.operation = kMake[i]();
+    if (!last.operation->prepare(p, {b}, stream).empty()) return false;
+    last.problem = p, last.binding = b, last.stream = stream, last.device = device, last.valid = true;
+  }
+  return last.operation->run(0, stream);
+}
+
+// A GEMM is the 1x1 convolution of m pixels with k channels by n filters, as it was profiled.
+kernelgen::Conv2dProblem as_conv(const Conv2dFpropProblem& p) {
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
+}
+kernelgen::Conv2dProblem as_conv(const GemmProblem& p) { return {p.m, 1, 1, p.k, p.n, 1, 1, 0, 0, 1, 1, 1, 1}; }
+
+int chosen(const Conv2dFpropProblem& problem) {
+% if conv_entries:
+  const Choice* choice = find(problem);
+  return choice ? kConv2dFpropLauncher[choice - kConv2dFprop] : -1;
+% else:
+  (void)problem;
+  return -1;
+% endif
+}
+
+int chosen(const GemmProblem& problem) {
+% if gemm_entries:
+  const GemmChoice* choice = find(problem);
+  return choice ? kGemmLauncher[choice - kGemm] : -1;
+% else:
+  (void)problem;
+  return -1;
+% endif
+}
+
+// Whether the product of `factors` (each at least 1) is at most INT_MAX; no factor or partial
+// product overflows 64 bits, however large the factors.
+bool fits_int(std::initializer_list<long long> factors) {
+  long long product = 1;
+  for (long long factor : factors) {
+    if (factor > 2147483647LL / product) return false;
+    product *= factor;
+  }
+  return true;
+}
+
+// kSuccess when `p` is a convolution some kernel may run. The adapters, CUTLASS and the kernels
+// compute its sizes in int: P = (h + 2*pad_h - dilation_h*(r-1) - 1) / stride_h + 1 and Q, the
+// implicit GEMM's extents, tensor offsets. Each is computed here in 64 bits first, and a problem
+// where one exceeds INT_MAX is refused, so that none of them overflows there (a P computed from
+// a wrapped h + 2*pad_h differs from this one, or is 0 and then a divisor). A workload line is
+// refused on the same sizes (kernelgen/ops/conv2d_fprop.py): every problem of the tables passes.
+Status check(const kernelgen::Conv2dProblem& p) {
+  if (p.n < 1 || p.h < 1 || p.w < 1 || p.c < 1 || p.k < 1 || p.r < 1 || p.s < 1 || p.pad_h < 0 || p.pad_w < 0 ||
+      p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1)
+    return Status::kErrorInvalidProblem;
+  const long long padded_h = p.h + 2LL * p.pad_h, padded_w = p.w + 2LL * p.pad_w;
+  const long long filter_h = 1LL * p.dilation_h * (p.r - 1) + 1, filter_w = 1LL * p.dilation_w * (p.s - 1) + 1;
+  if (padded_h < filter_h || padded_w < filter_w)
+    return Status::kErrorInvalidProblem;  // the dilated filter does not fit the padded input
+  const long long p_out = (padded_h - filter_h) / p.stride_h + 1, q_out = (padded_w - filter_w) / p.stride_w + 1;
+  // The padded extents bound P's and Q's numerators, the dilated filter's extents and the input
+  // rows and columns p * stride - pad + r * dilation that the kernels compute. A GEMM (as_conv)
+  // is n = m, c = k, k = n: the tensors' products are m*k, n*k and m*n.
+  const bool fits = fits_int({padded_h}) && fits_int({padded_w}) &&
+                    fits_int({p.n, p.h, p.w, p.c}) &&            // the input's elements
+                    fits_int({p.k, p.r, p.s, p.c}) &&            // the filter's
+                    fits_int({p.n, p_out, q_out, p.k}) &&        // the output's
+                    fits_int({p.n, padded_h, padded_w, p.c}) &&  // the padded input's: offsets of padding pixels
+                    fits_int({p.dilation_h, p.w, p.c});          // elements between the rows two filter rows read
+  return fits ? Status::kSuccess : Status::kErrorNotSupported;
+}
+
+// The index in kMake of the kernel that runs `p`: `chosen` (measured on `p`, so its
+// can_implement accepted it), else the first that accepts it, else -1.
+int pick(const kernelgen::Conv2dProblem& p, int chosen) {
+  if (check(p) != Status::kSuccess) return -1;
+  if (chosen >= 0) return chosen;
+  for (int i = 0; i < kLauncherCount; ++i) {
+    if (supports(i, p)) return i;
+  }
+  return -1;
+}
+
+bool aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+
+Status launch(const kernelgen::Conv2dProblem& p, int chosen, const void* x, const void* w, void* y, void* workspace,
+              size_t workspace_bytes, cudaStream_t stream) {
+  Status status = check(p);
+  if (status != Status::kSuccess) return status;
+  if (x == nullptr || w == nullptr || y == nullptr) return Status::kErrorInvalidProblem;
+  if (!aligned(x) || !aligned(w) || !aligned(y) || !aligned(workspace)) return Status::kErrorMisalignedOperand;
+  const int index = pick(p, chosen);
+  if (index < 0) return Status::kErrorNotSupported;
+  const size_t needed = workspace_of(index, p);
+  if (workspace_bytes < needed || (needed > 0 && workspace == nullptr)) return Status::kErrorWorkspaceNull;
+  return launch_kernel(index, p, {x, w, y, needed > 0 ? workspace : nullptr}, stream) ? Status::kSuccess
+                                                                                       : Status::kErrorInternal;
+}
+
+size_t workspace(const kernelgen::Conv2dProblem& p, int chosen) {
+  const int index = pick(p, chosen);
+  return index < 0 ? 0 : workspace_of(index, p);
+}
+
+const char* kernel(const kernelgen::Conv2dProblem& p, int chosen) {
+  const int index = pick(p, chosen);
+  return index < 0 ? nullptr : kLaunchOrder[index];
+}
+
+}  // namespace
+}  // namespace detail
+
+size_t workspace_size(const Conv2dFpropProblem& problem) {
+  return detail::workspace(detail::as_conv(problem), detail::chosen(problem));
+}
+
+size_t workspace_size(const GemmProblem& problem) {
+  return detail::workspace(detail::as_conv(problem), detail::chosen(problem));
+}
+
+const char* kernel_for(const Conv2dFpropProblem& problem) {
+  return detail::kernel(detail::as_conv(problem), detail::chosen(problem));
+}
+
+const char* kernel_for(const GemmProblem& problem) {
+  return detail::kernel(detail::as_conv(problem), detail::chosen(problem));
+}
+
+Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const Element* w, Element* y,
+                    void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  return detail::launch(detail::as_conv(problem), detail::chosen(problem), x, w, y, workspace, workspace_bytes,
+                        stream);
+}
+
+Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, void* workspace,
+            size_t workspace_bytes, cudaStream_t stream) {
+  return detail::launch(detail::as_conv(problem), detail::chosen(problem), a, b, d, workspace, workspace_bytes,
+                        stream);
+}
+
+const char* status_string(Status status) {
+  switch (status) {
+    case Status::kSuccess: return "Success";
+    case Status::kErrorMisalignedOperand: return "Error Misaligned Operand";
+    case Status::kErrorInvalidProblem: return "Error Invalid Problem";
+    case Status::kErrorNotSupported: return "Error Not Supported";
+    case Status::kErrorWorkspaceNull: return "Error Workspace Null";
+    case Status::kErrorInternal: return "Error Internal";
+  }
+  return "Unknown status";
+}
+
+}  // namespace best_kernels
