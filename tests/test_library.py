@@ -1,0 +1,113 @@
+"""`scons library`: BUILD/sets/<set>/libbest_kernels.a holds the launcher and the chosen kernels'
+profiler objects (a profiled build compiles only the launcher again), `scons list` shows the
+space without a GPU and `scons -n profile` says what a profile would compile and measure
+(on a copy of the project with the fake nvcc of tests/test_hostile_build.py)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from kernelgen import outputs
+from test_hostile_build import KERNELS, LAYERS, fake_build, run, scons_command  # noqa: F401  (fixture)
+from test_hostile_input import no_traceback
+
+needs_ar = pytest.mark.skipif(shutil.which("ar") is None, reason="the library is made with ar")
+
+
+def members(library) -> list:
+    return subprocess.run(["ar", "t", str(library)], capture_output=True, text=True, check=True).stdout.split()
+
+
+def compiled(toolchain, since: int) -> list:
+    """The sources the fake nvcc compiled after its first ``since`` runs."""
+    return [argv[-1].rsplit("/", 1)[-1] for argv in toolchain.argvs()[since:] if "-c" in argv]
+
+
+@pytest.fixture
+def profiled(fake_build, tmp_path):
+    """The set `pair` profiled (fake GPU): both kernels run in 1.0 ms, so the first by name is chosen
+    for both layers."""
+    project, toolchain = fake_build
+    run(project, "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'build'}")
+    return project, toolchain
+
+
+@needs_ar
+def test_a_profiled_build_links_its_objects_and_compiles_only_the_launcher(profiled, tmp_path):
+    project, toolchain = profiled
+    build = tmp_path / "build"
+    before = len(toolchain.argvs())
+    out = run(project, "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={build}")
+    assert compiled(toolchain, before) == ["best_kernels_launcher.cu"], out.stdout
+    folder = build / "sets" / "pair"
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*outputs.HEADER_FILES, "libbest_kernels.a", "obj"])
+    assert members(folder / "libbest_kernels.a") == ["best_kernels_launcher.o", f"{KERNELS[0]}.o"], \
+        "the launcher and the chosen kernel, not the other one profiled"
+    launcher = (folder / "best_kernels_launcher.cu").read_text()
+    assert f"&kernelgen::make_{KERNELS[0]}," in launcher and KERNELS[1] not in launcher
+    again = len(toolchain.argvs())
+    run(project, "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={build}")
+    assert compiled(toolchain, again) == [], "nothing to do the second time"
+    # the kernel objects are the profiler's, compiled so that a shared library may link them
+    kernel_compile = next(a for a in toolchain.argvs() if "-c" in a and a[-1].endswith(f"{KERNELS[0]}.cu"))
+    assert kernel_compile[kernel_compile.index("-Xcompiler") + 1] == "-fPIC"
+
+
+@needs_ar
+def test_a_build_that_profiled_nothing_compiles_just_the_chosen_kernels(profiled, tmp_path):
+    """A clean checkout with the committed results: `scons library` needs nvcc, not a GPU."""
+    project, toolchain = profiled
+    before = len(toolchain.argvs())
+    out = run(project, "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'other'}")
+    assert sorted(compiled(toolchain, before)) == sorted(["best_kernels_launcher.cu", f"{KERNELS[0]}.cu"]), out.stdout
+    assert re.search(rf"\[1/1\] nvcc {KERNELS[0]}\.cu", out.stdout), "its progress counts the kernels to compile"
+    assert "profiler" not in {p.name for p in (tmp_path / "other").iterdir()}, "no profiler is built"
+    out = run(project, "-c", "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'other'}")
+    left = sorted(p.relative_to(tmp_path / "other").as_posix() for p in (tmp_path / "other").rglob("*") if p.is_file())
+    assert left == [outputs.LOCK], f"scons -c removes all it built but the lock it holds while it cleans: {left}"
+
+
+def test_a_set_without_results_has_no_library_and_says_why(fake_build, tmp_path):
+    project, toolchain = fake_build
+    out = run(project, "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'b'}", check=False)
+    assert out.returncode != 0
+    assert "no kernel of pair can be linked into a library: its header cannot be built" in out.stderr, out.stderr
+    assert not (tmp_path / "b" / "sets" / "pair" / "libbest_kernels.a").exists()
+
+
+def test_scons_list_shows_the_families_and_the_layers_each_kernel_serves_without_a_gpu(fake_build, tmp_path):
+    project, toolchain = fake_build
+    no_gpu = {"PATH": os.environ["PATH"]}  # the fake nvidia-smi is not on it
+    out = subprocess.run(scons_command("list", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'b'}"),
+                         cwd=project, env=dict(os.environ, **no_gpu), capture_output=True, text=True, timeout=120)
+    no_traceback(out)
+    assert out.returncode == 0, out.stderr
+    assert "2 kernels in 1 families; the set pair has 2 layers" in out.stdout
+    assert re.search(r"^tiny\s+2\s+80\s+conv2d_fprop\s+2 of 2$", out.stdout, re.MULTILINE), out.stdout
+    narrowed = subprocess.run(scons_command("list", "WORKLOADS=pair", f"KERNELS={KERNELS[1]}", f"BUILD={tmp_path / 'b'}"),
+                              cwd=project, env=dict(os.environ, **no_gpu), capture_output=True, text=True, timeout=120)
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert f"{KERNELS[1]}  (tiny): 2 layer(s): conv2d_fprop_f16_n1_h8_w8_c8_k8" in narrowed.stdout
+    assert KERNELS[0] not in narrowed.stdout
+    assert not (tmp_path / "b" / "profiler").exists()
+
+
+def test_a_dry_run_of_profile_says_what_it_would_compile_and_measure_without_a_gpu(profiled, tmp_path):
+    project, toolchain = profiled
+    no_gpu = dict(os.environ, PATH=os.environ["PATH"])
+    args = ("-n", "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}")
+    fresh = subprocess.run(scons_command(*args, f"BUILD={tmp_path / 'fresh'}", "RESULTS=nowhere"), cwd=project,
+                           env=no_gpu, capture_output=True, text=True, timeout=120)
+    no_traceback(fresh)
+    assert fresh.returncode == 0, fresh.stderr
+    assert ("would compile 2 of the build's 2 kernels and measure 4 (workload, kernel) pair(s) of 2 workload(s)"
+            in fresh.stdout), fresh.stdout
+    assert not (tmp_path / "fresh").exists(), "a dry run writes nothing"
+    done = subprocess.run(scons_command(*args, f"BUILD={tmp_path / 'build'}"), cwd=project, env=no_gpu,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "would compile 0 of the build's 2 kernels and measure 0 (workload, kernel) pair(s)" in done.stdout
