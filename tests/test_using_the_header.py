@@ -96,3 +96,17 @@ def test_the_launcher_refuses_bad_input_with_a_status(args, status, kernel):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [status, kernel]
+
+
+@requires_nvcc
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs the host compiler g++")
+def test_the_readmes_snippet_compiles_against_the_committed_header(tmp_path):
+    import re
+
+    readme = (header_builds.ROOT / "README.md").read_text()
+    snippet, = re.findall(r"```cpp\n(.*?)```", readme, re.DOTALL)
+    (tmp_path / "snippet.cpp").write_text(snippet)
+    out = subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", f"-I{header_builds.committed_header()}",
+                          f"-I{header_builds.cuda_include()}", "-c", "-o", str(tmp_path / "snippet.o"),
+                          str(tmp_path / "snippet.cpp")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-5000:]
