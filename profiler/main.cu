@@ -19,6 +19,8 @@
 //                                        operands' and output's type: f16 or bf16)
 //     workload NAME conv2d_fprop f16 N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W
 //     workload NAME gemm f16 M N K   (D = A B^T, run as the 1x1 convolution it is)
+//     workload NAME conv2d_fprop_grouped f16 N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W GROUPS
+//                                    (grouped.h: KRS(C/GROUPS) filters; GroupedOperation kernels only)
 //   kernel NAME TOLERANCE          (belongs to the workload above it)
 // The job file is read, and refused naming its line, before the GPU is asked anything.
 //
@@ -46,6 +48,7 @@
 #include <vector>
 
 #include "cutlass/version.h"
+#include "grouped.h"
 
 #include "operation.h"
 #include "reference.h"
@@ -64,7 +67,10 @@ struct WorkloadJob {
   std::string name;
   Element element = Element::f16;
   Conv2dProblem problem;
+  int groups = 1;  // grouped.h: more than 1 for a conv2d_fprop_grouped job
   std::vector<KernelJob> kernels;
+
+  size_t filter_elements() const { return problem.filter_elements() / size_t(groups); }  // KRS(C/groups)
 };
 
 struct Options {
@@ -132,15 +138,25 @@ struct JobOp {
   const char* name;
   int extents;
   Conv2dProblem (*problem)(const std::vector<int>& v);
+  int (*groups)(const std::vector<int>& v);
 };
+
+int one_group(const std::vector<int>&) { return 1; }
 
 const JobOp kJobOps[] = {
     {"conv2d_fprop", 13,
      [](const std::vector<int>& v) {
        return Conv2dProblem{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
-     }},
+     },
+     one_group},
     {"gemm", 3,  // M N K: M pixels, K channels, N filters
-     [](const std::vector<int>& v) { return Conv2dProblem{v[0], 1, 1, v[2], v[1], 1, 1, 0, 0, 1, 1, 1, 1}; }},
+     [](const std::vector<int>& v) { return Conv2dProblem{v[0], 1, 1, v[2], v[1], 1, 1, 0, 0, 1, 1, 1, 1}; },
+     one_group},
+    {"conv2d_fprop_grouped", 14,
+     [](const std::vector<int>& v) {
+       return Conv2dProblem{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
+     },
+     [](const std::vector<int>& v) { return v[13]; }},
 };
 
 const JobOp* job_op(const std::string& name) {
@@ -201,7 +217,9 @@ std::vector<WorkloadJob> read_jobs(const std::string& path) {
       std::string extra;
       if (fields >> extra) bad(("more than " + std::to_string(op->extents) + " integers after " + name).c_str());
       job.problem = op->problem(extents);
+      job.groups = op->groups(extents);
       const Conv2dProblem& p = job.problem;
+      if (job.groups < 1 || p.c % job.groups != 0 || p.k % job.groups != 0) bad("GROUPS must divide C and K");
       if (p.n < 1 || p.h < 1 || p.w < 1 || p.c < 1 || p.k < 1 || p.r < 1 || p.s < 1 || p.pad_h < 0 ||
           p.pad_w < 0 || p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1)
         bad("an extent below 1, or padding below 0");
@@ -256,13 +274,14 @@ struct Operands {
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-size_t set_bytes(const Conv2dProblem& p) {
-  return round_up(p.activation_elements() * 2) + round_up(p.filter_elements() * 2) +
+size_t set_bytes(const WorkloadJob& job) {
+  const Conv2dProblem& p = job.problem;
+  return round_up(p.activation_elements() * 2) + round_up(job.filter_elements() * 2) +
          round_up(p.output_elements() * 2);
 }
 
-size_t sets_for(const Conv2dProblem& p, double rotate_bytes) {
-  size_t sets = size_t(std::ceil(rotate_bytes / double(set_bytes(p))));
+size_t sets_for(const WorkloadJob& job, double rotate_bytes) {
+  size_t sets = size_t(std::ceil(rotate_bytes / double(set_bytes(job))));
   return std::clamp<size_t>(sets, 1, 64);
 }
 
@@ -273,7 +292,7 @@ class Profiler {
     rotate_bytes_ = options.rotate_bytes > 0 ? options.rotate_bytes : 4.0 * device.props.l2CacheSize;
     size_t pool = 0, outputs = 0;
     for (const WorkloadJob& job : jobs) {
-      pool = std::max(pool, sets_for(job.problem, rotate_bytes_) * set_bytes(job.problem));
+      pool = std::max(pool, sets_for(job, rotate_bytes_) * set_bytes(job));
       outputs = std::max(outputs, job.problem.output_elements());
     }
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
@@ -285,12 +304,12 @@ class Profiler {
 
   void run(const WorkloadJob& job) {
     const Conv2dProblem& p = job.problem;
-    Operands operands = place_operands(p, job.element);
+    Operands operands = place_operands(job);
     cudaEvent_t start, stop;
     check(cudaEventCreate(&start), "cudaEventCreate");
     check(cudaEventCreate(&stop), "cudaEventCreate");
     check(cudaEventRecord(start, stream_), "cudaEventRecord");
-    reference_conv2d_fprop(job.element, p, operands.sets[0].x, operands.sets[0].w, reference_, stream_);
+    reference_conv2d_fprop(job.element, p, operands.sets[0].x, operands.sets[0].w, reference_, stream_, job.groups);
     check(cudaEventRecord(stop, stream_), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "reference convolution");
     float reference_ms = 0;
@@ -312,9 +331,11 @@ class Profiler {
     double rel_l2 = NAN, rel_max = NAN;
   };
 
-  Operands place_operands(const Conv2dProblem& p, Element element) {
+  Operands place_operands(const WorkloadJob& job) {
+    const Conv2dProblem& p = job.problem;
+    const Element element = job.element;
     Operands operands;
-    size_t sets = sets_for(p, rotate_bytes_);
+    size_t sets = sets_for(job, rotate_bytes_);
     char* base = static_cast<char*>(pool_);
     for (size_t i = 0; i < sets; ++i) {
       Conv2dBinding b{};
@@ -322,8 +343,8 @@ class Profiler {
       fill_random(element, base, p.activation_elements(), options_.seed * 7919 + 2 * i, stream_);
       base += round_up(p.activation_elements() * 2);
       b.w = base;
-      fill_random(element, base, p.filter_elements(), options_.seed * 7919 + 2 * i + 1, stream_);
-      base += round_up(p.filter_elements() * 2);
+      fill_random(element, base, job.filter_elements(), options_.seed * 7919 + 2 * i + 1, stream_);
+      base += round_up(job.filter_elements() * 2);
       b.y = base;
       base += round_up(p.output_elements() * 2);
       operands.sets.push_back(b);
@@ -377,6 +398,15 @@ class Profiler {
       return r;
     }
     std::unique_ptr<Operation> op = found->second();
+    if (job.groups > 1) {  // a grouped job: for a GroupedOperation only, told the groups first
+      auto* grouped = dynamic_cast<GroupedOperation*>(op.get());
+      if (grouped == nullptr) {
+        r.status = "unsupported";
+        r.message = "can_implement: not a grouped-convolution kernel (groups " + std::to_string(job.groups) + ")";
+        return r;
+      }
+      grouped->set_groups(job.groups);
+    }
     std::string why = op->can_implement(p);
     if (!why.empty()) {
       r.status = "unsupported";

@@ -56,7 +56,9 @@ __global__ void fill_nan_kernel(T* data, size_t count) {
 }
 
 template <typename T>
-__global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, const T* x, const T* w, float* y) {
+__global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, int groups, const T* x, const T* w,
+                                              float* y) {
+  const int group_c = p.c / groups, group_k = p.k / groups;
   size_t total = size_t(p.n) * P * Q * p.k;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
     int k = int(i % p.k);
@@ -72,9 +74,9 @@ __global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, con
       for (int s = 0; s < p.s; ++s) {
         int ww = q * p.stride_w - p.pad_w + s * p.dilation_w;
         if (ww < 0 || ww >= p.w) continue;
-        const T* xp = x + ((size_t(n) * p.h + h) * p.w + ww) * p.c;
-        const T* wp = w + ((size_t(k) * p.r + r) * p.s + s) * p.c;
-        for (int c = 0; c < p.c; ++c) {
+        const T* xp = x + ((size_t(n) * p.h + h) * p.w + ww) * p.c + size_t(k / group_k) * group_c;
+        const T* wp = w + ((size_t(k) * p.r + r) * p.s + s) * group_c;
+        for (int c = 0; c < group_c; ++c) {
           acc += double(Convert<T>::to(xp[c]) * Convert<T>::to(wp[c]));  // 16-bit products are exact in fp32
         }
       }
@@ -174,11 +176,11 @@ void fill_nan(Element element, void* data, size_t count, cudaStream_t stream) {
 }
 
 void reference_conv2d_fprop(Element element, const Conv2dProblem& problem, const void* x, const void* w,
-                            float* y_ref, cudaStream_t stream) {
+                            float* y_ref, cudaStream_t stream, int groups) {
   with_type(element, [&](auto t) {
     using T = decltype(t);
     reference_conv2d_fprop_kernel<<<blocks_for(problem.output_elements()), kThreads, 0, stream>>>(
-        problem, problem.p(), problem.q(), static_cast<const T*>(x), static_cast<const T*>(w), y_ref);
+        problem, problem.p(), problem.q(), groups, static_cast<const T*>(x), static_cast<const T*>(w), y_ref);
   });
   check(cudaGetLastError(), "reference_conv2d_fprop");
 }

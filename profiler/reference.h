@@ -25,9 +25,10 @@ void fill_random(Element element, void* data, size_t count, uint64_t seed, cudaS
 void fill_nan(Element element, void* data, size_t count, cudaStream_t stream);
 
 // y_ref[n,p,q,k] = sum over r,s,c of x[n,h,w,c] * w[k,r,s,c], accumulated in double (the
-// products of two 16-bit values are exact in fp32).
+// products of two 16-bit values are exact in fp32). With `groups` (grouped.h), c runs over the
+// C/groups channels of k's group and w is KRS(C/groups).
 void reference_conv2d_fprop(Element element, const Conv2dProblem& problem, const void* x, const void* w,
-                            float* y_ref, cudaStream_t stream);
+                            float* y_ref, cudaStream_t stream, int groups = 1);
 
 struct Comparison {
   double sum_sq_diff;   // sum of (y - ref)^2

@@ -158,16 +158,20 @@ def test_same_padding_keeps_the_image_size_even_when_uneven(r, s, dilation):
 def test_distinct_workloads_in_order_of_first_use_with_counts():
     plan = plan_workloads(NETWORK)
     assert [(p.op, p.count) for p in plan.problems] == [("conv2d_fprop", 1), ("conv2d_fprop", 3),
-                                                        ("conv2d_fprop", 3), ("gemm", 1)]
-    stem, pointwise, three = plan.problems[:3]
+                                                        ("conv2d_fprop", 3), ("conv2d_fprop", 2),
+                                                        ("conv2d_fprop", 1), ("gemm", 1)]
+    stem, pointwise, three, depthwise, grouped = plan.problems[:5]
     assert (stem.h, stem.c, stem.k, stem.r, stem.pad_h, stem.stride_h, stem.p) == (32, 3, 16, 7, 3, 2, 16)
     assert (pointwise.r, three.r, three.pad_w) == (1, 3, 1)
-    gemm = plan.problems[3]
+    assert (depthwise.groups, depthwise.c, depthwise.k, grouped.groups, grouped.k) == (16, 16, 16, 4, 32)
+    assert depthwise.flops == 2 * 8 * 16 * 16 * 16 * 9, "a depthwise layer's products: one channel a filter"
+    gemm = plan.problems[5]
     assert (gemm.m, gemm.n, gemm.k) == (8, 10, 16)
     assert (plan.conv_calls, plan.linear_calls, plan.dtypes) == (13, 1, ["float32"])
     reasons = [(reason, n) for reason, _, n in plan.skipped]
-    assert reasons == [("depthwise convolution (groups=16)", 2), ("grouped convolution (groups=4)", 1),
-                       ("1-D convolution", 1), ("3-D convolution", 1), ("transposed convolution", 1)]
+    assert reasons == [("1-D convolution", 1), ("3-D convolution", 1), ("transposed convolution", 1)]
+    assert plan.skipped_flops[1] == 2 * 8 * (4 * 16 * 16) * (16 * 16 * 27), "the 3-D convolution's FLOPs"
+    assert 0.25 < importer.coverage(plan) < 0.35, "the 3-D convolution's FLOPs, most of the network's, are not covered"
 
 
 def test_a_linear_layer_is_a_gemm_over_the_product_of_its_leading_dimensions():
@@ -197,18 +201,21 @@ def test_the_file_lists_every_workload_with_its_count_and_everything_left_out():
     assert "batch 8, input 3x32x32" in lines[0]
     assert "# Written by `scons workloads MODEL=tinynet BATCH=8 INPUT=3x32x32` (PyTorch 2.11.0" in text
     assert "so a float32 model is profiled as f16." in text
-    assert ("13 convolution calls: 7 in 3 distinct conv2d_fprop lines below, 6 the tool cannot profile "
+    assert ("13 convolution calls: 10 in 5 distinct conv2d_fprop lines below, 3 the tool cannot profile "
             "(listed at the end); and 1 linear call in 1 distinct gemm line.") in text
+    assert f"# The lines cover {importer.coverage(plan_workloads(NETWORK)):.1%} of the FLOPs" in text
     body = [l for l in lines if not l.startswith("#")]
     assert body == ["conv2d_fprop n=8 h=32 w=32 c=3 k=16 r=7 s=7 pad=3 stride=2 count=1 dtype=f16",
                     "conv2d_fprop n=8 h=16 w=16 c=16 k=16 r=1 s=1 pad=0 stride=1 count=3 dtype=f16",
                     "conv2d_fprop n=8 h=16 w=16 c=16 k=16 r=3 s=3 pad=1 stride=1 count=3 dtype=f16",
+                    "conv2d_fprop n=8 h=16 w=16 c=16 k=16 r=3 s=3 pad=1 stride=1 groups=16 count=2 dtype=f16",
+                    "conv2d_fprop n=8 h=16 w=16 c=16 k=32 r=3 s=3 pad=1 stride=1 groups=4 count=1 dtype=f16",
                     "gemm m=8 n=10 k=16 count=1 dtype=f16"]
-    assert ("# depthwise convolution (groups=16): conv2d input 8x16x16x16 weight 16x1x3x3 stride 1x1 padding 1x1 "
-            "dilation 1x1 groups 16 float32 count=2") in lines
-    assert sum(l.startswith("# ") and l.endswith(("count=1", "count=2")) for l in lines) == 5
+    assert ("# transposed convolution: conv_transpose2d input 8x16x16x16 weight 16x16x2x2 stride 2x2 padding 0x0 "
+            "dilation 1x1 groups 1 float32 count=1") in lines
+    assert sum(l.startswith("# ") and l.endswith(("count=1", "count=2")) for l in lines) == 3
     problems = parse_workloads(text)
-    assert sum(p.count for p in problems if p.op == "conv2d_fprop") == 7
+    assert sum(p.count for p in problems if p.op == "conv2d_fprop") == 10
     assert text == workload_text(plan_workloads(NETWORK), request(), "PyTorch 2.11.0, torchvision 0.26.0")
 
 
@@ -224,9 +231,9 @@ def test_a_half_precision_model_and_bf16_profiling_say_so():
 @pytest.mark.parametrize("calls, message", [
     ([], "MODEL=tinynet: the forward pass runs no convolution, so there is nothing to profile"),
     ([linear((8, 16), 10)], "MODEL=tinynet: the forward pass runs no convolution"),
-    ([conv(8, 16, 8, 8, 16, 3, groups=16), Call("conv3d", (1, 1, 4, 4, 4), (1, 1, 1, 1, 1), (1, 1, 1), (0, 0, 0),
-                                                (1, 1, 1))],
-     "MODEL=tinynet: none of its 2 convolution call(s) can be profiled (3-D convolution; depthwise"),
+    ([Call("conv1d", (8, 16, 64), (16, 16, 3), stride=(1,), padding=(1,), dilation=(1,)),
+      Call("conv3d", (1, 1, 4, 4, 4), (1, 1, 1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1))],
+     "MODEL=tinynet: none of its 2 convolution call(s) can be profiled (1-D convolution; 3-D"),
 ])
 def test_a_model_without_a_convolution_to_profile_is_refused(calls, message):
     with pytest.raises(ModelError) as info:
@@ -259,8 +266,8 @@ def test_an_existing_set_is_replaced_only_by_a_complete_one(tmp_path, monkeypatc
     monkeypatch.setattr(importer, "record_model", fake_record(calls=NETWORK))
     assert importer.main(argv) == 0
     name, _, problems = load_workloads("tinynet_b8", tmp_path)
-    assert [p.count for p in problems] == [1, 3, 3, 1] and [p.name for p in tmp_path.iterdir()] == [path.name]
-    assert "6 call(s) the tool cannot profile" in capsys.readouterr().out
+    assert [p.count for p in problems] == [1, 3, 3, 2, 1, 1] and [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert "3 call(s) the tool cannot profile" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("model, modules, message", [

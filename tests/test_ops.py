@@ -102,7 +102,8 @@ def test_a_dtype_no_kernel_serves_is_refused_naming_the_workload(text, message):
 
 
 def test_every_kernel_of_the_catalog_has_an_op_and_an_element_type_and_serves_the_committed_sets():
-    assert {(k.op, k.element) for k in CATALOG} == {(op, e) for op in ("conv2d_fprop", "gemm") for e in ("f16", "bf16")}
+    assert {(k.op, k.element) for k in CATALOG} == {(op, e) for op in ("conv2d_fprop", "gemm", "conv2d_fprop_grouped")
+                                                    for e in ("f16", "bf16")}
     for path in sorted((ROOT / "kernel_specs" / "workloads").glob("*.txt")):
         ops.check_served(load_workloads(str(path), path.parent)[2], CATALOG, path)
 

@@ -142,4 +142,5 @@ def test_every_spec_directory_makes_a_plan_whose_manifest_names_each_kernels_op_
     kernels = json.loads(plan.manifest_json)["kernels"]
     assert len(kernels) == len(plan.kernels) > 0
     assert {(k["op"], k["element"]) for k in kernels.values()} == {("conv2d_fprop", "f16")} | (
-        {("gemm", "f16"), ("conv2d_fprop", "bf16"), ("gemm", "bf16")} if specs == "kernel_specs/families" else set())
+        {("gemm", "f16"), ("conv2d_fprop", "bf16"), ("gemm", "bf16"), ("conv2d_fprop_grouped", "f16"),
+         ("conv2d_fprop_grouped", "bf16")} if specs == "kernel_specs/families" else set())

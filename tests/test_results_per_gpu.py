@@ -101,7 +101,7 @@ def test_scons_names_the_gpus_with_results_when_it_cannot_choose(tmp_path, args,
     out = scons_header(tmp_path, *args, gpu_name=gpu_name)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert f"scons best_kernels.h: {ROOT / 'profile_results' / 'resnet50'}: {message}" in out.stderr
-    assert not (tmp_path / "sets").exists()
+    assert not (tmp_path / "sets" / "resnet50" / "best_kernels.h").exists()
 
 
 def test_scons_builds_the_header_of_this_machines_gpu(tmp_path):

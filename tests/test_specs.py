@@ -59,7 +59,10 @@ def test_catalog_holds_each_family():
     assert {k.splits for k in split} == {None, 2}
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
-    bf16 = [k for k in kernels if k.element == "bf16"]
+    depthwise = [k for k in kernels if k.family.startswith("depthwise")]
+    assert len(depthwise) == 18 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
+    assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
+    bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
     assert len(bf16) == 15 and {k.family for k in bf16} == {
         "conv2d_fprop_sm90_persistent_bf16", "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16",
         "conv2d_fprop_sm90_halo_bf16", "conv2d_fprop_sm90_pointwise_bf16"}
@@ -69,7 +72,7 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
-                            + len(gemv) + len(bf16))
+                            + len(gemv) + len(bf16) + len(depthwise))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -90,9 +93,9 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 203
-    assert len(select(kernels, "*", parse_arch("90"))) == 62, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 62
+    assert len(select(kernels, "*", parse_arch("90a"))) == 221
+    assert len(select(kernels, "*", parse_arch("90"))) == 80, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 80
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -358,7 +361,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 10
+    assert len(families.FAMILIES) == 11
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -44,7 +44,7 @@ void check(cudaError_t error, const char* what) {
 int out_p(const Conv2dFpropProblem& p) { return (p.h + 2 * p.pad_h - p.dilation_h * (p.r - 1) - 1) / p.stride_h + 1; }
 int out_q(const Conv2dFpropProblem& p) { return (p.w + 2 * p.pad_w - p.dilation_w * (p.s - 1) - 1) / p.stride_w + 1; }
 size_t x_elements(const Conv2dFpropProblem& p) { return size_t(p.n) * p.h * p.w * p.c; }
-size_t w_elements(const Conv2dFpropProblem& p) { return size_t(p.k) * p.r * p.s * p.c; }
+size_t w_elements(const Conv2dFpropProblem& p) { return size_t(p.k) * p.r * p.s * (p.c / p.groups); }  // KRS(C/groups)
 size_t y_elements(const Conv2dFpropProblem& p) { return size_t(p.n) * out_p(p) * out_q(p) * p.k; }
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -61,7 +61,8 @@ __global__ void fill(Element* data, size_t count, uint32_t seed) {
   }
 }
 
-// The direct convolution, one thread per output element: NHWC x, KRSC w, NPQK y, fp32 sums.
+// The direct convolution, one thread per output element: NHWC x, KRSC w (KRS(C/groups) grouped), NPQK y,
+// fp32 sums.
 __global__ void reference(Conv2dFpropProblem p, int pp, int qq, const Element* x, const Element* w, float* y) {
   const size_t total = size_t(p.n) * pp * qq * p.k;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
@@ -76,9 +77,10 @@ __global__ void reference(Conv2dFpropProblem p, int pp, int qq, const Element* x
       for (int s = 0; s < p.s; ++s) {
         const int col = q * p.stride_w - p.pad_w + s * p.dilation_w;
         if (col < 0 || col >= p.w) continue;
-        const Element* xs = x + ((size_t(n) * p.h + h) * p.w + col) * p.c;
-        const Element* ws = w + ((size_t(k) * p.r + r) * p.s + s) * p.c;
-        for (int c = 0; c < p.c; ++c) sum += float(xs[c]) * float(ws[c]);
+        const int group_c = p.c / p.groups, group = k / (p.k / p.groups);  // k's group reads its C/groups channels
+        const Element* xs = x + ((size_t(n) * p.h + h) * p.w + col) * p.c + size_t(group) * group_c;
+        const Element* ws = w + ((size_t(k) * p.r + r) * p.s + s) * group_c;
+        for (int c = 0; c < group_c; ++c) sum += float(xs[c]) * float(ws[c]);
       }
     }
     y[i] = sum;
@@ -290,8 +292,8 @@ int main(int argc, char** argv) {
 #if BEST_KERNELS_GEMM_COUNT
   for (const best_kernels::GemmChoice& choice : best_kernels::kGemm) {
     const best_kernels::GemmProblem& g = choice.problem;
-    cases.push_back({"gemm " + std::to_string(cases.size()), {g.m, 1, 1, g.k, g.n, 1, 1, 0, 0, 1, 1, 1, 1}, true, g,
-                     choice.runtime_ms});
+    cases.push_back({"gemm " + std::to_string(cases.size()), {g.m, 1, 1, g.k, g.n, 1, 1, 0, 0, 1, 1, 1, 1, 1}, true,
+                     g, choice.runtime_ms});
   }
 #endif
   if (!cases.empty() && !cases[0].is_gemm) {

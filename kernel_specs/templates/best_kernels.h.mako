@@ -36,7 +36,7 @@ ${banner}
 // it returns
 //   kSuccess                 launched
 //   kErrorInvalidProblem     an extent below 1, padding below 0, a stride or dilation below 1, an empty
-//                            output, or a null x, w, y (a, b, d)
+//                            output, groups that do not divide C and K, or a null x, w, y (a, b, d)
 //   kErrorMisalignedOperand  an operand, or the workspace, not 16-byte aligned
 //   kErrorWorkspaceNull      workspace_bytes below workspace_size(problem), or a null workspace that
 //                            is needed
@@ -67,15 +67,18 @@ namespace best_kernels {
 // The type of every operand and output of this header's problems (the set's dtype).
 using Element = ${element};
 
-// A forward convolution, NHWC activations, KRSC filters, NPQK output, all of Element.
+// A forward convolution, NHWC activations, KRSC filters, NPQK output, all of Element. With
+// groups > 1, each group's K/groups filters of R x S x C/groups read its C/groups channels
+// (KRS(C/groups) filters); groups = C = K is a depthwise convolution.
 struct Conv2dFpropProblem {
   int n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
+  int groups = 1;
 };
 
 constexpr bool operator==(const Conv2dFpropProblem& a, const Conv2dFpropProblem& b) {
   return a.n == b.n && a.h == b.h && a.w == b.w && a.c == b.c && a.k == b.k && a.r == b.r && a.s == b.s &&
          a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h && a.stride_w == b.stride_w &&
-         a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w;
+         a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && a.groups == b.groups;
 }
 
 struct Choice {
@@ -90,7 +93,7 @@ struct Choice {
 inline constexpr Choice kConv2dFprop[] = {
 % for e in conv_entries:
     {"${e['problem'].name}",
-     {${", ".join(map(str, e['problem'].args()))}},
+     {${", ".join(map(str, e['problem'].args()))}, ${e['problem'].groups}},
      "${e['kernel']}", ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
 % endfor
 };

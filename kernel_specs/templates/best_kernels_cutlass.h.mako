@@ -40,7 +40,7 @@ ${banner}
 // this header.
 //
 // Compile-time lookup: best_kernels::Conv2dFprop<N, H, W, C, K, R, S, PadH, PadW,
-//                          StrideH, StrideW, DilationH, DilationW>::Kernel,
+//                          StrideH, StrideW, DilationH, DilationW[, Groups]>::Kernel,
 //                      best_kernels::Gemm<M, N, K>::Kernel
 //
 // A kernel named cutlass3x_sm90_tensorop_gemm_* chosen for a convolution (1x1, stride 1, no
@@ -123,12 +123,12 @@ ${definition}
 % endfor
 // Left undefined: no kernel was chosen for this problem.
 template <int N, int H, int W, int C, int K, int R, int S, int PadH, int PadW, int StrideH, int StrideW,
-          int DilationH, int DilationW>
+          int DilationH, int DilationW, int Groups = 1>
 struct Conv2dFprop;
 
 % for e in conv_entries:
 template <>
-struct Conv2dFprop<${", ".join(map(str, e['problem'].args()))}> {
+struct Conv2dFprop<${", ".join(map(str, e['problem'].args()))}, ${e['problem'].groups}> {
   using Kernel = ${e['kernel']};
   static constexpr const char* name = "${e['kernel']}";
   static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};

@@ -10,6 +10,7 @@ ${banner}
 #include <initializer_list>
 #include <memory>
 
+#include "grouped.h"
 #include "operation.h"
 
 namespace kernelgen {
@@ -59,6 +60,7 @@ bool same(const kernelgen::Conv2dBinding& a, const kernelgen::Conv2dBinding& b) 
 struct Prepared {
   bool valid = false;
   kernelgen::Conv2dProblem problem{};
+  int groups = 1;
   kernelgen::Conv2dBinding binding{};
   cudaStream_t stream = nullptr;
   int device = -1;
@@ -75,27 +77,44 @@ Kernels& kernels() {
   return each;
 }
 
-kernelgen::Operation& probe(int i) {
-  auto& operation = kernels().probe[i];
-  if (!operation) operation = kMake[i]();
-  return *operation;
+// `operation` told the groups of the problems it is given (grouped.h), or nullptr where it cannot
+// take them: a grouped problem is a GroupedOperation's only, a dense one never is.
+kernelgen::Operation* with_groups(kernelgen::Operation* operation, int groups) {
+  auto* grouped = dynamic_cast<kernelgen::GroupedOperation*>(operation);
+  if ((grouped != nullptr) != (groups > 1)) return nullptr;
+  if (grouped != nullptr) grouped->set_groups(groups);
+  return operation;
 }
 
-bool supports(int i, const kernelgen::Conv2dProblem& p) { return probe(i).can_implement(p).empty(); }
+kernelgen::Operation* probe(int i, int groups) {
+  auto& operation = kernels().probe[i];
+  if (!operation) operation = kMake[i]();
+  return with_groups(operation.get(), groups);
+}
 
-size_t workspace_of(int i, const kernelgen::Conv2dProblem& p) { return probe(i).workspace_bytes(p); }
+bool supports(int i, const kernelgen::Conv2dProblem& p, int groups) {
+  kernelgen::Operation* operation = probe(i, groups);
+  return operation != nullptr && operation->can_implement(p).empty();
+}
 
-bool launch_kernel(int i, const kernelgen::Conv2dProblem& p, const kernelgen::Conv2dBinding& b,
+size_t workspace_of(int i, const kernelgen::Conv2dProblem& p, int groups) {
+  kernelgen::Operation* operation = probe(i, groups);
+  return operation == nullptr ? 0 : operation->workspace_bytes(p);
+}
+
+bool launch_kernel(int i, const kernelgen::Conv2dProblem& p, int groups, const kernelgen::Conv2dBinding& b,
                    cudaStream_t stream) {
   Prepared& last = kernels().prepared[i];
   int device = -1;
   if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError();  // no device: prepare() says why, if it must
-  if (!(last.valid && same(last.problem, p) && same(last.binding, b) && last.stream == stream &&
-        last.device == device)) {
+  if (!(last.valid && same(last.problem, p) && last.groups == groups && same(last.binding, b) &&
+        last.stream == stream && last.device == device)) {
     last.valid = false;
     if (!last.operation) last.operation = kMake[i]();
+    if (with_groups(last.operation.get(), groups) == nullptr) return false;
     if (!last.operation->prepare(p, {b}, stream).empty()) return false;
-    last.problem = p, last.binding = b, last.stream = stream, last.device = device, last.valid = true;
+    last.problem = p, last.groups = groups, last.binding = b, last.stream = stream, last.device = device;
+    last.valid = true;
   }
   return last.operation->run(0, stream);
 }
@@ -105,6 +124,8 @@ kernelgen::Conv2dProblem as_conv(const Conv2dFpropProblem& p) {
   return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
 }
 kernelgen::Conv2dProblem as_conv(const GemmProblem& p) { return {p.m, 1, 1, p.k, p.n, 1, 1, 0, 0, 1, 1, 1, 1}; }
+int groups_of(const Conv2dFpropProblem& p) { return p.groups; }
+int groups_of(const GemmProblem&) { return 1; }
 
 int chosen(const Conv2dFpropProblem& problem) {
 % if conv_entries:
@@ -143,9 +164,10 @@ bool fits_int(std::initializer_list<long long> factors) {
 // where one exceeds INT_MAX is refused, so that none of them overflows there (a P computed from
 // a wrapped h + 2*pad_h differs from this one, or is 0 and then a divisor). A workload line is
 // refused on the same sizes (kernelgen/ops/conv2d_fprop.py): every problem of the tables passes.
-Status check(const kernelgen::Conv2dProblem& p) {
+Status check(const kernelgen::Conv2dProblem& p, int groups = 1) {
   if (p.n < 1 || p.h < 1 || p.w < 1 || p.c < 1 || p.k < 1 || p.r < 1 || p.s < 1 || p.pad_h < 0 || p.pad_w < 0 ||
-      p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1)
+      p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1 || groups < 1 || p.c % groups != 0 ||
+      p.k % groups != 0)
     return Status::kErrorInvalidProblem;
   const long long padded_h = p.h + 2LL * p.pad_h, padded_w = p.w + 2LL * p.pad_w;
   const long long filter_h = 1LL * p.dilation_h * (p.r - 1) + 1, filter_w = 1LL * p.dilation_w * (p.s - 1) + 1;
@@ -166,38 +188,38 @@ Status check(const kernelgen::Conv2dProblem& p) {
 
 // The index in kMake of the kernel that runs `p`: `chosen` (measured on `p`, so its
 // can_implement accepted it), else the first that accepts it, else -1.
-int pick(const kernelgen::Conv2dProblem& p, int chosen) {
-  if (check(p) != Status::kSuccess) return -1;
+int pick(const kernelgen::Conv2dProblem& p, int groups, int chosen) {
+  if (check(p, groups) != Status::kSuccess) return -1;
   if (chosen >= 0) return chosen;
   for (int i = 0; i < kLauncherCount; ++i) {
-    if (supports(i, p)) return i;
+    if (supports(i, p, groups)) return i;
   }
   return -1;
 }
 
 bool aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
-Status launch(const kernelgen::Conv2dProblem& p, int chosen, const void* x, const void* w, void* y, void* workspace,
-              size_t workspace_bytes, cudaStream_t stream) {
-  Status status = check(p);
+Status launch(const kernelgen::Conv2dProblem& p, int groups, int chosen, const void* x, const void* w, void* y,
+              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  Status status = check(p, groups);
   if (status != Status::kSuccess) return status;
   if (x == nullptr || w == nullptr || y == nullptr) return Status::kErrorInvalidProblem;
   if (!aligned(x) || !aligned(w) || !aligned(y) || !aligned(workspace)) return Status::kErrorMisalignedOperand;
-  const int index = pick(p, chosen);
+  const int index = pick(p, groups, chosen);
   if (index < 0) return Status::kErrorNotSupported;
-  const size_t needed = workspace_of(index, p);
+  const size_t needed = workspace_of(index, p, groups);
   if (workspace_bytes < needed || (needed > 0 && workspace == nullptr)) return Status::kErrorWorkspaceNull;
-  return launch_kernel(index, p, {x, w, y, needed > 0 ? workspace : nullptr}, stream) ? Status::kSuccess
-                                                                                       : Status::kErrorInternal;
+  return launch_kernel(index, p, groups, {x, w, y, needed > 0 ? workspace : nullptr}, stream) ? Status::kSuccess
+                                                                                               : Status::kErrorInternal;
 }
 
-size_t workspace(const kernelgen::Conv2dProblem& p, int chosen) {
-  const int index = pick(p, chosen);
-  return index < 0 ? 0 : workspace_of(index, p);
+size_t workspace(const kernelgen::Conv2dProblem& p, int groups, int chosen) {
+  const int index = pick(p, groups, chosen);
+  return index < 0 ? 0 : workspace_of(index, p, groups);
 }
 
-const char* kernel(const kernelgen::Conv2dProblem& p, int chosen) {
-  const int index = pick(p, chosen);
+const char* kernel(const kernelgen::Conv2dProblem& p, int groups, int chosen) {
+  const int index = pick(p, groups, chosen);
   return index < 0 ? nullptr : kLaunchOrder[index];
 }
 
@@ -205,31 +227,31 @@ const char* kernel(const kernelgen::Conv2dProblem& p, int chosen) {
 }  // namespace detail
 
 size_t workspace_size(const Conv2dFpropProblem& problem) {
-  return detail::workspace(detail::as_conv(problem), detail::chosen(problem));
+  return detail::workspace(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
 }
 
 size_t workspace_size(const GemmProblem& problem) {
-  return detail::workspace(detail::as_conv(problem), detail::chosen(problem));
+  return detail::workspace(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
 }
 
 const char* kernel_for(const Conv2dFpropProblem& problem) {
-  return detail::kernel(detail::as_conv(problem), detail::chosen(problem));
+  return detail::kernel(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
 }
 
 const char* kernel_for(const GemmProblem& problem) {
-  return detail::kernel(detail::as_conv(problem), detail::chosen(problem));
+  return detail::kernel(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
 }
 
 Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const Element* w, Element* y,
                     void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  return detail::launch(detail::as_conv(problem), detail::chosen(problem), x, w, y, workspace, workspace_bytes,
-                        stream);
+  return detail::launch(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem), x, w, y,
+                        workspace, workspace_bytes, stream);
 }
 
 Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, void* workspace,
             size_t workspace_bytes, cudaStream_t stream) {
-  return detail::launch(detail::as_conv(problem), detail::chosen(problem), a, b, d, workspace, workspace_bytes,
-                        stream);
+  return detail::launch(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem), a, b, d,
+                        workspace, workspace_bytes, stream);
 }
 
 const char* status_string(Status status) {

@@ -44,7 +44,9 @@ from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
 from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
+from .families.depthwise import Depthwise
 from .families.gemv import Gemv
+from .ops import serves as serves_op
 
 FEATURES = ("mma", "loads", "stores", "tiles", "memory", "launch")
 # SMs of the GPUs a model may be fitted for (by results folder name)
@@ -63,7 +65,18 @@ def serves(kernel, problem) -> str | None:
     """Why ``kernel`` cannot run ``problem`` (its ``can_implement`` would refuse), or None."""
     if kernel.element != problem.dtype:
         return f"built for {kernel.element}, not {problem.dtype}"
+    if not serves_op(kernel, problem):
+        groups = getattr(problem, "groups", 1)
+        return f"a {kernel.op} kernel, not for {problem.op}" + (f" with groups={groups}" if groups > 1 else "")
     conv = problem.as_conv()
+    if isinstance(kernel, Depthwise):
+        if not conv.groups == conv.c == conv.k:
+            return "a depthwise kernel: needs groups = C = K"
+        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (kernel.filter, kernel.filter, kernel.stride, kernel.stride):
+            return f"built for {kernel.filter}x{kernel.filter} filters, stride {kernel.stride}"
+        if conv.dilation_h != 1 or conv.dilation_w != 1:
+            return "built for dilation 1"
+        return None if conv.c % 8 == 0 else "C must be a multiple of 8"
     pointwise = conv.r == conv.s == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == conv.pad_w == 0
     if kernel.op == "gemm" and not pointwise:
         return "not a GEMM: needs a 1x1, stride-1, unpadded convolution"

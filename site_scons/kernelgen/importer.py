@@ -12,10 +12,11 @@ name (never with weights) or ``package.module:factory`` (a callable returning an
 (shapes only, no arithmetic; on the CPU only when the model cannot run on ``meta``), and
 records every convolution and linear call it makes through a TorchFunctionMode, functional
 calls included, as ``Call``s. The plain-Python half (``plan_workloads``, ``workload_text``)
-turns recorded calls into a workload file: every distinct 2-D convolution with groups 1 on
-an NCHW input as a ``conv2d_fprop`` line, every linear layer as a ``gemm`` line, in the order
-the network first runs them, each with ``count=`` and ``dtype=``; every call the tool cannot
-profile (grouped or depthwise, 1-D, 3-D, transposed, ...) as a comment with its count. The
+turns recorded calls into a workload file: every distinct 2-D convolution on an NCHW input as a
+``conv2d_fprop`` line (grouped and depthwise ones with ``groups=``), every linear layer as a
+``gemm`` line, in the order the network first runs them, each with ``count=`` and ``dtype=``;
+every call the tool cannot profile (1-D, 3-D, transposed, ...) as a comment with its count; and
+the share of the recorded calls' FLOPs the lines cover. The
 file is written whole, atomically, and only when it is complete; a file already there only with
 REPLACE=1 (a set's results were measured for the workloads its file lists).
 
@@ -34,7 +35,7 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import inputs
@@ -211,11 +212,6 @@ def why_not_profiled(call: Call) -> str:
         return f"{call.op[-2]}-D convolution"
     if len(call.input) != 4:
         return f"conv2d on a {len(call.input)}-D input (the tool profiles NCHW batches)"
-    if call.groups > 1:
-        channels = call.input[1]
-        if call.groups == channels:
-            return f"depthwise convolution (groups={call.groups})"
-        return f"grouped convolution (groups={call.groups})"
     return ""
 
 
@@ -230,7 +226,7 @@ def to_problem(call: Call, dtype: str):
     # An uneven "same" padding is the extra row/column padded onto the input, then even padding.
     return Conv2dProblem(n=n, h=h + bottom - top, w=w + right - left, c=c, k=k, r=r, s=s, pad_h=top,
                          pad_w=left, stride_h=call.stride[0], stride_w=call.stride[1],
-                         dilation_h=call.dilation[0], dilation_w=call.dilation[1], dtype=dtype)
+                         dilation_h=call.dilation[0], dilation_w=call.dilation[1], groups=call.groups, dtype=dtype)
 
 
 def describe(call: Call) -> str:
@@ -253,6 +249,7 @@ class Plan:
     conv_calls: int
     linear_calls: int
     dtypes: list  # the torch dtypes the profiled calls ran in, sorted
+    skipped_flops: list = field(default_factory=list)  # call_flops of each skipped call
 
 
 def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
@@ -261,7 +258,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
         raise ModelError(f"DTYPE={dtype!r}: expected one of {', '.join(DTYPES)}")
     counts, first = {}, {}
     skipped_counts, skipped_first = {}, {}
-    dtypes = set()
+    dtypes, skipped_flops = set(), []
     for call in calls:
         if call.op not in OPS:
             raise ModelError(f"recorded call of unknown operation {call.op!r}")
@@ -269,6 +266,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
         if reason:
             key = (reason, describe(call))
             skipped_counts[key] = skipped_counts.get(key, 0) + 1
+            skipped_flops.append(call_flops(call))
             continue
         problem = to_problem(call, dtype)
         if problem.op == "conv2d_fprop" and (problem.p < 1 or problem.q < 1):
@@ -279,7 +277,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
     problems = [replace(p, count=counts[p.name]) for p in first.values()]
     skipped = [(reason, text, n) for (reason, text), n in skipped_counts.items()]
     conv_calls = sum(1 for c in calls if c.op != "linear")
-    return Plan(problems, skipped, conv_calls, len(calls) - conv_calls, sorted(dtypes))
+    return Plan(problems, skipped, conv_calls, len(calls) - conv_calls, sorted(dtypes), skipped_flops)
 
 
 def workload_line(problem) -> str:
@@ -294,6 +292,8 @@ def workload_line(problem) -> str:
                 words.append(f"{key}={a}")
             elif a != b:
                 words.append(f"{key}_h={a} {key}_w={b}")
+        if p.groups > 1:
+            words.append(f"groups={p.groups}")
     words.append(f"count={problem.count} dtype={problem.dtype}")
     return " ".join(words)
 
@@ -336,15 +336,34 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
         + f"; and {_plural(plan.linear_calls, 'linear call')} in {_plural(len(gemms), 'distinct gemm line')}.",
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
+        f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls.",
     ]
     lines += [workload_line(p) for p in plan.problems]
     if plan.skipped:
-        lines.append("# Not profiled (the tool profiles 2-D convolutions with groups 1 on NCHW batches, "
-                     "and linear layers):")
+        lines.append("# Not profiled (the tool profiles 2-D convolutions on NCHW batches, grouped and depthwise "
+                     "included, and linear layers):")
         lines += [f"# {reason}: {text} count={n}" for reason, text, n in plan.skipped]
     text = "\n".join(lines) + "\n"
     parse_workloads(text, f"{request.name}.txt")  # what is written must load as a workload set
     return text
+
+
+def call_flops(call) -> float:
+    """A call's multiply-adds times 2, about: every weight element meets every output position of
+    the input's size over the stride (a transposed or 3-D convolution included)."""
+    if call.op == "linear":
+        return 2.0 * math.prod(call.input[:-1]) * math.prod(call.weight)
+    spatial = call.input[2:] if len(call.input) > 2 else (1,)
+    strides = call.stride if call.stride else (1,) * len(spatial)
+    positions = math.prod(max(1, -(-d // s)) for d, s in zip(spatial, strides))
+    return 2.0 * call.input[0] * positions * math.prod(call.weight)
+
+
+def coverage(plan: Plan) -> float:
+    """The share of the recorded calls' FLOPs that the plan's workload lines cover."""
+    covered = sum(p.flops * p.count for p in plan.problems)
+    total = covered + sum(flops for flops in plan.skipped_flops)
+    return covered / total if total else 1.0
 
 
 def _torch_name(dtype: str) -> str:
@@ -357,7 +376,7 @@ def console_report(plan: Plan, path) -> list:
     gemms = [p for p in plan.problems if p.op == "gemm"]
     lines = [f"{path}: {_plural(len(convs), 'distinct convolution')} "
              f"({_plural(sum(p.count for p in convs), 'call')}) and {_plural(len(gemms), 'distinct linear layer')} "
-             f"({_plural(sum(p.count for p in gemms), 'call')})"]
+             f"({_plural(sum(p.count for p in gemms), 'call')}), {coverage(plan):.1%} of the recorded calls' FLOPs"]
     if plan.skipped:
         lines.append(f"{sum(n for _, _, n in plan.skipped)} call(s) the tool cannot profile, listed in the file "
                      "as comments:")

@@ -8,8 +8,9 @@ Every module of this package with an ``OP`` is an op (found by name, in sorted o
 the order the header lists their entries); the others (``common``) hold what ops share. A new op
 is a module here and its section of the header's template: nothing to register.
 
-A kernel serves a workload when the kernel's op is one of the workload op's ``KERNEL_OPS`` and
-the kernel's ``element`` is the workload's ``dtype``.
+A kernel serves a workload when the kernel's op is one of the workload's kernel ops (the
+problem's ``kernel_ops`` where it has them, e.g. a grouped convolution's, else its op's
+``KERNEL_OPS``) and the kernel's ``element`` is the workload's ``dtype``.
 """
 
 from ..discovery import by_attribute
@@ -27,7 +28,12 @@ def op_of(problem):
 def serves(kernel, problem) -> bool:
     """Whether ``kernel`` (a descriptor, or a manifest entry: ``op`` and ``element``) can be given
     ``problem``: its op is one the problem's op is run with, its input type the problem's dtype."""
-    return _op(kernel) in OPS[problem.op].KERNEL_OPS and _element(kernel) == problem.dtype
+    return _op(kernel) in kernel_ops(problem) and _element(kernel) == problem.dtype
+
+
+def kernel_ops(problem) -> tuple:
+    """The ops of the kernels that may run ``problem``."""
+    return getattr(problem, "kernel_ops", None) or OPS[problem.op].KERNEL_OPS
 
 
 def check_served(problems, kernels, path) -> None:
@@ -38,11 +44,12 @@ def check_served(problems, kernels, path) -> None:
     for problem in problems:
         if any(serves(k, problem) for k in kernels):
             continue
-        ops = OPS[problem.op].KERNEL_OPS
+        ops = kernel_ops(problem)
         offered = sorted({_element(k) for k in kernels if _op(k) in ops})
+        what = f"{problem.op} with groups={problem.groups}" if getattr(problem, "groups", 1) > 1 else problem.op
         raise WorkloadError(
             path, f"workload {problem.name}: dtype {problem.dtype}: no kernel of this build computes "
-            f"{problem.op} in {problem.dtype} (its kernels take {', '.join(offered) or 'no such op'})",
+            f"{what} in {problem.dtype} (its kernels take {', '.join(offered) or 'no such op'})",
             problem.line or None)
 
 

@@ -1,8 +1,11 @@
 """The 2-D forward convolution: NHWC activations, KRSC filters, NPQK output.
 
 Workload line: ``conv2d_fprop n= h= w= c= k= r= s= [pad= stride= dilation= | pad_h= ...]
-[dtype=] [count=]``. The profiler runs it as it is; cuDNN (``torch.nn.functional.conv2d``,
-channels_last) is its baseline.
+[groups=] [dtype=] [count=]``. The profiler runs it as it is; cuDNN (``torch.nn.functional.conv2d``,
+channels_last) is its baseline. ``groups`` (default 1) splits C and K into that many groups, each
+group's K/groups filters of R x S x C/groups reading its C/groups channels (KRS(C/groups) filters);
+groups = C = K is a depthwise convolution. A grouped problem is served by the kernels of
+``GROUPED_KERNEL_OPS`` only, and runs as the profiler's ``conv2d_fprop_grouped`` job.
 """
 
 from dataclasses import dataclass, field, fields
@@ -13,6 +16,7 @@ from .common import check_products, check_sizes, operand_sets, read_values, torc
 
 OP = "conv2d_fprop"
 KERNEL_OPS = ("conv2d_fprop", "gemm")  # GEMM kernels run the 1x1 stride-1 unpadded layers (unsupported on others)
+GROUPED_KERNEL_OPS = ("conv2d_fprop_grouped",)  # the kernels of a problem of groups > 1
 HEADER_SECTION = "conv_entries"  # best_kernels.h.mako's list of this op's entries
 BASELINE = "cudnn"
 TABLE_HEADING = "n,h,w,c,k,r,s,pad,stride"
@@ -35,6 +39,7 @@ class Conv2dProblem:
     stride_w: int = 1
     dilation_h: int = 1
     dilation_w: int = 1
+    groups: int = 1
     dtype: str = "f16"
     count: int = field(default=1, compare=False)  # times the network runs it; not in the name
     line: int = field(default=0, compare=False, repr=False)  # its line in the workload file (0: none)
@@ -51,17 +56,25 @@ class Conv2dProblem:
 
     @property
     def name(self) -> str:
-        """The procedural workload name: CSV file name, CSV key and header key."""
+        """The procedural workload name: CSV file name, CSV key and header key (``_g<groups>``
+        for a grouped one)."""
         return (
             f"conv2d_fprop_{self.dtype}_n{self.n}_h{self.h}_w{self.w}_c{self.c}_k{self.k}"
             f"_r{self.r}_s{self.s}_pad{self.pad_h}x{self.pad_w}"
             f"_str{self.stride_h}x{self.stride_w}_dil{self.dilation_h}x{self.dilation_w}"
+            + (f"_g{self.groups}" if self.groups > 1 else "")
         )
 
     @property
+    def kernel_ops(self) -> tuple:
+        """The ops of the kernels that may run it."""
+        return GROUPED_KERNEL_OPS if self.groups > 1 else KERNEL_OPS
+
+    @property
     def gemm_mnk(self) -> tuple[int, int, int]:
-        """The implicit GEMM's extents: M = N*P*Q, N = K, K = C*R*S."""
-        return self.n * self.p * self.q, self.k, self.c * self.r * self.s
+        """The implicit GEMM's extents, a group's K summed over the groups: M = N*P*Q, N = K,
+        K = C/groups*R*S."""
+        return self.n * self.p * self.q, self.k, self.c // self.groups * self.r * self.s
 
     @property
     def flops(self) -> int:
@@ -76,13 +89,13 @@ class Conv2dProblem:
         rows = _touched(self.h, self.p, self.r, self.pad_h, self.stride_h, self.dilation_h)
         cols = _touched(self.w, self.q, self.s, self.pad_w, self.stride_w, self.dilation_w)
         activations = self.n * rows * cols * self.c
-        filters = self.k * self.r * self.s * self.c
+        filters = self.k * self.r * self.s * (self.c // self.groups)
         outputs = self.n * self.p * self.q * self.k
         return size * (activations + filters + outputs)
 
     def args(self) -> list[int]:
         """Integer fields in declaration order, as the profiler reads them."""
-        return [getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "count", "line")]
+        return [getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "count", "line", "groups")]
 
     def as_conv(self) -> "Conv2dProblem":
         return self
@@ -95,7 +108,7 @@ def _touched(extent, out, taps, pad, stride, dilation) -> int:
 
 
 _KEYS = {"n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w",
-         "dilation_h", "dilation_w", "dtype", "count"}
+         "dilation_h", "dilation_w", "groups", "dtype", "count"}
 _SHORTHANDS = {"pad": ("pad_h", "pad_w"), "stride": ("stride_h", "stride_w"),
                "dilation": ("dilation_h", "dilation_w")}
 _REQUIRED = ("n", "h", "w", "c", "k", "r", "s")
@@ -106,6 +119,9 @@ def parse(path, lineno, pairs: dict) -> Conv2dProblem:
     values = read_values(path, lineno, pairs, _KEYS, _SHORTHANDS)
     check_sizes(path, lineno, values, _REQUIRED)
     problem = Conv2dProblem(**values, line=lineno)
+    if problem.c % problem.groups or problem.k % problem.groups:
+        raise WorkloadError(path, f"groups={problem.groups} must divide both c={problem.c} and k={problem.k} "
+                            "(each group takes C/groups channels to K/groups)", lineno)
     if problem.p < 1 or problem.q < 1:
         raise WorkloadError(
             path, f"the filter, padding and stride leave no output ({problem.p}x{problem.q})", lineno)
@@ -121,7 +137,7 @@ def _int_sizes(p: Conv2dProblem) -> dict:
     distance between the rows two filter rows read is computed for a 1-row filter too."""
     return {"h+2*pad_h": p.h + 2 * p.pad_h, "w+2*pad_w": p.w + 2 * p.pad_w,
             "n*h*w*c (the input's elements)": p.n * p.h * p.w * p.c,
-            "k*r*s*c (the filter's elements)": p.k * p.r * p.s * p.c,
+            "k*r*s*c (the filter's elements)": p.k * p.r * p.s * p.c,  # as the dense layout's, for any groups
             "n*p*q*k (the output's elements)": p.n * p.p * p.q * p.k,
             "n*(h+2*pad_h)*(w+2*pad_w)*c (the padded input's elements)":
                 p.n * (p.h + 2 * p.pad_h) * (p.w + 2 * p.pad_w) * p.c,
@@ -129,28 +145,33 @@ def _int_sizes(p: Conv2dProblem) -> dict:
 
 
 def job_line(problem) -> str:
-    """The profiler's ``workload`` job line: the name, the op, the dtype, the convolution's extents."""
+    """The profiler's ``workload`` job line: the name, the op, the dtype, the convolution's extents
+    (a grouped one: ``conv2d_fprop_grouped`` and the groups last)."""
+    if problem.groups > 1:
+        return " ".join(["workload", problem.name, "conv2d_fprop_grouped", problem.dtype,
+                         *map(str, problem.args()), str(problem.groups)])
     return " ".join(["workload", problem.name, OP, problem.dtype, *map(str, problem.args())])
 
 
 def table_label(problem) -> str:
     return (f"{problem.n},{problem.h},{problem.w},{problem.c},{problem.k},{problem.r},{problem.s},"
-            f"{problem.pad_h},{problem.stride_h}")
+            f"{problem.pad_h},{problem.stride_h}" + (f",g{problem.groups}" if problem.groups > 1 else ""))
 
 
 def baseline_call(torch, problem, l2_bytes: int):
     """(call(i), operand sets) of torch.nn.functional.conv2d, channels_last, cuDNN benchmark mode."""
     torch.backends.cudnn.benchmark = True
     F = torch.nn.functional
+    per_group = problem.c // problem.groups
     sets = operand_sets(2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s
-                             * problem.c + problem.n * problem.p * problem.q * problem.k), l2_bytes)
+                             * per_group + problem.n * problem.p * problem.q * problem.k), l2_bytes)
     fmt, dtype = torch.channels_last, torch_dtype(torch, problem.dtype)
     xs = [torch.empty(problem.n, problem.c, problem.h, problem.w, device="cuda", dtype=dtype,
                       memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
-    ws = [torch.empty(problem.k, problem.c, problem.r, problem.s, device="cuda", dtype=dtype,
+    ws = [torch.empty(problem.k, per_group, problem.r, problem.s, device="cuda", dtype=dtype,
                       memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
     args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
-                dilation=(problem.dilation_h, problem.dilation_w))
+                dilation=(problem.dilation_h, problem.dilation_w), groups=problem.groups)
     return (lambda i: F.conv2d(xs[i], ws[i], **args)), sets
 
 
