@@ -50,7 +50,8 @@ DEFAULT_DTYPE = "f16"
 DTYPES = ("f16", "bf16")  # what a network's layers may be profiled as
 DEFAULT_RESULTS = "profile_results"  # where a set's results are, relative to where scons runs
 CONV_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
-OPS = CONV_OPS + ("linear",)
+ATTENTION = "attention"  # an attention's batched matrix products (Q K^T, then by V), listed, not profiled
+OPS = CONV_OPS + ("linear", ATTENTION)
 TORCH_DTYPES = {"float16": "f16", "bfloat16": "bf16"}  # torch dtype name -> workload dtype
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -206,6 +207,8 @@ def why_not_profiled(call: Call) -> str:
     """Empty when the tool can profile ``call``; otherwise why it cannot."""
     if call.op == "linear":
         return ""
+    if call.op == ATTENTION:
+        return "attention's batched matrix products (Q K^T and its product with V)"
     if call.op.startswith("conv_transpose"):
         return "transposed convolution"
     if call.op != "conv2d":
@@ -232,6 +235,9 @@ def to_problem(call: Call, dtype: str):
 def describe(call: Call) -> str:
     """A one-line account of a call, for the comments listing what is not profiled."""
     shape = lambda t: "x".join(map(str, t))  # noqa: E731
+    if call.op == ATTENTION:
+        (batch_heads, length, dim), source = call.input, call.weight[0]
+        return f"attention of {batch_heads} batch x head pairs, L {length}, S {source}, head dim {dim} {call.dtype}"
     text = f"{call.op} input {shape(call.input)} weight {shape(call.weight)}"
     if call.op != "linear":
         padding = call.padding if isinstance(call.padding, str) else shape(call.padding)
@@ -276,8 +282,9 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
         dtypes.add(call.dtype)
     problems = [replace(p, count=counts[p.name]) for p in first.values()]
     skipped = [(reason, text, n) for (reason, text), n in skipped_counts.items()]
-    conv_calls = sum(1 for c in calls if c.op != "linear")
-    return Plan(problems, skipped, conv_calls, len(calls) - conv_calls, sorted(dtypes), skipped_flops)
+    conv_calls = sum(1 for c in calls if c.op in CONV_OPS)
+    linear_calls = sum(1 for c in calls if c.op == "linear")
+    return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops)
 
 
 def workload_line(problem) -> str:
@@ -319,7 +326,8 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
     check_plan(plan, request)
     convs = [p for p in plan.problems if p.op == "conv2d_fprop"]
     gemms = [p for p in plan.problems if p.op == "gemm"]
-    skipped_calls = sum(n for _, _, n in plan.skipped)
+    attention_calls_ = sum(n for reason, text, n in plan.skipped if text.startswith("attention "))
+    skipped_calls = sum(n for _, _, n in plan.skipped) - attention_calls_
     source = (f"your factory {request.model}" if request.factory
               else f"torchvision's {request.model} (weights=None: shapes only)")
     ran = ", ".join(plan.dtypes) or "?"
@@ -333,7 +341,9 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
         f"# The forward pass makes {_plural(plan.conv_calls, 'convolution call')}: "
         f"{sum(p.count for p in convs)} in {_plural(len(convs), 'distinct conv2d_fprop line')} below, "
         f"{skipped_calls} the tool cannot profile" + (" (listed at the end)" if skipped_calls else "")
-        + f"; and {_plural(plan.linear_calls, 'linear call')} in {_plural(len(gemms), 'distinct gemm line')}.",
+        + f"; and {_plural(plan.linear_calls, 'linear call')} in {_plural(len(gemms), 'distinct gemm line')}"
+        + (f"; {_plural(attention_calls_, 'attention')} (their batched matrix products: listed at the end, not profiled)."
+           if attention_calls_ else "."),
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
         f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls.",
@@ -341,7 +351,7 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
     lines += [workload_line(p) for p in plan.problems]
     if plan.skipped:
         lines.append("# Not profiled (the tool profiles 2-D convolutions on NCHW batches, grouped and depthwise "
-                     "included, and linear layers):")
+                     "included, and linear layers, an attention's projections included):")
         lines += [f"# {reason}: {text} count={n}" for reason, text, n in plan.skipped]
     text = "\n".join(lines) + "\n"
     parse_workloads(text, f"{request.name}.txt")  # what is written must load as a workload set
@@ -353,6 +363,8 @@ def call_flops(call) -> float:
     the input's size over the stride (a transposed or 3-D convolution included)."""
     if call.op == "linear":
         return 2.0 * math.prod(call.input[:-1]) * math.prod(call.weight)
+    if call.op == ATTENTION:  # input (batch x heads, L, head dim), weight (S, head dim): two products
+        return 4.0 * math.prod(call.input) * call.weight[0]
     spatial = call.input[2:] if len(call.input) > 2 else (1,)
     strides = call.stride if call.stride else (1,) * len(spatial)
     positions = math.prod(max(1, -(-d // s)) for d, s in zip(spatial, strides))
@@ -529,10 +541,56 @@ def call_of(op: str, args: tuple, kwargs: dict) -> Call:
                 groups=int(values.get("groups", 1)), dtype=dtype)
 
 
+_MHA_PARAMETERS = ("query", "key", "value", "embed_dim_to_check", "num_heads", "in_proj_weight", "in_proj_bias",
+                   "bias_k", "bias_v", "add_zero_attn", "dropout_p", "out_proj_weight", "out_proj_bias", "training",
+                   "key_padding_mask", "need_weights", "attn_mask", "use_separate_proj_weight", "q_proj_weight",
+                   "k_proj_weight", "v_proj_weight")
+_NATIVE_MHA_PARAMETERS = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias", "proj_weight")
+
+
+def attention_calls(args: tuple, kwargs: dict, native: bool = False) -> list:
+    """The linear calls and the attention of one ``torch.nn.functional.multi_head_attention_forward``
+    call (query L x N x E, key and value S x N x E; ``nn.MultiheadAttention`` makes it, its batch
+    first or not) or of ``torch._native_multi_head_attention`` (its fast path: N x L x E, batch
+    first): the input projections as the function makes them (one of 3E outputs when query, key
+    and value are one tensor, one of E and one of 2E when key and value are, else three of E), the
+    output projection, and Q K^T and its product with V as one ``attention`` call."""
+    values = dict(zip(_NATIVE_MHA_PARAMETERS if native else _MHA_PARAMETERS, args))
+    values.update(kwargs)
+    q, k, v = values["query"], values["key"], values["value"]
+    dtype = str(q.dtype).rpartition(".")[2]
+    if native:
+        (n, length, embed), source = q.shape, k.shape[1]
+        heads, weight, out = int(values["num_head"]), values["qkv_weight"], values["proj_weight"]
+        separate = None
+    else:
+        (length, n, embed), source = q.shape, k.shape[0]
+        heads, weight, out = int(values["num_heads"]), values["in_proj_weight"], values["out_proj_weight"]
+        separate = values.get("use_separate_proj_weight")
+    rows, source_rows = (n * length, embed), (n * source, embed)
+    if separate:
+        projections = [(rows, (embed, embed)), (source_rows, (embed, embed)), (source_rows, (embed, embed))]
+    elif q is k and k is v:
+        projections = [(rows, tuple(weight.shape))]
+    elif k is v:
+        projections = [(rows, (embed, embed)), (source_rows, (2 * embed, embed))]
+    else:
+        projections = [(rows, (embed, embed)), (source_rows, (embed, embed)), (source_rows, (embed, embed))]
+    calls = [Call("linear", shape, w, dtype=dtype) for shape, w in projections]
+    calls.append(Call(ATTENTION, (n * heads, length, embed // heads), (source, embed // heads), dtype=dtype))
+    calls.append(Call("linear", rows, tuple(out.shape), dtype=dtype))
+    return calls
+
+
 def record_calls(torch, model, example) -> list:
-    """Every recorded call of one forward pass of ``model`` on ``example``, in order."""
+    """Every recorded call of one forward pass of ``model`` on ``example``, in order. A function
+    the recorder sees runs without it, so the linear calls inside an attention are recorded from
+    its arguments (``attention_calls``)."""
     F = torch.nn.functional
-    functions = {getattr(F, op): op for op in OPS}
+    functions = {getattr(F, op): op for op in OPS if hasattr(F, op)}
+    attentions = {f: native for f, native in ((getattr(F, "multi_head_attention_forward", None), False),
+                                              (getattr(torch, "_native_multi_head_attention", None), True))
+                  if f is not None}
     calls = []
 
     class Recorder(torch.overrides.TorchFunctionMode):
@@ -541,6 +599,8 @@ def record_calls(torch, model, example) -> list:
             op = functions.get(func)
             if op is not None:
                 calls.append(call_of(op, args, kwargs))
+            elif func in attentions:
+                calls.extend(attention_calls(args, kwargs, attentions[func]))
             return func(*args, **kwargs)
 
     model.eval()
