@@ -489,3 +489,20 @@ def test_an_attentions_projections_are_recorded_as_linear_calls_and_its_products
     assert plan.skipped_flops == [4.0 * 384 * 197 * 64 * 197]
     text = workload_text(plan, request(), "v")
     assert "; 1 attention (their batched matrix products: listed at the end, not profiled)." in text
+
+
+def test_a_model_with_a_backbone_is_built_without_its_backbones_weights():
+    """torchvision's segmentation and detection builders default to ImageNet backbone weights, a
+    download: the importer passes weights_backbone=None to a builder that takes it."""
+    from types import SimpleNamespace
+
+    def deeplab(*, weights=None, progress=True, num_classes=None, weights_backbone="IMAGENET1K_V1"):
+        return None
+
+    def resnet(*, weights=None, progress=True):
+        return None
+
+    builders = {"deeplab": deeplab, "resnet": resnet}
+    torchvision = SimpleNamespace(models=SimpleNamespace(get_model_builder=builders.__getitem__))
+    assert importer.no_weights(torchvision, "deeplab") == {"weights": None, "weights_backbone": None}
+    assert importer.no_weights(torchvision, "resnet") == {"weights": None}

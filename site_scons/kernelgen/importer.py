@@ -490,13 +490,24 @@ def factory_of(request: Request, torch):
     return make
 
 
+def no_weights(torchvision, model: str) -> dict:
+    """The keyword arguments that build torchvision's ``model`` without downloading anything: no
+    weights, and for a segmentation or detection model no backbone weights either (their default
+    is ImageNet's)."""
+    import inspect
+
+    builder = torchvision.models.get_model_builder(model)
+    parameters = inspect.signature(builder).parameters
+    return {"weights": None, **({"weights_backbone": None} if "weights_backbone" in parameters else {})}
+
+
 def model_builder(request: Request, torch, torchvision):
     """A function that builds the model as an nn.Module (weights never downloaded), on whatever
     device is current; whatever the factory raises is a ModelError."""
     if request.factory is None:
         check_torchvision_name(request, torchvision)
         return lambda: _run(request, "torchvision could not build it:",
-                            lambda: torchvision.models.get_model(request.model, weights=None))
+                            lambda: torchvision.models.get_model(request.model, **no_weights(torchvision, request.model)))
     make = factory_of(request, torch)
 
     def build():
