@@ -49,6 +49,7 @@ class Config:
     toolchain_version: str
     results_root: Path = None  # RESULTS
     build_path: Path = None  # BUILD, resolved
+    cache_path: Path | None = None  # CACHE, resolved; None: no shared cache
     header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
 
 
@@ -119,7 +120,8 @@ def machine_gpu() -> str | None:
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP") if key in env])
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE")
+                       if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
                              "expands the first word of a command once more to find the program)")
@@ -146,6 +148,7 @@ def resolve(env) -> Config:
     except ResultsError as e:
         header_error = str(e)
     cutlass = cutlass_version(includes[0])
+    cache = check_cache_dir(env.get("CACHE", ""), root, build)
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
@@ -156,7 +159,22 @@ def resolve(env) -> Config:
         profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
-        results_root=results_root, build_path=build, header_error=header_error)
+        results_root=results_root, build_path=build, header_error=header_error, cache_path=cache)
+
+
+def check_cache_dir(given: str, root: Path, build: Path) -> Path | None:
+    """CACHE= resolved (None when empty): a folder, or one to be made, outside BUILD (whose files
+    are the build's own)."""
+    if not str(given).strip():
+        return None
+    cache = (root / given).resolve()
+    shown = f"CACHE={shorten(given)}"
+    kind = inputs.file_kind(cache)
+    if kind not in ("missing", "a directory"):
+        raise KernelgenError(f"{shown} is {kind or 'a file'}, not a folder")
+    if cache == build or build in cache.parents or cache in build.parents:
+        raise KernelgenError(f"{shown} is BUILD, inside it or above it ({shorten(build)}): name a folder of its own")
+    return cache
 
 
 def require_gpu(targets: list) -> None:

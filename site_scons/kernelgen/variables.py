@@ -47,6 +47,8 @@ def variables(arguments) -> Variables:
                 "kernel of SPECS, 'all': SPECS and the whole space (narrow with KERNELS=)", "5"),
         ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
+        ("CACHE", "a folder of compiled objects shared by builds, machines and clones (SCons's CacheDir): an "
+                  "object is taken from it when its source, project headers, flags, nvcc and CUTLASS match", ""),
         ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),
         ("PROFILE_ARGS", "extra profiler arguments, e.g. '--repeats 30 --batch-ms 2'", ""),
         ("MODEL", "scons workloads: a torchvision model name (resnet50) or package.module:factory", ""),

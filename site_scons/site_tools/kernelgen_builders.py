@@ -5,6 +5,7 @@
   env.CheckLibrary(library)                    its kernels are those its launcher source names
   env.CompileProgress(kernel_names_to_compile) one-line progress for nvcc compiles
   env.RecordOutputs(targets)                   targets built by commands (nvcc) are recorded first
+                                               (RECORD_NOW, with CACHE=: when SConstruct is read)
 
 BUILD_RECORD is BUILD's kernelgen.outputs.Record: every file these builders write in BUILD is in it
 before it is written, so that `scons -c` removes exactly those.
@@ -148,18 +149,34 @@ def _written_since(path: str, began: float) -> bool:
         return False
 
 
+def _not_cached(target, source, env):
+    """The emitter of the builders that write text through BUILD_RECORD: CACHE= (CacheDir) never
+    holds what they write, which costs nothing to write again and must go through the record."""
+    env.NoCache(target)
+    return target, source
+
+
+def _record_outputs(env, targets):
+    """RecordOutputs: recorded before the command that writes them runs; with RECORD_NOW (CACHE=,
+    where an object taken from the cache runs no command) when SConstruct is read."""
+    if env.get("RECORD_NOW"):
+        env["BUILD_RECORD"].add(t.get_abspath() for t in targets)
+    return env.AddPreAction(targets, _RecordTargets())
+
+
 def generate(env):
     env.SetDefault(GENERATECOMSTR="generate $TARGET", REDUCECOMSTR="reduce profile results -> $TARGET",
                    CANDIDATESCOMSTR="rank the space's kernels for each layer -> $TARGET")
     env["BUILDERS"]["GeneratedFile"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_write_value, "$GENERATECOMSTR"))
-    env["BUILDERS"]["Candidates"] = SCons.Builder.Builder(action=SCons.Action.Action(_candidates, "$CANDIDATESCOMSTR"))
+        action=SCons.Action.Action(_write_value, "$GENERATECOMSTR"), emitter=_not_cached)
+    env["BUILDERS"]["Candidates"] = SCons.Builder.Builder(action=SCons.Action.Action(_candidates, "$CANDIDATESCOMSTR"),
+                                                          emitter=_not_cached)
     env["BUILDERS"]["BestKernelsHeader"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_best_kernels_header, "$REDUCECOMSTR"))
+        action=SCons.Action.Action(_best_kernels_header, "$REDUCECOMSTR"), emitter=_not_cached)
     env.AddMethod(lambda env, total: env.Replace(PRINT_CMD_LINE_FUNC=CompileProgress(total)), "CompileProgress")
     env.AddMethod(lambda env, library: env.AddPreAction(library, SCons.Action.Action(_check_library, None)),
                   "CheckLibrary")
-    env.AddMethod(lambda env, targets: env.AddPreAction(targets, _RecordTargets()), "RecordOutputs")
+    env.AddMethod(_record_outputs, "RecordOutputs")
 
 
 def exists(env):

@@ -32,8 +32,11 @@ import SCons.Tool
 
 def _isystem_flags(target, source, env, for_signature):
     """-isystem DIR for each of NVCC_SYSTEM_INCLUDES (SCons substitutes what this returns once
-    more: a DIR given as a Literal stays as it is)."""
-    return [flag for d in env.get("NVCC_SYSTEM_INCLUDES", []) for flag in ("-isystem", d)]
+    more: a DIR given as a Literal stays as it is). No part of a signature (``$( $)``): where the
+    headers are is not what they are, which the toolchain's CUTLASS version says (a dependency of
+    every object), so that an object built in another clone or machine is the same one (CACHE=)."""
+    flags = [flag for d in env.get("NVCC_SYSTEM_INCLUDES", []) for flag in ("-isystem", d)]
+    return ["$(", *flags, "$)"] if flags else []
 
 
 COMPILE = SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR")

@@ -1,0 +1,66 @@
+"""CACHE=: a folder of compiled objects shared by builds. A second clean copy of the project, in
+another folder and with CUTLASS reached by another path, compiles no kernel; another flag compiles
+them again; what is taken from the cache is recorded, so `scons -c` removes it (fake nvcc of
+tests/test_hostile_build.py)."""
+
+import os
+
+import pytest
+
+from conftest import ROOT
+from kernelgen.variables import default_cutlass_root
+from test_hostile_build import KERNELS, LAYERS, Toolchain, run
+from test_scons_build import copy_project
+
+
+def project_in(folder):
+    folder.mkdir(parents=True)
+    project = copy_project(folder)
+    (project / "kernel_specs" / "workloads" / "pair.txt").write_text("\n".join(LAYERS) + "\n")
+    return project
+
+
+def compiled_kernels(toolchain, since: int) -> list:
+    return sorted(a[-1].rsplit("/", 1)[-1] for a in toolchain.argvs()[since:] if "-c" in a and "/kernels/" in a[-1])
+
+
+def test_a_second_clone_takes_every_kernel_from_the_cache_and_another_flag_compiles_again(tmp_path):
+    toolchain = Toolchain(tmp_path / "toolchain")
+    cache = tmp_path / "shared-cache"
+    first = project_in(tmp_path / "one")
+    run(first, "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}")
+    assert compiled_kernels(toolchain, 0) == sorted(f"{k}.cu" for k in KERNELS)
+    assert cache.is_dir() and any(cache.rglob("*")), "the objects went into the cache"
+
+    second = project_in(tmp_path / "two")
+    (tmp_path / "cutlass-elsewhere").symlink_to(default_cutlass_root())  # where CUTLASS lives is no part of it
+    before = len(toolchain.argvs())
+    out = run(second, "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}",
+              f"CUTLASS={tmp_path / 'cutlass-elsewhere'}")
+    assert compiled_kernels(toolchain, before) == [], out.stdout
+    assert out.stdout.count("Retrieved `") >= len(KERNELS) + 1, "the kernels and the profiler"
+    objects = [second / "generated" / "obj" / f"{k}.o" for k in KERNELS]
+    assert all(o.is_file() for o in objects)
+
+    before = len(toolchain.argvs())
+    run(second, "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}", "NVCCFLAGS=-O2 -std=c++17")
+    assert compiled_kernels(toolchain, before) == sorted(f"{k}.cu" for k in KERNELS), "another flag: another object"
+
+    run(second, "-c", "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}")
+    assert not any(o.exists() for o in objects), "what came from the cache is the build's, and scons -c removes it"
+    assert any(cache.rglob("*")), "scons -c never touches the cache"
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{file}", "is a file, not a folder"),
+    ("{build}", "is BUILD, inside it or above it"),
+    ("{build}/cache", "is BUILD, inside it or above it"),
+], ids=["a file", "BUILD", "inside BUILD"])
+def test_a_cache_that_is_no_folder_of_its_own_is_refused(tmp_path, value, message):
+    project = project_in(tmp_path / "p")
+    (tmp_path / "file").write_text("")
+    build = tmp_path / "b"
+    given = value.format(file=tmp_path / "file", build=build)
+    out = run(project, "profiler", "WORKLOADS=pair", f"BUILD={build}", f"CACHE={given}", check=False)
+    assert out.returncode != 0 and f"CACHE={given} {message}" in out.stderr, out.stderr
+    assert not build.exists()
