@@ -7,6 +7,7 @@ configuration) are relative to the project when inside it, so that the text does
 where the project is checked out.
 """
 
+import hashlib
 import importlib.util
 import json
 import sys
@@ -75,14 +76,25 @@ def build_plan(config: Config, everything: list, frames: dict) -> tuple:
     if isinstance(config.top, int) and kernels:
         model = cost_model.load_model(config.model_gpu)
         proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, frames, shown)
+    if config.shard is not None:
+        kernels = [k for k in kernels if shard_of(k.name, config.shard[1]) == config.shard[0]]
+        if not kernels:
+            return empty_plan(), proposals  # SConstruct says so: nothing is this shard's
     plan = plan_module.plan_of(kernels, config.templates_dir, config.profiler_dir, config.arch, flags,
                                config.cutlass_includes[0])
     if not plan.kernels:
         raise KernelgenError(f"KERNELS={shorten(config.kernels)!r} with ARCH={config.arch} and TOP={config.top} "
                              f"selects no kernel of {config.specs_dir}" + ("" if config.top == "listed" else
                                                                            f" and {config.spaces_dir}"))
-    check_served(config.problems, plan.kernels, shown)
+    if config.shard is None:  # a shard's kernels serve the layers they serve
+        check_served(config.problems, plan.kernels, shown)
     return plan, proposals
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard of ``count`` that kernel ``name`` belongs to: the same on every machine, and for
+    every set of kernels it is in (a kernel proposed or dropped leaves the others where they were)."""
+    return int.from_bytes(hashlib.sha1(name.encode()).digest()[:8], "big") % count
 
 
 def check_set(config: Config, everything: list) -> None:
@@ -181,6 +193,8 @@ def _tool_command(module: str, config: Config, extra: list) -> list:
 
 def profile_command(config: Config) -> list:
     extra = ["--timeout", str(config.profile_timeout)]
+    if config.shard is not None:
+        extra += ["--shard", f"{config.shard[0]}/{config.shard[1]}"]
     if config.profile_args:
         extra += ["--", *config.profile_args]
     return _tool_command("kernelgen.profile", config, extra)

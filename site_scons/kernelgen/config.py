@@ -50,6 +50,7 @@ class Config:
     results_root: Path = None  # RESULTS
     build_path: Path = None  # BUILD, resolved
     cache_path: Path | None = None  # CACHE, resolved; None: no shared cache
+    shard: tuple | None = None  # SHARD=i/n as (i, n); None: every kernel
     header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
 
 
@@ -120,7 +121,7 @@ def machine_gpu() -> str | None:
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE")
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD")
                        if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
@@ -149,6 +150,7 @@ def resolve(env) -> Config:
         header_error = str(e)
     cutlass = cutlass_version(includes[0])
     cache = check_cache_dir(env.get("CACHE", ""), root, build)
+    shard = parse_shard(env.get("SHARD", ""))
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
@@ -159,7 +161,22 @@ def resolve(env) -> Config:
         profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
-        results_root=results_root, build_path=build, header_error=header_error, cache_path=cache)
+        results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, shard=shard)
+
+
+def parse_shard(text) -> tuple | None:
+    """SHARD=i/n as (i, n), 0 <= i < n <= 100000; None when empty."""
+    text = str(text)
+    if not text.strip():
+        return None
+    index, slash, count = text.partition("/")
+    if slash and 0 < len(index) <= 6 and 0 < len(count) <= 6 and index.isdigit() and count.isdigit() \
+            and index.isascii() and count.isascii():
+        i, n = ascii_integer(index), ascii_integer(count)
+        if 0 <= i < n <= 100000:
+            return i, n
+    raise KernelgenError(f"SHARD={shorten(text)!r}: expected i/n with 0 <= i < n, e.g. SHARD=0/4 "
+                         "(SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT)")
 
 
 def check_cache_dir(given: str, root: Path, build: Path) -> Path | None:

@@ -439,10 +439,11 @@ def load_set_of(workloads, sets_dir, resolved_file=None) -> tuple:
 
 
 def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print,
-            resolved_file=None):
+            resolved_file=None, shard=None):
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
-    check_served(problems, manifest["kernels"].values(), workload_file)  # before the GPU is asked anything
+    if shard is None:  # a shard's kernels (SHARD=) serve the workloads they serve; the others, other shards
+        check_served(problems, manifest["kernels"].values(), workload_file)  # before the GPU is asked anything
     _, driver = query_gpu()
     device = device_of(profiler, driver, list(extra_args))
     if not results.gpu_slug(device.gpu):
@@ -503,6 +504,7 @@ def main(argv=None) -> int:
     parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/<gpu>/")
     parser.add_argument("--timeout", type=seconds, default=120.0,
                         help="seconds of silence before a kernel is a timeout")
+    parser.add_argument("--shard", help="i/n: the build holds this shard's kernels only (SHARD=)")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)
     if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
@@ -513,7 +515,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     try:
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
-                args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved)
+                args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved,
+                shard=args.shard)
     except NoGpuError as e:
         print(f"scons profile: no CUDA GPU is usable here ({e}). Profiling needs one; "
               "`scons best_kernels.h` builds the header from the results already measured.", file=sys.stderr)

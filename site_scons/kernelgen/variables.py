@@ -47,6 +47,10 @@ def variables(arguments) -> Variables:
                 "kernel of SPECS, 'all': SPECS and the whole space (narrow with KERNELS=)", "5"),
         ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
+        ("SHARD", "i/n: this machine's share of the build's kernels, for a job array (SLURM_ARRAY_TASK_ID/"
+                  "SLURM_ARRAY_TASK_COUNT): a kernel is shard (a hash of its name) mod n's; scons profile "
+                  "compiles and measures this share's only; scons merge FROM= joins the shards' results", ""),
+        ("FROM", "scons merge: comma-separated results roots (each as RESULTS) whose rows join RESULTS's", ""),
         ("CACHE", "a folder of compiled objects shared by builds, machines and clones (SCons's CacheDir): an "
                   "object is taken from it when its source, project headers, flags, nvcc and CUTLASS match", ""),
         ("PROFILE_TIMEOUT", "seconds a kernel may run silent before it counts as a timeout", "30"),
@@ -97,6 +101,7 @@ def help_text(variables_: Variables, env) -> str:
             "  workloads        record MODEL's convolutions and linear layers at BATCH, INPUT into\n"
             "                   kernel_specs/workloads/<model>_b<batch>.txt (PyTorch and torchvision;\n"
             "                   no CUTLASS, nvcc or GPU; run alone)\n"
+            "  merge            join the rows of FROM=root[,root...] (a job array's shards) into RESULTS\n"
             "  -c               remove what the build made (never the results)\n\n"
             "Variables (NAME=value):\n" + "".join(
                 # As Variables.GenerateHelpText, without substituting the values (a value is data).

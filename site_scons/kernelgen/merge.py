@@ -1,0 +1,73 @@
+"""`scons merge FROM=root[,root...]`: the rows of other results roots (the shards of a job array,
+each measured on its own machine into its own RESULTS) joined into RESULTS, one CSV at a time
+under the folder's lock, as the profiler's own writes are.
+
+Every CSV of FROM/<set>/<gpu>/ (but compare.csv) is read and validated as the reducer reads one;
+its rows join RESULTS/<set>/<gpu>/ of the same name, where a (workload, kernel) pair already there
+is replaced only by a row measured later (``measured_at``). Nothing else of RESULTS changes."""
+
+from pathlib import Path
+
+from . import inputs, results
+from .errors import KernelgenError, ResultsError, shorten
+
+SKIPPED = ("compare.csv",)
+
+
+def parse_from(text: str, root: Path, results_root: Path) -> list:
+    """FROM= as folders: comma-separated, each an existing folder other than RESULTS."""
+    folders = []
+    for part in (p.strip() for p in str(text).split(",")):
+        if not part:
+            continue
+        folder = (root / part).resolve()
+        if inputs.file_kind(folder) != "a directory":
+            raise KernelgenError(f"FROM={shorten(text)!r}: {shorten(part)} is not a folder of results")
+        if folder == results_root:
+            raise KernelgenError(f"FROM={shorten(text)!r}: {shorten(part)} is RESULTS itself")
+        folders.append(folder)
+    if not folders:
+        raise KernelgenError("scons merge needs FROM=<results root>[,<root>...]: the roots whose rows join RESULTS")
+    return folders
+
+
+def csvs_of(source: Path) -> list:
+    """(set, gpu, path) of every results CSV of ``source``, sorted."""
+    found = []
+    for path in sorted(source.glob("*/*/*.csv")):
+        if path.name not in SKIPPED and inputs.file_kind(path) is None:
+            found.append((path.parent.parent.name, path.parent.name, path))
+    return found
+
+
+def merge_file(source_path: Path, destination: Path, gpu: str) -> tuple:
+    """Join ``source_path``'s rows into ``destination``; (rows added, rows replaced)."""
+    incoming = results.rows_of(results.read_csv(source_path, gpu))
+    if any(row["workload"] != source_path.stem for row in incoming):
+        raise ResultsError(source_path, f"holds rows of another workload than {source_path.stem}")
+    with results.locked(destination.parent):
+        present = results.rows_of(results.read_csv(destination, gpu)) if destination.exists() else []
+        rows = {(row["workload"], row["kernel"]): row for row in present}
+        added = replaced = 0
+        for row in incoming:
+            key = (row["workload"], row["kernel"])
+            if key not in rows:
+                added += 1
+            elif str(row["measured_at"] or "") > str(rows[key]["measured_at"] or ""):
+                replaced += 1
+            else:
+                continue
+            rows[key] = row
+        if added or replaced:
+            results.write_csv(destination, list(rows.values()))
+    return added, replaced
+
+
+def merge(sources: list, results_root: Path, log=print) -> None:
+    files = added = replaced = 0
+    for source in sources:
+        for set_name, gpu, path in csvs_of(source):
+            a, r = merge_file(path, results_root / set_name / gpu / path.name, gpu)
+            files, added, replaced = files + 1, added + a, replaced + r
+    log(f"scons merge: {files} CSV(s) of {len(sources)} root(s) read; {added} row(s) added and {replaced} replaced "
+        f"by a later measurement in {results_root}")
