@@ -195,6 +195,8 @@ def profile_command(config: Config) -> list:
     extra = ["--timeout", str(config.profile_timeout)]
     if config.shard is not None:
         extra += ["--shard", f"{config.shard[0]}/{config.shard[1]}"]
+    if config.gpus:
+        extra += ["--gpus", config.gpus]
     if config.profile_args:
         extra += ["--", *config.profile_args]
     return _tool_command("kernelgen.profile", config, extra)

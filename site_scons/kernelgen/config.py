@@ -51,6 +51,7 @@ class Config:
     build_path: Path = None  # BUILD, resolved
     cache_path: Path | None = None  # CACHE, resolved; None: no shared cache
     shard: tuple | None = None  # SHARD=i/n as (i, n); None: every kernel
+    gpus: str = ""  # GPUS=: 'all' or comma-separated indices; empty: the one GPU CUDA gives
     header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
 
 
@@ -121,7 +122,7 @@ def machine_gpu() -> str | None:
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD")
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD", "GPUS")
                        if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
@@ -151,6 +152,10 @@ def resolve(env) -> Config:
     cutlass = cutlass_version(includes[0])
     cache = check_cache_dir(env.get("CACHE", ""), root, build)
     shard = parse_shard(env.get("SHARD", ""))
+    gpus = str(env.get("GPUS", "")).strip()
+    if gpus and gpus != "all" and not all(p.strip().isdigit() and p.strip().isascii() and len(p.strip()) <= 3
+                                          for p in gpus.split(",")):
+        raise KernelgenError(f"GPUS={shorten(gpus)!r}: expected 'all' or comma-separated GPU indices, e.g. GPUS=0,1")
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
@@ -161,7 +166,7 @@ def resolve(env) -> Config:
         profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
-        results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, shard=shard)
+        results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, shard=shard, gpus=gpus)
 
 
 def parse_shard(text) -> tuple | None:

@@ -180,6 +180,7 @@ class Runner:
         self.total_pairs = 0
         self.started = time.monotonic()
         self.holds_gpu = False
+        self.only: set | None = None  # GPUS=: the kernels this process measures (of the manifest's)
 
     @contextlib.contextmanager
     def measuring(self):
@@ -218,7 +219,8 @@ class Runner:
                          f"({_stack(foreign[0])}) are replaced once every kernel is measured again")
             measured = {row["kernel"] for row in kept}
             pending = [name for name in sorted(self.kernels)
-                       if name not in measured and serves(self.kernels[name], problem)]
+                       if name not in measured and serves(self.kernels[name], problem)
+                       and (self.only is None or name in self.only)]
             states.append(WorkloadState(problem, path, kept, pending))
         if losses:
             path, foreign, unmeasured = losses[0]
@@ -294,8 +296,9 @@ class Runner:
         done), but for kernels not in this build, which another run put there meanwhile. Every
         other row stays: a row of changed code until it is measured again, a row of another run."""
         fresh = {(row["workload"], row["kernel"]) for row in new}
+        mine = self.kernels if self.only is None else self.only  # another GPU's process replaces its own
         stays = [row for row in on_disk if (row["workload"], row["kernel"]) not in fresh
-                 and (self.device.matches(row) or row["kernel"] not in self.kernels)]
+                 and (self.device.matches(row) or row["kernel"] not in mine)]
         return stays + new
 
     def result_row(self, state: WorkloadState, fields: list[str]) -> dict:
@@ -438,8 +441,79 @@ def load_set_of(workloads, sets_dir, resolved_file=None) -> tuple:
     return load_workloads(workloads, sets_dir)
 
 
+def list_gpus() -> list:
+    """(index, name, uuid) of every GPU nvidia-smi sees; NoGpuError when there is none."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        raise NoGpuError("no NVIDIA driver here (nvidia-smi not found)")
+    out = subprocess.run([smi, "--query-gpu=index,name,uuid", "--format=csv,noheader"], capture_output=True,
+                         text=True, timeout=60)
+    gpus = [tuple(f.strip() for f in line.split(",")) for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0 or not gpus or any(len(g) != 3 for g in gpus):
+        raise NoGpuError(f"nvidia-smi lists no GPU: {(out.stderr or out.stdout).strip() or 'no output'}")
+    return gpus
+
+
+def choose_gpus(requested: str) -> list:
+    """GPUS= (``all`` or comma-separated indices) as the (index, name, uuid) of each, all of one
+    model (a set's rows come from one GPU model: the CSVs of another go to another folder)."""
+    gpus = list_gpus()
+    by_index = {g[0]: g for g in gpus}
+    wanted = list(by_index) if requested == "all" else [p.strip() for p in requested.split(",") if p.strip()]
+    missing = [w for w in wanted if w not in by_index]
+    if missing or not wanted or len(set(wanted)) != len(wanted):
+        raise KernelgenError(f"GPUS={shorten(requested)!r}: expected 'all' or distinct indices of this machine's GPUs "
+                             f"({', '.join(f'{i}: {n}' for i, n, _ in gpus)})")
+    chosen = [by_index[w] for w in wanted]
+    models = sorted({name for _, name, _ in chosen})
+    if len(models) > 1:
+        raise KernelgenError(f"GPUS={shorten(requested)!r} mixes GPU models ({', '.join(models)}): a set's results are one "
+                             "model's; profile each model's GPUs in a run of its own")
+    return chosen
+
+
+def deal(kernels: list, count: int) -> list:
+    """``kernels`` (names) dealt to ``count`` processes in turn, sorted by name: each one's share."""
+    ordered = sorted(kernels)
+    return [ordered[i::count] for i in range(count)]
+
+
+def profile_on_gpus(gpus: list, argv: list, kernels: list, log=print) -> int:
+    """One driver process per GPU (CUDA_VISIBLE_DEVICES), each measuring its share of ``kernels``
+    (``deal``) with this run's ``argv``; their rows join the same CSVs under the results folder's
+    lock. Each line they print is shown with its GPU; the status is the first failure's, else 0."""
+    shares = deal(kernels, len(gpus))
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for (index, name, uuid), share in zip(gpus, shares):
+            if not share:
+                continue
+            only = Path(tmp) / f"gpu{index}.txt"
+            only.write_text("".join(f"{k}\n" for k in share))
+            env = dict(os.environ, CUDA_VISIBLE_DEVICES=index)
+            cut = argv.index("--") if "--" in argv else len(argv)  # before the profiler's own arguments
+            command = [sys.executable, "-m", "kernelgen.profile", *argv[:cut], "--only", str(only), *argv[cut:]]
+            proc = subprocess.Popen(command, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+            log(f"GPU {index} ({name}, {uuid}): {len(share)} of the {len(kernels)} kernels")
+            procs.append((index, proc))
+        done = queue.Queue()
+
+        def pump(index, proc):
+            for line in proc.stdout:
+                log(f"[GPU {index}] {line.rstrip()}")
+            done.put((index, proc.wait()))
+
+        threads = [threading.Thread(target=pump, args=p, daemon=True) for p in procs]
+        for t in threads:
+            t.start()
+        statuses = [done.get() for _ in procs]
+    failed = [(i, s) for i, s in statuses if s != 0]
+    return failed[0][1] if failed else 0
+
+
 def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print,
-            resolved_file=None, shard=None):
+            resolved_file=None, shard=None, only=None):
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     if shard is None:  # a shard's kernels (SHARD=) serve the workloads they serve; the others, other shards
@@ -452,6 +526,8 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, device.gpu), timeout,
                     list(extra_args), log)
     runner.device = device
+    if only is not None:
+        runner.only = set(only)
     log(f"profiling {len(problems)} workload(s) of {workload_file} x {len(manifest['kernels'])} kernel(s) "
         f"on {device.gpu} (driver {driver}, CUDA {device.cuda}, CUTLASS {device.cutlass}; timed by {device.timing})")
     with runner.measuring():  # planned once the GPU is ours: what a run before this one measured is kept
@@ -505,6 +581,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=seconds, default=120.0,
                         help="seconds of silence before a kernel is a timeout")
     parser.add_argument("--shard", help="i/n: the build holds this shard's kernels only (SHARD=)")
+    parser.add_argument("--gpus", help="'all' or indices: one process per GPU, each measuring its share (GPUS=)")
+    parser.add_argument("--only", help="a file of the kernels this process measures (one per line)")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)
     if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
@@ -514,9 +592,19 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
     try:
+        if args.gpus:
+            gpus = choose_gpus(args.gpus)
+            if len(gpus) > 1:
+                kernels = sorted(json.loads(Path(args.manifest).read_text())["kernels"])
+                rest = list(argv if argv is not None else sys.argv[1:])
+                at = rest.index("--gpus")
+                del rest[at:at + 2]
+                return profile_on_gpus(gpus, rest, kernels, log=lambda m: print(m, flush=True))
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0][0]
+        only = Path(args.only).read_text().split() if args.only else None
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
                 args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved,
-                shard=args.shard)
+                shard=args.shard, only=only)
     except NoGpuError as e:
         print(f"scons profile: no CUDA GPU is usable here ({e}). Profiling needs one; "
               "`scons best_kernels.h` builds the header from the results already measured.", file=sys.stderr)

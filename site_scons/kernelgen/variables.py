@@ -50,6 +50,8 @@ def variables(arguments) -> Variables:
         ("SHARD", "i/n: this machine's share of the build's kernels, for a job array (SLURM_ARRAY_TASK_ID/"
                   "SLURM_ARRAY_TASK_COUNT): a kernel is shard (a hash of its name) mod n's; scons profile "
                   "compiles and measures this share's only; scons merge FROM= joins the shards' results", ""),
+        ("GPUS", "scons profile: 'all' or GPU indices (0,1): one profiler process per GPU, of one model, each "
+                 "measuring its share of the kernels; default: the one GPU CUDA gives", ""),
         ("FROM", "scons merge: comma-separated results roots (each as RESULTS) whose rows join RESULTS's", ""),
         ("CACHE", "a folder of compiled objects shared by builds, machines and clones (SCons's CacheDir): an "
                   "object is taken from it when its source, project headers, flags, nvcc and CUTLASS match", ""),

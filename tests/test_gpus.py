@@ -1,0 +1,67 @@
+"""GPUS=: one profiler process per GPU of one model, each measuring its share of the build's
+kernels, their rows joining the same CSVs; the CSVs are those of a run on one GPU (the fake nvcc,
+nvidia-smi and profiler of tests/test_hostile_build.py; FAKE_GPUS names the GPUs)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+
+from kernelgen import results
+from kernelgen.profile import deal
+from kernelgen.workloads import parse_workloads
+from conftest import FAKES
+from test_hostile_build import FAKE_PATH, KERNELS, LAYERS, fake_build, scons_command  # noqa: F401  (fixture)
+from test_hostile_input import no_traceback
+
+
+def scons(project, tmp_path, *args, gpus="NVIDIA H200"):
+    """scons with a fake nvidia-smi that lists ``gpus`` (comma-separated names)."""
+    folder = tmp_path / f"smi-{abs(hash(gpus))}"
+    folder.mkdir(exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' exec {sys.executable} {FAKES / 'nvidia-smi'} \"$@\"\n")
+    smi.chmod(0o755)
+    out = subprocess.run(scons_command(*args), cwd=project, env=dict(os.environ, PATH=f"{folder}{os.pathsep}{FAKE_PATH}"),
+                         capture_output=True, text=True, timeout=300)
+    no_traceback(out)
+    return out
+
+
+def rows(root) -> pd.DataFrame:
+    frames = [results.read_csv(root / "pair" / "nvidia_h200" / f"{p.name}.csv")
+              for p in parse_workloads("\n".join(LAYERS) + "\n")]
+    return pd.concat(frames).drop(columns=["measured_at"]).sort_values(["workload", "kernel"]).reset_index(drop=True)
+
+
+def test_two_gpus_each_measure_their_share_and_give_the_csvs_of_one(fake_build, tmp_path):
+    project, toolchain = fake_build
+    common = ["profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'build'}"]
+    one = scons(project, tmp_path, *common, f"RESULTS={tmp_path / 'one'}")
+    assert one.returncode == 0, one.stdout + one.stderr
+    devices = toolchain.log.parent / "jobs.log.devices"
+    devices.unlink()
+    two = scons(project, tmp_path, *common, f"RESULTS={tmp_path / 'two'}", "GPUS=0,1", gpus="NVIDIA H200,NVIDIA H200")
+    assert two.returncode == 0, two.stdout + two.stderr
+    asked = [json.loads(line) for line in devices.read_text().splitlines()]
+    by_gpu = {gpu: sorted(set(sum((kernels for g, kernels in asked if g == gpu), []))) for gpu, _ in asked}
+    assert by_gpu == {"0": deal(KERNELS, 2)[0], "1": deal(KERNELS, 2)[1]}, "each GPU its own share, no pair twice"
+    assert "GPU 0 (NVIDIA H200, GPU-fake-0): 1 of the 2 kernels" in two.stdout
+    assert "[GPU 1] " in two.stdout
+    pd.testing.assert_frame_equal(rows(tmp_path / "two"), rows(tmp_path / "one"))
+
+
+def test_gpus_of_two_models_or_a_gpu_not_there_are_refused_naming_them(fake_build, tmp_path):
+    project, toolchain = fake_build
+    common = ["profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'build'}",
+              f"RESULTS={tmp_path / 'r'}"]
+    mixed = scons(project, tmp_path, *common, "GPUS=all", gpus="NVIDIA H200,NVIDIA H100")
+    assert mixed.returncode != 0
+    assert "GPUS='all' mixes GPU models (NVIDIA H100, NVIDIA H200)" in mixed.stderr, mixed.stderr
+    absent = scons(project, tmp_path, *common, "GPUS=0,7", gpus="NVIDIA H200,NVIDIA H200")
+    assert absent.returncode != 0 and "GPUS='0,7': expected 'all' or distinct indices" in absent.stderr
+    bad = scons(project, tmp_path, *common, "GPUS=first")
+    assert bad.returncode != 0 and "GPUS='first': expected 'all' or comma-separated GPU indices" in bad.stderr
+    assert not (tmp_path / "r").exists(), "nothing measured"
