@@ -33,7 +33,8 @@ def scons(project, tmp_path, *args, gpus="NVIDIA H200"):
 def rows(root) -> pd.DataFrame:
     frames = [results.read_csv(root / "pair" / "nvidia_h200" / f"{p.name}.csv")
               for p in parse_workloads("\n".join(LAYERS) + "\n")]
-    return pd.concat(frames).drop(columns=["measured_at"]).sort_values(["workload", "kernel"]).reset_index(drop=True)
+    frame = pd.concat(frames).sort_values(["workload", "kernel"]).reset_index(drop=True)
+    return frame.drop(columns=["measured_at", "device"]), frame["device"]
 
 
 def test_two_gpus_each_measure_their_share_and_give_the_csvs_of_one(fake_build, tmp_path):
@@ -50,7 +51,11 @@ def test_two_gpus_each_measure_their_share_and_give_the_csvs_of_one(fake_build, 
     assert by_gpu == {"0": deal(KERNELS, 2)[0], "1": deal(KERNELS, 2)[1]}, "each GPU its own share, no pair twice"
     assert "GPU 0 (NVIDIA H200, GPU-fake-0): 1 of the 2 kernels" in two.stdout
     assert "[GPU 1] " in two.stdout
-    pd.testing.assert_frame_equal(rows(tmp_path / "two"), rows(tmp_path / "one"))
+    (two_rows, two_devices), (one_rows, one_devices) = rows(tmp_path / "two"), rows(tmp_path / "one")
+    pd.testing.assert_frame_equal(two_rows, one_rows)
+    assert set(one_devices) == {"0 GPU-fake-0"}, "a row says which GPU of its machine measured it"
+    share = dict(zip(deal(KERNELS, 2)[0] + deal(KERNELS, 2)[1], ["0 GPU-fake-0", "1 GPU-fake-1"]))
+    assert list(two_devices) == [share[k] for k in two_rows["kernel"]]
 
 
 def test_gpus_of_two_models_or_a_gpu_not_there_are_refused_naming_them(fake_build, tmp_path):

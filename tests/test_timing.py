@@ -18,13 +18,14 @@ def test_a_file_written_before_the_timing_column_reads_as_timed_by_launches(tmp_
     rows = [row(PROBLEMS[0].name, SM80, runtime=0.5), row(PROBLEMS[0].name, SM90, runtime=0.4)]
     text = results.to_csv_text(rows)
     header, *lines = text.splitlines()
-    assert header.endswith(",timing")
-    old = "\n".join([header.removesuffix(",timing")] + [line.rsplit(",", 1)[0] for line in lines]) + "\n"
+    assert header.endswith(",timing,device")
+    old = "\n".join([header.removesuffix(",timing,device")] + [line.rsplit(",", 2)[0] for line in lines]) + "\n"
     path = tmp_path / f"{PROBLEMS[0].name}.csv"
     path.write_text(old)
-    assert list(results.read_csv(path)["timing"]) == ["launches", "launches"]
-    path.write_text(text.replace(",graph\n", ",wallclock\n", 1) if ",graph\n" in text else
-                    text.replace(f"\n{lines[0]}\n", f"\n{lines[0]}wallclock\n", 1))
+    frame = results.read_csv(path)
+    assert list(frame["timing"]) == ["launches", "launches"] and list(frame["device"]) == ["", ""]
+    first = lines[0].rsplit(",", 2)
+    path.write_text(text.replace(f"\n{lines[0]}\n", f"\n{first[0]},wallclock,{first[2]}\n", 1))
     refused(lambda: results.read_csv(path), ResultsError, "line 2: timing 'wallclock' is not one of graph, launches")
 
 

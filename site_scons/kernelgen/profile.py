@@ -61,6 +61,7 @@ class Device:
     cuda: str
     cutlass: str
     timing: str = "graph"  # how the profiler times (results.TIMINGS)
+    device: str = ""  # which GPU of the machine: "<index> <uuid>" (device_label)
 
     def matches(self, row: dict) -> bool:
         return all(str(row[k]) == getattr(self, k) for k in results.PROVENANCE)
@@ -255,7 +256,7 @@ class Runner:
         row.update(workload=problem.name, kernel=kernel, status=status, family=info["family"],
                    kernel_hash=info["hash"], gpu=self.device.gpu, driver=self.device.driver,
                    cuda=self.device.cuda, cutlass=self.device.cutlass, timing=self.device.timing,
-                   measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                   measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), device=self.device.device)
         row.update(values)
         return row
 
@@ -472,6 +473,20 @@ def choose_gpus(requested: str) -> list:
     return chosen
 
 
+def device_label() -> str:
+    """The GPU the profiler runs on, "<index> <uuid>": CUDA's device 0, the first entry of
+    CUDA_VISIBLE_DEVICES (an index or a UUID) when set; as much of it as nvidia-smi says."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    try:
+        gpus = list_gpus()
+    except (NoGpuError, OSError, subprocess.TimeoutExpired):
+        return one_line(visible)[:80]
+    for index, _, uuid in gpus:
+        if visible in (index, uuid):
+            return f"{index} {uuid}"
+    return one_line(visible)[:80]
+
+
 def deal(kernels: list, count: int) -> list:
     """``kernels`` (names) dealt to ``count`` processes in turn, sorted by name: each one's share."""
     ordered = sorted(kernels)
@@ -526,6 +541,7 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, device.gpu), timeout,
                     list(extra_args), log)
     runner.device = device
+    device.device = device_label()
     if only is not None:
         runner.only = set(only)
     log(f"profiling {len(problems)} workload(s) of {workload_file} x {len(manifest['kernels'])} kernel(s) "

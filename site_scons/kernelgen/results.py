@@ -32,12 +32,14 @@ from .render import write_generated
 COLUMNS = (
     "workload", "kernel", "status", "runtime_ms", "min_ms", "max_ms", "iterations", "gflops",
     "rel_l2_error", "rel_max_error", "message", "family", "kernel_hash",
-    "gpu", "driver", "cuda", "cutlass", "measured_at", "timing",
+    "gpu", "driver", "cuda", "cutlass", "measured_at", "timing", "device",
 )
 REQUIRED = ("workload", "kernel", "status", "runtime_ms", "kernel_hash", "gpu", "driver", "cuda", "cutlass")
 STATUSES = ("ok", "unsupported", "incorrect", "failed", "crashed", "timeout")
 NUMERIC = ("runtime_ms", "min_ms", "max_ms", "iterations", "gflops", "rel_l2_error", "rel_max_error")
 PROVENANCE = ("gpu", "driver", "cuda", "cutlass", "timing")
+# ``device``: which GPU of its machine measured a row, "<index> <uuid>" as nvidia-smi names it (empty
+# in a file written before the column existed); no part of the provenance: GPUs of one model agree.
 # How runtime_ms was timed: "graph", each batch of launches replayed from a CUDA graph (GPU time,
 # the profiler's default), or "launches", launched back to back from the host (host cost
 # included). A file written before the column existed was timed so: its rows (and an empty
