@@ -522,7 +522,14 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, log=print) -> int:
         threads = [threading.Thread(target=pump, args=p, daemon=True) for p in procs]
         for t in threads:
             t.start()
-        statuses = [done.get() for _ in procs]
+        try:
+            statuses = [done.get() for _ in procs]
+        finally:  # interrupted (SIGTERM, Ctrl-C): each GPU's driver saves what it finished and stops too
+            for _, proc in procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            for _, proc in procs:
+                proc.wait()
     failed = [(i, s) for i, s in statuses if s != 0]
     return failed[0][1] if failed else 0
 
