@@ -5,6 +5,7 @@ sources, and the linked launcher refuses bad input with an error status before i
 
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -110,3 +111,20 @@ def test_the_readmes_snippet_compiles_against_the_committed_header(tmp_path):
                           f"-I{header_builds.cuda_include()}", "-c", "-o", str(tmp_path / "snippet.o"),
                           str(tmp_path / "snippet.cpp")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-5000:]
+
+
+@requires_nvcc
+def test_the_cmake_examples_source_compiles_against_a_header_with_grouped_layers(tmp_path):
+    """examples/cmake/run_best_kernels.cu's reference and operands follow each problem's groups:
+    it compiles against the committed efficientnet_b0_b32 header (depthwise layers among its own)."""
+    build = tmp_path / "build"
+    out = subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", "WORKLOADS=efficientnet_b0_b32",
+                          f"BUILD={build}"], cwd=header_builds.ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    folder = build / "sets" / "efficientnet_b0_b32"
+    assert ", 32}," in (folder / "best_kernels.h").read_text(), "a depthwise layer's groups in the table"
+    compiled = subprocess.run(["nvcc", "-std=c++17", "-O1", "-gencode=arch=compute_90a,code=sm_90a", f"-I{folder}",
+                               "-c", "-o", str(tmp_path / "run.o"),
+                               str(header_builds.ROOT / "examples" / "cmake" / "run_best_kernels.cu")],
+                              capture_output=True, text=True, timeout=600)
+    assert compiled.returncode == 0, compiled.stderr[-5000:]
