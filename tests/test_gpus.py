@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 
 from kernelgen import results
-from kernelgen.profile import deal
+from kernelgen.profile import balance
 from kernelgen.workloads import parse_workloads
 from conftest import FAKES
 from test_hostile_build import FAKE_PATH, KERNELS, LAYERS, fake_build, scons_command  # noqa: F401  (fixture)
@@ -48,13 +48,14 @@ def test_two_gpus_each_measure_their_share_and_give_the_csvs_of_one(fake_build, 
     assert two.returncode == 0, two.stdout + two.stderr
     asked = [json.loads(line) for line in devices.read_text().splitlines()]
     by_gpu = {gpu: sorted(set(sum((kernels for g, kernels in asked if g == gpu), []))) for gpu, _ in asked}
-    assert by_gpu == {"0": deal(KERNELS, 2)[0], "1": deal(KERNELS, 2)[1]}, "each GPU its own share, no pair twice"
-    assert "GPU 0 (NVIDIA H200, GPU-fake-0): 1 of the 2 kernels" in two.stdout
+    shares = balance(KERNELS, {k: 2 for k in KERNELS}, 2)
+    assert by_gpu == {"0": shares[0], "1": shares[1]}, "each GPU its own share, no pair twice"
+    assert "GPU 0 (NVIDIA H200, GPU-fake-0): 1 of the 2 kernels, 2 pair(s) to measure" in two.stdout
     assert "[GPU 1] " in two.stdout
     (two_rows, two_devices), (one_rows, one_devices) = rows(tmp_path / "two"), rows(tmp_path / "one")
     pd.testing.assert_frame_equal(two_rows, one_rows)
     assert set(one_devices) == {"0 GPU-fake-0"}, "a row says which GPU of its machine measured it"
-    share = dict(zip(deal(KERNELS, 2)[0] + deal(KERNELS, 2)[1], ["0 GPU-fake-0", "1 GPU-fake-1"]))
+    share = dict(zip(shares[0] + shares[1], ["0 GPU-fake-0", "1 GPU-fake-1"]))
     assert list(two_devices) == [share[k] for k in two_rows["kernel"]]
 
 
@@ -70,3 +71,12 @@ def test_gpus_of_two_models_or_a_gpu_not_there_are_refused_naming_them(fake_buil
     bad = scons(project, tmp_path, *common, "GPUS=first")
     assert bad.returncode != 0 and "GPUS='first': expected 'all' or comma-separated GPU indices" in bad.stderr
     assert not (tmp_path / "r").exists(), "nothing measured"
+
+
+def test_kernels_are_shared_so_that_each_gpu_has_about_as_many_pairs():
+    pairs = {"a": 9, "b": 5, "c": 4, "d": 3, "e": 3, "f": 0}
+    shares = balance(list(pairs), pairs, 2)
+    assert sorted(sum(pairs[k] for k in share) for share in shares) == [12, 12]
+    assert sorted(sum(shares, [])) == sorted(pairs), "every kernel in one share"
+    assert balance(list(pairs), pairs, 2) == shares, "the same on every run"
+    assert balance(["x"], {"x": 1}, 3) == [["x"], [], []]

@@ -487,17 +487,40 @@ def device_label() -> str:
     return one_line(visible)[:80]
 
 
-def deal(kernels: list, count: int) -> list:
-    """``kernels`` (names) dealt to ``count`` processes in turn, sorted by name: each one's share."""
-    ordered = sorted(kernels)
-    return [ordered[i::count] for i in range(count)]
+def balance(kernels: list, pairs: dict, count: int) -> list:
+    """``kernels`` (names) shared among ``count`` processes so that each has about as many pairs
+    to measure (``pairs``: kernel -> pending pairs; a pair's timing takes about the same wall time
+    whatever the kernel, 20 batches of about 1 ms): the most pairs first, each to the process with
+    the fewest so far (ties: the lower index, then the name). Each share sorted by name."""
+    shares, loads = [[] for _ in range(count)], [0] * count
+    for name in sorted(kernels, key=lambda k: (-pairs.get(k, 0), k)):
+        least = min(range(count), key=lambda i: (loads[i], i))
+        shares[least].append(name)
+        loads[least] += pairs.get(name, 0)
+    return [sorted(share) for share in shares]
 
 
-def profile_on_gpus(gpus: list, argv: list, kernels: list, log=print) -> int:
+def pending_pairs(manifest_path, profiler, workloads, sets_dir, results_root, extra_args, resolved_file) -> dict:
+    """Kernel -> the pairs a run would measure (``Runner.plan`` on the CSVs as they are now)."""
+    manifest = json.loads(Path(manifest_path).read_text())
+    set_name, _, problems = load_set_of(workloads, sets_dir, resolved_file)
+    _, driver = query_gpu()
+    device = device_of(profiler, driver, list(extra_args))
+    runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, device.gpu), 0, [], lambda m: None)
+    runner.device = device
+    counts = {}
+    for state in runner.plan(problems):
+        for name in state.pending:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=print) -> int:
     """One driver process per GPU (CUDA_VISIBLE_DEVICES), each measuring its share of ``kernels``
-    (``deal``) with this run's ``argv``; their rows join the same CSVs under the results folder's
-    lock. Each line they print is shown with its GPU; the status is the first failure's, else 0."""
-    shares = deal(kernels, len(gpus))
+    (``balance``d by their pending ``pairs``) with this run's ``argv``; their rows join the same CSVs
+    under the results folder's lock. Each line they print is shown with its GPU; the status is the
+    first failure's, else 0."""
+    shares = balance(kernels, pairs, len(gpus))
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
         for (index, name, uuid), share in zip(gpus, shares):
@@ -510,7 +533,8 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, log=print) -> int:
             command = [sys.executable, "-m", "kernelgen.profile", *argv[:cut], "--only", str(only), *argv[cut:]]
             proc = subprocess.Popen(command, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-            log(f"GPU {index} ({name}, {uuid}): {len(share)} of the {len(kernels)} kernels")
+            log(f"GPU {index} ({name}, {uuid}): {len(share)} of the {len(kernels)} kernels, "
+                f"{sum(pairs.get(k, 0) for k in share)} pair(s) to measure")
             procs.append((index, proc))
         done = queue.Queue()
 
@@ -619,10 +643,12 @@ def main(argv=None) -> int:
             gpus = choose_gpus(args.gpus)
             if len(gpus) > 1:
                 kernels = sorted(json.loads(Path(args.manifest).read_text())["kernels"])
+                pairs = pending_pairs(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results,
+                                      args.profiler_args, args.resolved)
                 rest = list(argv if argv is not None else sys.argv[1:])
                 at = rest.index("--gpus")
                 del rest[at:at + 2]
-                return profile_on_gpus(gpus, rest, kernels, log=lambda m: print(m, flush=True))
+                return profile_on_gpus(gpus, rest, kernels, pairs, log=lambda m: print(m, flush=True))
             os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0][0]
         only = Path(args.only).read_text().split() if args.only else None
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
