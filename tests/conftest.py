@@ -1,12 +1,94 @@
+import fcntl
 import json
 import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKES = Path(__file__).resolve().parent / "fakes"
+
+
+def _worker_temporary_folder() -> None:
+    """Under pytest-xdist (pytest.ini runs the suite on two workers), each worker keeps its
+    temporary files, and so what lives there for a machine (the GPU lock a profile run holds,
+    kernelgen.profile.gpu_lock), in a folder of its own: a test of two profile runs taking turns
+    on a fake GPU meets no third run from the other worker. Its subprocesses inherit the folder
+    (TMPDIR)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    folder = Path(tempfile.gettempdir()) / f"kernelgen-tests-{os.getuid()}" / worker
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
+
+
+_MACHINE_TEMPORARY_FOLDER = Path(tempfile.gettempdir())  # the machine's, before the worker's replaces it
+_worker_temporary_folder()
+
+
+@pytest.fixture(autouse=True)
+def _one_gpu_test_at_a_time(request):
+    """The tests that need a GPU take turns on it across the workers (each worker's profile runs
+    hold a GPU lock of their own, in the worker's folder)."""
+    if not (os.environ.get("PYTEST_XDIST_WORKER") and request.node.get_closest_marker("gpu")):
+        yield
+        return
+    with open(_MACHINE_TEMPORARY_FOLDER / f"kernelgen-tests-{os.getuid()}-gpu.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+# How pytest-xdist (`--dist loadscope`, pytest.ini) shares the tests out: a test goes to whichever
+# worker is free, but the tests of a module whose module-scoped fixture they share stay together
+# (the fixture is made once, not once a worker), and so do those of the modules that use what
+# tests/header_builds.py makes once a process (the committed header, and the background compiles
+# that tests/test_header_compile.py starts and tests/test_using_the_header.py waits for), which go
+# first: their compiles take the longest.
+_TESTS = Path(__file__).resolve().parent
+_HEADER_BUILDS = "header_builds"
+_HEADER_BUILDS_STATE = re.compile(r"header_builds\.(committed_header|launcher_header|start_compiles|start|result)\(")
+_MODULE_FIXTURE = re.compile(r"fixture\(\s*scope\s*=\s*[\"'](module|class|package)[\"']")
+
+
+def _module_scopes() -> dict:
+    """Test module (as a node id begins) -> the scope its tests share, for the modules above."""
+    scopes = {}
+    for path in sorted(_TESTS.glob("test_*.py")):
+        try:
+            source = path.read_text()
+        except OSError:
+            continue
+        name = f"{_TESTS.name}/{path.name}"
+        if _HEADER_BUILDS_STATE.search(source):
+            scopes[name] = _HEADER_BUILDS
+        elif _MODULE_FIXTURE.search(source):
+            scopes[name] = name
+    return scopes
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    scopes = _module_scopes()
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scopes.get(nodeid.split("::", 1)[0], nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if _HEADER_BUILDS in self.workqueue:  # the first unit given out
+                self.workqueue.move_to_end(_HEADER_BUILDS, last=False)
+            super()._assign_work_unit(node)
+
+    return Scheduling(config, log)
+
 
 TWO_LAYERS = """\
 # two small layers

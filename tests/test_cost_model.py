@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 from kernelgen import candidates, cost_model
 from kernelgen.errors import KernelgenError, WorkloadError
+from kernelgen.families.gemm_sm90 import GemmSm90
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.ops.gemm import GemmProblem
 from kernelgen.space import load_space, merged
@@ -195,6 +196,23 @@ def test_candidates_are_the_top_of_each_layer_and_their_union(everything):
     text = candidates.to_csv_text(proposals)
     assert text.splitlines()[0] == "workload,kernel,rank,predicted_ms"
     assert len(text.splitlines()) == 1 + sum(len(p.ranked) for p in proposals)
+
+
+def test_the_ranking_is_each_kernels_prediction_sorted(everything):
+    """Model.ranking computes once what a kernel or a layer alone decides (and serves once per
+    kind of kernel): what it ranks, and each time, is predict's, exactly, for every kernel that
+    serves the layer (a convolution, a GEMM, a grouped one, a bf16 one)."""
+    model = cost_model.load_model(GPU)
+    problems = [Conv2dProblem(32, 56, 56, 64, 64, 3, 3, 1, 1), GemmProblem(6304, 768, 3072),
+                Conv2dProblem(32, 28, 28, 96, 96, 3, 3, 1, 1, groups=96),
+                Conv2dProblem(8, 14, 14, 256, 512, 1, 1, stride_h=2, stride_w=2, dtype="bf16")]
+    # every listed family's kernels, and a quarter of the SM90 GEMM-like ones (predict is slow)
+    kernels = [k for i, k in enumerate(everything) if i % 4 == 0 or not isinstance(k, GemmSm90)]
+    rank = model.ranking(kernels)
+    for problem in problems:
+        served = [k for k in kernels if cost_model.serves(k, problem) is None]
+        expected = sorted(((model.predict(k, problem), k) for k in served), key=lambda t: (t[0], t[1].name))
+        assert rank(problem) == model.rank(kernels, problem) == expected and expected, problem.name
 
 
 def test_a_layer_no_kernel_serves_is_named_with_the_reasons(everything):

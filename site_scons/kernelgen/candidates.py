@@ -58,11 +58,12 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None) 
     candidates of both; kernels ``refused`` (workload name -> kernel names that ran on it and did
     not pass) are left out. A problem no kernel serves is an error naming it and why each kernel
     refused it."""
-    proposals = []
+    proposals, rank = [], model.ranking(kernels)
     for problem in problems:
-        ranked = model.rank(kernels, problem)
+        ranked = rank(problem)
         if refused:
-            ranked = [(ms, k) for ms, k in ranked if k.name not in refused.get(problem.name, ())]
+            gone = refused.get(problem.name, ())
+            ranked = [(ms, k) for ms, k in ranked if k.name not in gone]
         if not ranked:
             reasons = Counter(serves(k, problem) for k in kernels)
             why = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common(4))

@@ -144,8 +144,9 @@ def resolve(env) -> Config:
                                   "kernel_specs": root / "kernel_specs", "profiler": root / "profiler",
                                   "site_scons": root / "site_scons"}, env["BUILD"], set_name)
     results_dir, header_error = None, None
+    machine = None if env.get("GPU") else machine_gpu()  # asked once (nvidia-smi)
     try:
-        gpu = choose_gpu(results_root / set_name, env.get("GPU") or None, None if env.get("GPU") else machine_gpu())
+        gpu = choose_gpu(results_root / set_name, env.get("GPU") or None, machine)
         results_dir = results_root / set_name / gpu
     except ResultsError as e:
         header_error = str(e)
@@ -161,7 +162,7 @@ def resolve(env) -> Config:
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
         cutlass=cutlass, nvcc=env["NVCC"], nvccflags=nvccflags,
         specs_dir=specs_dir, spaces_dir=spaces_dir, top=top,
-        model_gpu=model_gpu(env.get("GPU") or None, None if env.get("GPU") else machine_gpu()),
+        model_gpu=model_gpu(env.get("GPU") or None, machine),
         templates_dir=root / "kernel_specs" / "templates",
         profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,

@@ -26,6 +26,8 @@ verified ok row of one GPU, by non-negative least squares on the relative error,
 refused (``load_model``).
 """
 
+from __future__ import annotations
+
 import argparse
 import itertools
 import json
@@ -34,19 +36,21 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from .errors import KernelgenError, one_line, shorten
 from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels
 from .families.conv2d_sm90 import Conv2dFpropSm90
 from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
+from .families.conv2d_sm90_persistent import Conv2dFpropSm90Persistent
 from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
 from .families.gemv import Gemv
 from .ops import serves as serves_op
+
+# numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
+# from measured rows) does not wait for it.
 
 FEATURES = ("mma", "loads", "stores", "tiles", "memory", "launch")
 # SMs of the GPUs a model may be fitted for (by results folder name)
@@ -62,7 +66,9 @@ class ModelError(KernelgenError):
 # ---- which kernels can run a workload --------------------------------------------------------------
 
 def serves(kernel, problem) -> str | None:
-    """Why ``kernel`` cannot run ``problem`` (its ``can_implement`` would refuse), or None."""
+    """Why ``kernel`` cannot run ``problem`` (its ``can_implement`` would refuse), or None. Of a
+    kernel of the classes without checks of their own (``_SERVED_BY_KEY``), it reads the
+    element, op and alignment only: ``Model.ranking`` asks once a layer for each such key."""
     if kernel.element != problem.dtype:
         return f"built for {kernel.element}, not {problem.dtype}"
     if not serves_op(kernel, problem):
@@ -105,6 +111,21 @@ def serves(kernel, problem) -> str | None:
     if conv.c % alignment or conv.k % alignment:
         return f"channels not a multiple of the alignment {alignment}"
     return None
+
+
+# The classes (exactly these, not their subclasses) of which ``serves`` reads the element, op and
+# alignment only: the space's descriptors and the listed tiled ones. A class with a check of its
+# own in ``serves`` is not one of them.
+_SERVED_BY_KEY = frozenset((GemmSm90, Conv2dFpropSm90Persistent, Conv2dFpropSm90Transposed, Conv2dFpropSm90,
+                            Conv2dFprop2x))
+
+
+def _serves_key(kernel) -> tuple | None:
+    """What ``serves`` reads of ``kernel`` where that is all its answer depends on (the kernels of
+    a key are served alike), else None."""
+    if type(kernel) not in _SERVED_BY_KEY:
+        return None
+    return type(kernel), kernel.element, kernel.op, kernel.alignment
 
 
 def _few_channels_fit(kernel, conv) -> str | None:
@@ -153,13 +174,24 @@ def _tiling(kernel):
 
 def features(kernel, problem, sms: int) -> np.ndarray:
     """The model's features of ``kernel`` on ``problem`` (FEATURES order)."""
-    conv = problem.as_conv()
+    import numpy as np
+    return np.array(_features(kernel, _tiling(kernel), _layer(problem, sms), sms))
+
+
+def _layer(problem, sms: int) -> tuple:
+    """What the features take from a layer, whatever the kernel: (the bytes it must move, MB;
+    its GEMM's M, N, K; its MFLOP an SM)."""
     memory = problem.min_bytes() / 1e6
-    tiling = _tiling(kernel)
+    mnk = problem.as_conv().gemm_mnk if problem.op != "gemm" else (problem.m, problem.n, problem.k)
+    return memory, mnk, problem.flops / 1e6 / sms
+
+
+def _features(kernel, tiling, layer: tuple, sms: int) -> list:
+    """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
+    memory, (m, n, k), mflop_per_sm = layer
     if tiling is None:
-        return np.array([problem.flops / 1e6 / sms, 0.0, 0.0, 0.0, memory, 1.0])
+        return [mflop_per_sm, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
-    m, n, k = conv.gemm_mnk if problem.op != "gemm" else (problem.m, problem.n, problem.k)
     if isinstance(kernel, Conv2dFpropSm90Transposed):
         m, n = n, m
     tiles = math.ceil(m / tm) * math.ceil(n / tn)
@@ -178,14 +210,14 @@ def features(kernel, problem, sms: int) -> np.ndarray:
         waves = math.ceil(tiles / slots)
         busiest = waves * iterations
     size = 2
-    return np.array([
+    return [
         busiest * tm * tn * tk * 2 / 1e6 * per_sm,
         busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm,
         waves * tm * tn * size / 1e3 * per_sm,
         waves * per_sm,
         memory,
         1.0,
-    ])
+    ]
 
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
@@ -197,6 +229,15 @@ def attributes(kernel, base_ms: float) -> list:
     """The attributes a correction is fitted for: the group, tile extents, cluster, epilogue
     subtile (as a fraction of the tile's N), source, store depth, launch; each also within the layer's
     regime of size (a tile that wins large layers may lose small ones)."""
+    return _attributes_in(kernel, _regime(base_ms))
+
+
+def _regime(base_ms: float) -> str:
+    return next(label for limit, label in REGIMES if base_ms < limit)
+
+
+def _attributes_in(kernel, regime: str) -> list:
+    """``attributes`` of ``kernel`` on a layer of ``regime``."""
     name = group(kernel)
     out = [f"group={name}"]
     tile = _tiling(kernel)
@@ -213,7 +254,6 @@ def attributes(kernel, base_ms: float) -> list:
             out.append(f"source={kernel.source}")
         if kernel.store_stages is not None:
             out.append(f"store_stages={kernel.store_stages}")
-    regime = next(label for limit, label in REGIMES if base_ms < limit)
     return out + [f"{a}|{regime}" for a in out]
 
 
@@ -230,6 +270,7 @@ class Model:
 
     def base(self, kernel, problem) -> float:
         """The counts' prediction in ms, before corrections."""
+        import numpy as np
         theta = np.array(self.theta.get(group(kernel), self.fallback))
         return max(float(features(kernel, problem, self.sms) @ theta) / 1e3, MIN_MS)
 
@@ -240,8 +281,50 @@ class Model:
 
     def rank(self, kernels, problem) -> list:
         """[(predicted ms, kernel)] of the kernels that serve ``problem``, fastest first (ties by name)."""
-        scored = [(self.predict(k, problem), k) for k in kernels if serves(k, problem) is None]
-        return sorted(scored, key=lambda t: (t[0], t[1].name))
+        return self.ranking(kernels)(problem)
+
+    def ranking(self, kernels):
+        """``rank`` of ``kernels`` as a function of the problem, for ranking them on many: each
+        prediction is ``predict``'s (the same operations on the same values), with what depends on
+        the kernel alone (``_terms``) computed once and what depends on the layer alone once a layer."""
+        import numpy as np
+        kernels = list(kernels)
+        terms = [None] * len(kernels)
+        sms, array = self.sms, np.array
+
+        def rank(problem) -> list:
+            layer, served, scored = _layer(problem, sms), {}, []
+            for i, kernel in enumerate(kernels):
+                if terms[i] is None:
+                    terms[i] = self._terms(kernel)
+                key, tiling, theta, name, corrections = terms[i]
+                if key is None:
+                    refused = serves(kernel, problem) is not None
+                else:
+                    refused = served.get(key)
+                    if refused is None:
+                        refused = served[key] = serves(kernel, problem) is not None
+                if refused:
+                    continue
+                base = max(float(array(_features(kernel, tiling, layer, sms)) @ theta) / 1e3, MIN_MS)
+                for limit, label in REGIMES:  # _regime(base)
+                    if base < limit:
+                        break
+                else:
+                    label = _regime(base)  # no regime: raises as predict does
+                scored.append((base * math.exp(corrections[label]), name, kernel))
+            scored.sort(key=lambda t: (t[0], t[1]))
+            return [(ms, kernel) for ms, _, kernel in scored]
+        return rank
+
+    def _terms(self, kernel) -> tuple:
+        """(``_serves_key``, ``_tiling``, theta, name, regime -> the sum of its attributes'
+        corrections, added up as ``predict`` adds them) of ``kernel``."""
+        import numpy as np
+        corrections = {label: sum(self.corrections.get(a, 0.0) for a in _attributes_in(kernel, label))
+                       for _, label in REGIMES}
+        return (_serves_key(kernel), _tiling(kernel), np.array(self.theta.get(group(kernel), self.fallback)),
+                kernel.name, corrections)
 
     def to_json(self) -> str:
         return json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
@@ -290,6 +373,7 @@ def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
 
 def nonnegative_least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """argmin |a x - b| over x >= 0, by trying every support (few features: exact and fast)."""
+    import numpy as np
     best, best_x = math.inf, np.zeros(a.shape[1])
     for size in range(1, a.shape[1] + 1):
         for support in itertools.combinations(range(a.shape[1]), size):
@@ -307,6 +391,7 @@ def nonnegative_least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def fit(samples: list, gpu: str, sms: int) -> Model:
     """A model fitted to ``samples`` [(kernel, problem, measured ms)]: per group, theta >= 0
     minimising the squared relative error."""
+    import numpy as np
     by_group = {}
     for kernel, problem, ms in samples:
         by_group.setdefault(group(kernel), []).append((features(kernel, problem, sms), ms * 1e3))
@@ -325,18 +410,25 @@ def _fit_corrections(model: Model, samples: list) -> dict:
     """Ridge regression of log(measured / base) on the kernels' attributes (one-hot). A group's own
     attributes go unpenalised, so that they carry the group's mean and an attribute value no
     measured kernel had counts as the group's average."""
+    import numpy as np
     rows = []
     for kernel, problem, ms in samples:
         base = model.base(kernel, problem)
         rows.append((attributes(kernel, base), math.log(ms / base)))
     names = sorted({a for attrs, _ in rows for a in attrs})
     index = {a: i for i, a in enumerate(names)}
+    ones = [sorted({index[a] for a in attrs}) for attrs, _ in rows]  # the row's columns that are 1
+    row_of = np.repeat(np.arange(len(rows)), [len(c) for c in ones])
+    column_of = np.fromiter((j for c in ones for j in c), dtype=np.intp, count=len(row_of))
     x = np.zeros((len(rows), len(names)))
-    for i, (attrs, _) in enumerate(rows):
-        x[i, [index[a] for a in attrs]] = 1.0
+    x[row_of, column_of] = 1.0
     y = np.array([r for _, r in rows])
     penalty = np.array([RIDGE * 1e-3 if a.startswith("group=") else RIDGE for a in names])
-    beta = np.linalg.solve(x.T @ x + np.diag(penalty), x.T @ y)
+    # x.T @ x of a 0/1 matrix counts the rows two attributes share: whole numbers, exact in any
+    # order of summation, so counted directly (x.T @ y is not, and stays the product it is)
+    pairs = np.concatenate([np.add.outer(np.array(c) * len(names), c).ravel() for c in ones])
+    gram = np.bincount(pairs, minlength=len(names) ** 2).reshape(len(names), len(names)).astype(float)
+    beta = np.linalg.solve(gram + np.diag(penalty), x.T @ y)
     return {a: round(float(b), 6) for a, b in zip(names, beta) if abs(b) > 1e-6}
 
 
@@ -375,6 +467,7 @@ def record(model_for, samples: list) -> list:
     model's top k among the kernels measured on it, regret: the best measured of that top k
     against the best measured, summed over the set's calls, in % of the best)], and the median
     rank of the winners. ``model_for(set)`` is the model that ranks the set's layers."""
+    import numpy as np
     by_layer = {}
     for kernel, problem, ms, stem in samples:
         by_layer.setdefault((stem, problem.name), []).append((kernel, problem, ms))

@@ -14,6 +14,8 @@ range (``LIMITS``), an ok row whose runtime is not within its min_ms .. max_ms, 
 folder is a GPU's, a row measured on another GPU.
 """
 
+from __future__ import annotations
+
 import contextlib
 import csv
 import fcntl
@@ -21,13 +23,15 @@ import io
 import math
 import os
 import re
+from collections import Counter
 from pathlib import Path
-
-import pandas as pd
 
 from . import inputs
 from .errors import InputError, ResultsError
 from .render import write_generated
+
+# pandas is imported where a CSV is read: a run that reads none (a refusal, --help, -c, a set
+# without results) does not wait for it.
 
 COLUMNS = (
     "workload", "kernel", "status", "runtime_ms", "min_ms", "max_ms", "iterations", "gflops",
@@ -139,7 +143,11 @@ def locked(folder):
 
 def read_csv(path, gpu: str | None = None) -> pd.DataFrame:
     """Read and validate one results CSV; raise ResultsError naming the file otherwise. With
-    ``gpu``, the slug of the GPU folder the file lies in, a row of another GPU is refused."""
+    ``gpu``, the slug of the GPU folder the file lies in, a row of another GPU is refused.
+
+    What a text validates to is kept for the rest of the process (the build plan and the header's
+    build both read a set's CSVs): a text read again is only checked for its rows' GPU. Each call
+    returns a frame of its own."""
     path = Path(path)
     try:
         text = inputs.read_text(path, inputs.CSV_LIMIT)
@@ -149,9 +157,27 @@ def read_csv(path, gpu: str | None = None) -> pd.DataFrame:
         raise ResultsError(path, "empty file")
     if not text.endswith(("\n", "\r")):
         raise ResultsError(path, "truncated: the last line is incomplete")
+    kept = _VALIDATED.get(text)
+    if kept is not None:
+        columns, lines = kept
+        if gpu is not None:  # every other check passed: a row of another GPU is the first error, if any
+            _check_gpus(columns["gpu"], path, lambda i: lines[i], gpu)
+        return _frame(columns)
     header, rows, lines = _parse(text, path)
-    frame = pd.DataFrame(rows, columns=header, dtype=str) if rows else pd.DataFrame(columns=header, dtype=str)
-    return validate(frame, path, lines, gpu)
+    if not rows:
+        import pandas as pd
+        return validate(pd.DataFrame(columns=header, dtype=str), path, lines, gpu)
+    columns = _validated(dict(zip(header, map(list, zip(*rows)))), len(rows), path, lambda i: lines[i], gpu)
+    while len(_VALIDATED) >= _KEPT or sum(len(t) for t in _VALIDATED) + len(text) > _KEPT_CHARACTERS:
+        if not _VALIDATED:
+            break
+        _VALIDATED.pop(next(iter(_VALIDATED)))  # the oldest first
+    _VALIDATED[text] = (columns, lines)
+    return _frame(columns)
+
+
+_VALIDATED = {}  # CSV text -> (its validated columns, the line of each row)
+_KEPT, _KEPT_CHARACTERS = 64, 64 * 2**20  # what is kept at most
 
 
 def _parse(text: str, path) -> tuple[list, list, list]:
@@ -168,11 +194,12 @@ def _parse(text: str, path) -> tuple[list, list, list]:
             raise ResultsError(path, f"line {start}: not a well-formed CSV: {e}") from None
         if not record:
             continue  # a blank line
-        for field in record:
-            bad = _CONTROL.search(field)
-            if bad:
-                raise ResultsError(path, f"line {start}: control character {bad.group()!r} in the field "
-                                   f"{field[:40]!r}")
+        if _CONTROL.search(",".join(record)):  # (a comma is no control character)
+            for field in record:
+                bad = _CONTROL.search(field)
+                if bad:
+                    raise ResultsError(path, f"line {start}: control character {bad.group()!r} in the field "
+                                       f"{field[:40]!r}")
         if header is None:
             header, header_line = record, start
             seen = set()
@@ -181,8 +208,9 @@ def _parse(text: str, path) -> tuple[list, list, list]:
                     raise ResultsError(path, f"line {start}: column {name!r} is named twice")
                 seen.add(name)
             _check_columns(header, path, start)
+            header_names, header_sorted = seen, sorted(header)
             continue
-        if sorted(record) == sorted(header):
+        if record[0] in header_names and sorted(record) == header_sorted:
             raise ResultsError(path, f"line {start}: the header line again (first on line {header_line})")
         if len(record) != len(header):
             raise ResultsError(path, f"line {start}: {len(record)} field(s), but the header has {len(header)}")
@@ -207,33 +235,74 @@ def validate(frame: pd.DataFrame, path, lines=None, gpu: str | None = None) -> p
     ``gpu`` as for ``read_csv``."""
     line_of = (lambda i: lines[i]) if lines is not None else (lambda i: i + 2)
     _check_columns(list(frame.columns), path)
+    if len(frame):
+        return _frame(_validated({c: frame[c].tolist() for c in frame.columns}, len(frame), path, line_of, gpu))
     frame = frame.copy()
     for column in COLUMNS:
         if column not in frame.columns:
             frame[column] = ""
     frame = frame[list(COLUMNS)]
-    frame["timing"] = frame["timing"].where(frame["timing"] != "", UNRECORDED_TIMING)  # also a missing column
-    for i, row in enumerate(frame.itertuples(index=False)):
-        if row.status not in STATUSES:
-            raise ResultsError(path, f"line {line_of(i)}: status {row.status!r} is not one of {', '.join(STATUSES)}")
-        if not row.workload or not row.kernel:
-            raise ResultsError(path, f"line {line_of(i)}: empty workload or kernel")
-        if row.timing not in TIMINGS:
-            raise ResultsError(path, f"line {line_of(i)}: timing {row.timing!r} is not one of {', '.join(TIMINGS)}")
-        if gpu is not None and gpu_slug(row.gpu) != gpu:
-            raise ResultsError(path, f"line {line_of(i)}: measured on {row.gpu} ({gpu_slug(row.gpu) or 'no folder'}),"
-                               f" but the file lies in the folder of the GPU {gpu}: a GPU's results live in a "
-                               f"folder of its own, named by its slug")
+    frame["timing"] = frame["timing"].where(frame["timing"] != "", UNRECORDED_TIMING)
     for column in NUMERIC:
-        frame[column] = [_number(text, column, path, line_of(i)) for i, text in enumerate(frame[column])]
         frame[column] = frame[column].astype(float)
-    for i, row in enumerate(frame.itertuples(index=False)):
-        _check_row(row, path, line_of(i))
-    duplicated = frame.duplicated(["workload", "kernel"], keep=False)
-    if duplicated.any():
-        first = frame[duplicated].iloc[0]
-        raise ResultsError(path, f"duplicate rows for workload {first.workload}, kernel {first.kernel}")
     return frame
+
+
+def _validated(columns: dict, rows: int, path, line_of, gpu: str | None) -> dict:
+    """The columns (name -> a list of strings, one a row; ``rows`` > 0) of a frame of strings,
+    checked as ``validate`` says, as the frame's columns: every one of COLUMNS (one missing is
+    empty, an empty timing ``UNRECORDED_TIMING``), the NUMERIC ones as floats (NaN for empty)."""
+    columns = {c: columns[c] if c in columns else [""] * rows for c in COLUMNS}
+    columns["timing"] = [t if t != "" else UNRECORDED_TIMING for t in columns["timing"]]  # also a missing column
+    slugs = {}  # gpu -> its slug
+    for i, (status, workload, kernel, timing, row_gpu) in enumerate(
+            zip(*(columns[c] for c in ("status", "workload", "kernel", "timing", "gpu")))):
+        if status not in STATUSES:
+            raise ResultsError(path, f"line {line_of(i)}: status {status!r} is not one of {', '.join(STATUSES)}")
+        if not workload or not kernel:
+            raise ResultsError(path, f"line {line_of(i)}: empty workload or kernel")
+        if timing not in TIMINGS:
+            raise ResultsError(path, f"line {line_of(i)}: timing {timing!r} is not one of {', '.join(TIMINGS)}")
+        if gpu is not None:
+            _check_gpu(row_gpu, slugs, path, line_of(i), gpu)
+    for column in NUMERIC:
+        columns[column] = [math.nan if text == "" else _number(text, column, path, line_of(i))
+                           for i, text in enumerate(columns[column])]
+    for i, row in enumerate(zip(*(columns[c] for c in ("status", "runtime_ms", "min_ms", "max_ms")))):
+        _check_row(*row, path, line_of(i))
+    pairs = list(zip(columns["workload"], columns["kernel"]))
+    if len(set(pairs)) != len(pairs):
+        counts = Counter(pairs)
+        workload, kernel = next(p for p in pairs if counts[p] > 1)
+        raise ResultsError(path, f"duplicate rows for workload {workload}, kernel {kernel}")
+    return columns
+
+
+def _check_gpus(gpus: list, path, line_of, gpu: str) -> None:
+    slugs = {}
+    for i, row_gpu in enumerate(gpus):
+        _check_gpu(row_gpu, slugs, path, line_of(i), gpu)
+
+
+def _check_gpu(row_gpu: str, slugs: dict, path, line, gpu: str) -> None:
+    """A row measured on ``row_gpu`` lies in the folder of ``gpu`` (``slugs``: gpu -> its slug, so far)."""
+    slug = slugs.get(row_gpu)
+    if slug is None:
+        slug = slugs[row_gpu] = gpu_slug(row_gpu)
+    if slug != gpu:
+        raise ResultsError(path, f"line {line}: measured on {row_gpu} ({slug or 'no folder'}), but the file lies in the "
+                           f"folder of the GPU {gpu}: a GPU's results live in a folder of its own, named by its slug")
+
+
+def _frame(columns: dict) -> pd.DataFrame:
+    """A validated frame of ``_validated``'s columns: strings, and floats for the NUMERIC ones."""
+    import numpy as np
+    import pandas as pd
+    return pd.DataFrame({c: np.array(columns[c], dtype=float) if c in _NUMERIC_COLUMNS else pd.array(columns[c], dtype=str)
+                         for c in COLUMNS})
+
+
+_NUMERIC_COLUMNS = frozenset(NUMERIC)
 
 
 def _number(text: str, column: str, path, line) -> float:
@@ -241,11 +310,15 @@ def _number(text: str, column: str, path, line) -> float:
     even where it must be whole: a string of thousands of digits is only a number too large."""
     if text == "":
         return math.nan
+    least, greatest = LIMITS[column]
+    if _NUMBER.match(text):
+        value = float(text)
+        if least <= value <= greatest and value != math.inf and (column != "iterations" or value.is_integer()):
+            return value  # the checks below all pass
     shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
     if not _NUMBER.match(text):
         raise ResultsError(path, f"line {line}: {column} {shown} is not a number")
     value = float(text)
-    least, greatest = LIMITS[column]
     if not math.isfinite(value):
         raise ResultsError(path, f"line {line}: {column} {shown} is not finite")
     if column == "iterations" and not (value.is_integer() and least <= value <= greatest):
@@ -258,21 +331,21 @@ def _number(text: str, column: str, path, line) -> float:
     return value
 
 
-def _check_row(row, path, line) -> None:
+def _check_row(status, runtime_ms, min_ms, max_ms, path, line) -> None:
     """An ok row is timed, within what its batches took (min_ms <= runtime_ms <= max_ms, where
     recorded); a row of another status has no runtime."""
-    timed = row.runtime_ms == row.runtime_ms
-    if row.status != "ok":
+    timed = runtime_ms == runtime_ms
+    if status != "ok":
         if timed:
             raise ResultsError(path, f"line {line}: runtime_ms must be empty unless status is ok")
         return
     if not timed:
         raise ResultsError(path, f"line {line}: an ok row needs a positive, finite runtime_ms")
-    if row.min_ms > row.max_ms:
-        raise ResultsError(path, f"line {line}: min_ms {row.min_ms:g} is above max_ms {row.max_ms:g}")
-    if row.min_ms > row.runtime_ms or row.runtime_ms > row.max_ms:
-        raise ResultsError(path, f"line {line}: runtime_ms {row.runtime_ms:g} is not within min_ms {row.min_ms:g}"
-                           f" .. max_ms {row.max_ms:g}")
+    if min_ms > max_ms:
+        raise ResultsError(path, f"line {line}: min_ms {min_ms:g} is above max_ms {max_ms:g}")
+    if min_ms > runtime_ms or runtime_ms > max_ms:
+        raise ResultsError(path, f"line {line}: runtime_ms {runtime_ms:g} is not within min_ms {min_ms:g}"
+                           f" .. max_ms {max_ms:g}")
 
 
 def _cell(value) -> str:

@@ -158,12 +158,33 @@ class Space:
 
 
 def expand_file(path) -> Space:
-    """The descriptors of one space file."""
+    """The descriptors of one space file. A file's expansion is kept for the rest of the process
+    (the header's build and the build plan both expand the space), by its path and text and the
+    SM90 row it was checked against; each call returns lists and counts of its own."""
     path = Path(path)
     try:
-        raw = tomllib.loads(inputs.read_text(path))
+        text = inputs.read_text(path)
     except InputError as e:
         raise SpecError(path, f"cannot read: {e.detail}") from None
+    except ValueError as e:
+        raise SpecError(path, f"not valid TOML: {e}") from None
+    key = (str(path), text)
+    kept = _EXPANDED.get(key)
+    if kept is None or kept[0] is not TARGETS[90]:
+        space = _expand(path, text)
+        if len(_EXPANDED) >= _KEPT:
+            _EXPANDED.pop(next(iter(_EXPANDED)))
+        kept = _EXPANDED[key] = (TARGETS[90], tuple(space.kernels), dict(space.excluded), space.candidates)
+    return Space(list(kept[1]), Counter(kept[2]), kept[3])
+
+
+_EXPANDED = {}  # (path, text) -> (the SM90 row, kernels, excluded, candidates)
+_KEPT = 16  # expansions kept at most (the oldest goes first)
+
+
+def _expand(path: Path, text: str) -> Space:
+    try:
+        raw = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError) as e:
         raise SpecError(path, f"not valid TOML: {e}") from None
     kind = raw.get("kind") if isinstance(raw, dict) else None
@@ -181,26 +202,36 @@ def expand_file(path) -> Space:
         if points > MAX_POINTS:
             raise SpecError(path, f"{points} combinations of its axes, more than the {MAX_POINTS} an axes table may "
                             "hold (split it, or narrow a range's step)", entry)
+        refusals = {}  # the family checks' answer (None, or the reason), by what they read of a combination
         for combo in itertools.product(*(axes[key] for key in AXES_ORDER)):
             candidates += 1
             schedule, m, n, tk, cluster, scheduler, splits, epi, source, stages, launch = combo
-            spec = {"tile": (m, n, tk), "schedule": schedule, "scheduler": scheduler, "clusters": (cluster,),
-                    "epilogue_tiles": (epi,), "store_stages": stages or None,
-                    "splits": (None,) if splits == 1 else (splits,), "launches": (launch,)}
-            try:
-                gemm_sm90.check_entry(path, entry, fam, spec)
-                if family_check is not None:
-                    family_check(path, entry, spec)
-            except SpecError as e:
-                excluded[_reason(e)] += 1
+            checked = (schedule, m, n, tk, cluster, scheduler, splits, epi, stages, launch)  # all but the source
+            if checked in refusals:
+                refusal = refusals[checked]
+            else:
+                spec = {"tile": (m, n, tk), "schedule": schedule, "scheduler": scheduler, "clusters": (cluster,),
+                        "epilogue_tiles": (epi,), "store_stages": stages or None,
+                        "splits": (None,) if splits == 1 else (splits,), "launches": (launch,)}
+                try:
+                    gemm_sm90.check_entry(path, entry, fam, spec)
+                    if family_check is not None:
+                        family_check(path, entry, spec)
+                    refusal = None
+                except SpecError as e:
+                    refusal = _reason(e)
+                refusals[checked] = refusal
+            if refusal is not None:
+                excluded[refusal] += 1
                 continue
             kernel = cls(family=family, element=fam["element"], accumulator=fam["accumulator"],
                          output=fam["output"], tile=(m, n, tk), cluster=cluster, schedule=schedule,
                          scheduler=scheduler, epilogue_tile=epi, source=SOURCES[source], store_stages=stages or None,
                          splits=None if splits == 1 else splits, launch=launch)
-            reason = next((name for name, check in CONSTRAINTS if check(kernel)), None)
-            if reason is not None:
-                excluded[reason] += 1
+            for reason, check in CONSTRAINTS:  # the first that excludes it
+                if check(kernel):
+                    excluded[reason] += 1
+                    break
             else:
                 by_name.setdefault(kernel.name, kernel)
     return Space([by_name[n] for n in sorted(by_name)], excluded, candidates)

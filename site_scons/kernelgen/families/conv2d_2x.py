@@ -8,6 +8,7 @@ swizzle is one kernel.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -63,7 +64,7 @@ class Conv2dFprop2x:
     adapter = "kernelgen::Conv2dOperation2x"  # the profiler's adapter template
     adapter_header = "conv2d_adapter_2x.h"
 
-    @property
+    @cached_property
     def name(self) -> str:
         tb = self.threadblock
         inst = "".join(map(str, self.instruction))

@@ -21,6 +21,7 @@ s*4 + c of filter row r; S*4 rounded up to 16 a row, 7x7 -> 224). A rows entry n
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -100,7 +101,7 @@ class Conv2dFpropFewChannels:
     def threads(self) -> int:
         return 32 * self.warps[0] * self.warps[1]
 
-    @property
+    @cached_property
     def name(self) -> str:
         mode = f"rows_{self.tile[0]}x{self.tile[1]}_k{self.reduction}_staged{self.staged}" if self.mode == "rows" \
             else f"{self.tile[0]}x{self.tile[1]}_k{self.reduction}"

@@ -5,6 +5,7 @@ CTA tile shapes and a list of cluster shapes. Each tile x cluster is one kernel.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -65,7 +66,7 @@ class Conv2dFpropSm90:
         """TMA moves 16-byte aligned rows: channels must be a multiple of this."""
         return 128 // DATA_TYPES[self.element].bits
 
-    @property
+    @cached_property
     def name(self) -> str:
         e, o = self.element, self.output
         tile = "x".join(map(str, self.tile))

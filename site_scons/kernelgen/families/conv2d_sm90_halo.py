@@ -10,6 +10,7 @@ A kernel is built for one image width (wgmma's N is the tile's pixel count,
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -46,7 +47,7 @@ class Conv2dFpropSm90Halo(ResidentKernel):
         """wgmma's N: the tile's virtual pixels."""
         return self.rows * (self.width + 2)
 
-    @property
+    @cached_property
     def name(self) -> str:
         return (f"kernelgen_sm90_tensorop_fprop_{self.types}_3x3_{CHANNELS}x{self.pixels}"
                 f"_w{self.width}_rows{self.rows}_halo")

@@ -9,6 +9,7 @@ A spec lists entries of ``channels`` (the input channels the kernel is built for
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -40,7 +41,7 @@ class Conv2dFpropSm90Pointwise(ResidentKernel):
     def summary(self) -> str:
         return f"{self.channels} channels x {self.stages} stages"
 
-    @property
+    @cached_property
     def name(self) -> str:
         return (f"kernelgen_sm90_tensorop_fprop_{self.types}_1x1_{CHANNELS}x{PIXELS}"
                 f"_c{self.channels}_stages{self.stages}_pointwise")

@@ -25,10 +25,7 @@ FAMILY = gemm_sm90.entries_table(KIND)
 class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
     template = TEMPLATE
     family_includes = INCLUDES
-
-    @property
-    def name(self) -> str:
-        return super().name + "_transposed"
+    name_suffix = "_transposed"
 
 
 def _check(path, entry, spec):

@@ -11,6 +11,7 @@ multiple of 8, a channel multiplier (K = m*C, m > 1) and dilation other than 1 a
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -56,7 +57,7 @@ class Depthwise:
     def output(self) -> str:
         return self.element
 
-    @property
+    @cached_property
     def name(self) -> str:
         t = self.element
         return (f"kernelgen_sm80_simt_dwconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}"

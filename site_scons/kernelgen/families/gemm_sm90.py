@@ -18,6 +18,7 @@ finishes, and waits for it before touching global memory; profiler/dependent_lau
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -137,15 +138,19 @@ class GemmSm90:
         e, o = self.element, self.output
         return f"gemm_{e}_{e}_{self.accumulator}_{self.source_type}_{o}", "_tnt"
 
-    @property
+    name_suffix = ""  # what a subclass's names end with (the transposed kernels': "_transposed")
+
+    @cached_property
     def name(self) -> str:
+        """Computed once a descriptor (the fields are frozen): the space's ranking looks it up
+        for every kernel on every layer."""
         operation, layouts = self.operation()
         return (f"cutlass3x_sm90_tensorop_{operation}"
                 f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0{layouts}_align{self.alignment}"
                 f"{self.scheduler_suffix}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}"
                 f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}"
-                f"{SM90_LAUNCHES[self.launch][1]}")
+                f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}")
 
     @property
     def scheduler_suffix(self) -> str:

@@ -11,6 +11,7 @@ each B row a thread loads before using any). K must be a multiple of 8; other sh
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -51,7 +52,7 @@ class Gemv:
     adapter = "kernelgen::DirectOperation"
     adapter_header = "direct_adapter.h"
 
-    @property
+    @cached_property
     def name(self) -> str:
         return (f"kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m{self.max_m}_rows{self.rows}"
                 f"_threads{self.threads}_unroll{self.unroll}")

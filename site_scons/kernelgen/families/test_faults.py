@@ -8,6 +8,7 @@ A spec lists faults; each is one naive direct-convolution kernel that
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -38,7 +39,7 @@ class FaultyKernel:
     adapter = "kernelgen::DirectOperation"
     adapter_header = "direct_adapter.h"
 
-    @property
+    @cached_property
     def name(self) -> str:
         return f"kernelgen_test_direct_fprop_f16_{self.fault}"
 

@@ -8,6 +8,7 @@ groups = C = K is a depthwise convolution. A grouped problem is served by the ke
 ``GROUPED_KERNEL_OPS`` only, and runs as the profiler's ``conv2d_fprop_grouped`` job.
 """
 
+import functools
 from dataclasses import dataclass, field, fields
 
 from ..errors import WorkloadError
@@ -101,6 +102,7 @@ class Conv2dProblem:
         return self
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of integers, asked again for every kernel a layer is ranked for
 def _touched(extent, out, taps, pad, stride, dilation) -> int:
     """How many of ``extent`` input positions some output position reads."""
     return len({o * stride - pad + t * dilation for o in range(out) for t in range(taps)}
