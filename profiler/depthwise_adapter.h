@@ -1,7 +1,8 @@
 // Adapter for this project's depthwise kernels (depthwise.h): a GroupedOperation (grouped.h) over a
 // type with
 //   static std::string can_implement(const Conv2dProblem&, int groups);
-//   static void launch(const Conv2dProblem&, const Conv2dBinding&, cudaStream_t);
+//   static int configure(std::string& why);  // the CTAs a launch uses; 0 and why if it cannot run
+//   static void launch(const Conv2dProblem&, const Conv2dBinding&, int ctas, cudaStream_t);
 #pragma once
 
 #include <string>
@@ -27,18 +28,21 @@ class DepthwiseOperation final : public GroupedOperation {
                       cudaStream_t) override {
     std::string why = can_implement(problem);
     if (!why.empty()) return why;
+    ctas_ = Kernel::configure(why);
+    if (ctas_ == 0) return why;
     problem_ = problem;
     bindings_ = bindings;
     return {};
   }
 
   bool run(size_t index, cudaStream_t stream) override {
-    Kernel::launch(problem_, bindings_[index], stream);
+    Kernel::launch(problem_, bindings_[index], ctas_, stream);
     return cudaPeekAtLastError() == cudaSuccess;
   }
 
  private:
   int groups_ = 1;
+  int ctas_ = 0;
   Conv2dProblem problem_{};
   std::vector<Conv2dBinding> bindings_;
 };

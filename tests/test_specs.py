@@ -60,7 +60,7 @@ def test_catalog_holds_each_family():
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
     depthwise = [k for k in kernels if k.family.startswith("depthwise")]
-    assert len(depthwise) == 20 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
+    assert len(depthwise) == 36 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
     assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
     bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
     assert len(bf16) == 15 and {k.family for k in bf16} == {
@@ -93,9 +93,9 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 223
-    assert len(select(kernels, "*", parse_arch("90"))) == 82, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 82
+    assert len(select(kernels, "*", parse_arch("90a"))) == 239
+    assert len(select(kernels, "*", parse_arch("90"))) == 98, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 98
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

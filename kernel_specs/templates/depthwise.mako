@@ -1,4 +1,4 @@
 ## The C++ type of one depthwise kernel (profiler/depthwise.h): groups = C = K, R = S = filter.
-## Inputs: name (the procedural name), v (element, filter, stride, rows, columns, channel_vectors).
-// Depthwise ${v["filter"]}x${v["filter"]} stride ${v["stride"]}, tiles of ${v["rows"]} output rows, ${v["columns"]} output columns a thread, ${8 * v["channel_vectors"]} channels a CTA: ${name}
-using ${name} = kernelgen::Depthwise<${v["element"]}, ${v["filter"]}, ${v["filter"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}, ${v["channel_vectors"]}>;
+## Inputs: name (the procedural name), v (element, filter, stride, rows, thread_rows, columns, channel_vectors, stages).
+// Depthwise ${v["filter"]}x${v["filter"]} stride ${v["stride"]}, tiles of ${v["rows"]} output rows, ${v["thread_rows"]}x${v["columns"]} outputs a thread, ${8 * v["channel_vectors"]} channels a CTA, ${v["stages"]} stages: ${name}
+using ${name} = kernelgen::Depthwise<${v["element"]}, ${v["filter"]}, ${v["filter"]}, ${v["stride"]}, ${v["rows"]}, ${v["thread_rows"]}, ${v["columns"]}, ${v["channel_vectors"]}, ${v["stages"]}>;

@@ -1,0 +1,123 @@
+"""The depthwise family (profiler/depthwise.h, site_scons/kernelgen/families/depthwise.py): its spec
+checks refuse entries the kernel cannot build, naming file, entry and key; the spec's tile and shared
+memory are the kernel's; on a GPU every kernel computes small odd depthwise layers (partial tiles,
+partial channel blocks, padding wider than the filter's reach, one image row) or refuses them with
+the reason."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, requires_gpu, requires_nvcc
+from kernelgen import render, results
+from kernelgen.errors import SpecError
+from kernelgen.profile import query_gpu
+from kernelgen.specs import load_family
+from kernelgen.workloads import parse_workloads
+
+SPECS = [ROOT / "kernel_specs" / "families" / name for name in ("depthwise.toml", "depthwise_bf16.toml")]
+TEMPLATES = ROOT / "kernel_specs" / "templates"
+FIRST = "{ filter = 3, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4 }"
+FAMILY = f"""\
+kind = "depthwise"
+description = "test"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+kernels = [
+  {FIRST},
+]
+"""
+
+
+@pytest.mark.parametrize("entry, key, message", [
+    ("{ filter = 3, stride = 1, rows = 8, thread_rows = 3, columns = 4, channel_vectors = 4 }", "thread_rows",
+     "3 is not one of 1, 2, 4, 8"),
+    ("{ filter = 3, stride = 1, rows = 4, thread_rows = 8, columns = 4, channel_vectors = 4 }", "rows",
+     "rows 4 in thread rows of 8 do not divide the 16 threads"),
+    ("{ filter = 3, stride = 1, rows = 32, thread_rows = 1, columns = 4, channel_vectors = 4 }", "rows",
+     "rows 32 in thread rows of 1 do not divide the 16 threads a CTA of 4 channel vectors has"),
+    ("{ filter = 7, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 8, stages = 6 }",
+     "stages", "6 stages of the tile's input and taps need 274176 bytes of shared memory, more than 232448"),
+    ("{ filter = 7, stride = 2, rows = 8, thread_rows = 8, columns = 8, channel_vectors = 1 }", "columns",
+     "columns 8 of a 7x7 stride-2 filter need about 308 registers a thread, more than 255"),
+    ("{ filter = 3, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4, stages = 1 }",
+     "stages", "1 is outside [2, 6]"),
+    ("{ filter = 3, stride = 1, rows = 8, columns = 4, channel_vectors = 64 }", "channel_vectors",
+     "64 is not one of"),
+])
+def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, entry))
+    with pytest.raises(SpecError) as caught:
+        load_family(path)
+    error = caught.value
+    assert (error.path, error.entry, error.key) == (path, "kernels[0]", key)
+    assert message in str(error) and str(path) in str(error) and "\n" not in str(error)
+
+
+def test_the_defaults_and_the_name_say_the_tile(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, "{ filter = 5, stride = 2, rows = 8, columns = 2, channel_vectors = 8 }"))
+    kernel, = load_family(path)
+    assert (kernel.thread_rows, kernel.stages) == (1, 3)
+    # 8 positions (64 / 8 channel vectors) in 8 thread rows: 1 thread column of 2 outputs
+    assert kernel.thread_grid() == (8, 1) and kernel.tile_columns() == 2
+    assert kernel.name.endswith("_5x5_stride2_tile8x2_t1x2_c64_s3")
+
+
+@requires_nvcc
+def test_every_committed_kernel_type_has_the_spec_tile_and_shared_memory(tmp_path):
+    """The spec's tile columns, shared memory and thread grid are the kernel's (static_asserts)."""
+    templates = render.lookup(TEMPLATES)
+    kernels = [k for spec in SPECS for k in load_family(spec)]
+    checks = "".join(
+        f"static_assert({k.name}::Shape::kQ == {k.tile_columns()} && {k.name}::Shape::kBytes == {k.shared_bytes()}"
+        f" && {k.name}::Shape::kPR == {k.thread_grid()[0]} && {k.name}::Shape::kPC == {k.thread_grid()[1]},"
+        f' "{k.name}");\n' for k in kernels)
+    source = tmp_path / "types.cu"
+    source.write_text('#include "depthwise.h"\n\n' + "".join(render.type_definition(templates, k) for k in kernels)
+                      + checks)
+    out = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
+                          "-c", "-o", str(tmp_path / "types.o"), str(source)], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+
+
+# Small odd depthwise layers: partial row and column tiles, C not a multiple of any tile's channels
+# (24, 40, 200), one image row, padding wider than the filter's reach, a non-square image.
+LAYERS = [
+    "n=3 h=13 w=17 c=24 k=24 r=3 s=3 pad=1 stride=1 groups=24",
+    "n=2 h=9 w=30 c=40 k=40 r=3 s=3 pad=1 stride=2 groups=40",
+    "n=2 h=11 w=6 c=200 k=200 r=5 s=5 pad=2 stride=1 groups=200",
+    "n=1 h=15 w=15 c=72 k=72 r=5 s=5 pad=2 stride=2 groups=72",
+    "n=2 h=7 w=9 c=136 k=136 r=7 s=7 pad=3 stride=1 groups=136",
+    "n=1 h=1 w=33 c=16 k=16 r=3 s=3 pad=1 stride=1 groups=16",
+    "n=2 h=6 w=5 c=8 k=8 r=3 s=3 pad=3 stride=1 groups=8",
+]
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
+    text = "".join(f"conv2d_fprop {layer}\n" for layer in LAYERS)
+    workloads = tmp_path / "odd.txt"
+    workloads.write_text(text)
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
+                          "TOP=listed", "KERNELS=kernelgen_sm80_simt_dwconv_f16*", f"RESULTS={tmp_path / 'results'}",
+                          f"BUILD={build}"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    kernels = {k.name: k for k in load_family(SPECS[0])}
+    for problem in parse_workloads(text):
+        frame = results.read_csv(results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0]) / f"{problem.name}.csv")
+        assert sorted(frame["kernel"]) == sorted(kernels)
+        for row in frame.itertuples():
+            k = kernels[row.kernel]
+            if (k.filter, k.stride) == (problem.r, problem.stride_h):
+                assert row.status == "ok", (problem.name, row.kernel, row.message)
+                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
+            else:
+                assert row.status == "unsupported" and "built for" in row.message, (problem.name, row.kernel)
