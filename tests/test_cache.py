@@ -64,3 +64,14 @@ def test_a_cache_that_is_no_folder_of_its_own_is_refused(tmp_path, value, messag
     out = run(project, "profiler", "WORKLOADS=pair", f"BUILD={build}", f"CACHE={given}", check=False)
     assert out.returncode != 0 and f"CACHE={given} {message}" in out.stderr, out.stderr
     assert not build.exists()
+
+
+def test_a_cache_that_cannot_be_written_is_named_and_the_build_goes_on_without_it(tmp_path):
+    toolchain = Toolchain(tmp_path / "toolchain")
+    project = project_in(tmp_path / "p")
+    (tmp_path / "file").write_text("")
+    out = run(project, "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={tmp_path / 'file' / 'cache'}")
+    assert f"scons: CACHE={tmp_path / 'file' / 'cache'}: cannot write there (Not a directory); building without " \
+           "the cache" in out.stdout, out.stdout
+    assert compiled_kernels(toolchain, 0) == sorted(f"{k}.cu" for k in KERNELS), "compiled, as without CACHE="
+    assert (tmp_path / "file").read_text() == "" and "Retrieved `" not in out.stdout

@@ -4,13 +4,14 @@ nvidia-smi and profiler of tests/test_hostile_build.py; FAKE_GPUS names the GPUs
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pandas as pd
 
 from kernelgen import results
-from kernelgen.profile import balance
+from kernelgen.profile import Progress, balance
 from kernelgen.workloads import parse_workloads
 from conftest import FAKES
 from test_hostile_build import FAKE_PATH, KERNELS, LAYERS, fake_build, scons_command  # noqa: F401  (fixture)
@@ -52,6 +53,9 @@ def test_two_gpus_each_measure_their_share_and_give_the_csvs_of_one(fake_build, 
     assert by_gpu == {"0": shares[0], "1": shares[1]}, "each GPU its own share, no pair twice"
     assert "GPU 0 (NVIDIA H200, GPU-fake-0): 1 of the 2 kernels, 2 pair(s) to measure" in two.stdout
     assert "[GPU 1] " in two.stdout
+    counts = re.findall(r"\[GPU \d\]\s+\[(\d+)/(\d+) on 2 GPUs, ~\w+ left\]", two.stdout)
+    assert len(counts) == 4 and {total for _, total in counts} == {"4"}, "one count over both GPUs' 4 pairs"
+    assert sorted(int(done) for done, _ in counts)[-1] == 4
     (two_rows, two_devices), (one_rows, one_devices) = rows(tmp_path / "two"), rows(tmp_path / "one")
     pd.testing.assert_frame_equal(two_rows, one_rows)
     assert set(one_devices) == {"0 GPU-fake-0"}, "a row says which GPU of its machine measured it"
@@ -80,3 +84,14 @@ def test_kernels_are_shared_so_that_each_gpu_has_about_as_many_pairs():
     assert sorted(sum(shares, [])) == sorted(pairs), "every kernel in one share"
     assert balance(list(pairs), pairs, 2) == shares, "the same on every run"
     assert balance(["x"], {"x": 1}, 3) == [["x"], [], []]
+
+
+def test_the_progress_of_several_gpus_is_one_count_and_the_longest_time_left():
+    progress = Progress(100.0, {"0": 10, "1": 30})
+    assert progress.line("0", "conv2d_x: 3 kernel(s) to profile", 101.0) == "conv2d_x: 3 kernel(s) to profile"
+    # GPU 0: 5 of 10 in 10 s (10 s left); GPU 1 has not reported: its 30 pairs count, its pace is unknown
+    assert progress.line("0", "  [5/10, ~10s left]   0.0100 ms  k1", 110.0) == \
+        "  [5/40 on 2 GPUs, ~10s left]   0.0100 ms  k1"
+    # GPU 1: 3 of 30 in 20 s: 27 left at 3 per 20 s, 180 s, the longer
+    assert progress.line("1", "  [3/30, ~3m00s left]     failed  k2", 120.0) == \
+        "  [8/40 on 2 GPUs, ~3m00s left]     failed  k2"

@@ -8,6 +8,7 @@ long (``errors.shorten``).
 
 import importlib.util
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,7 @@ class Config:
     results_root: Path = None  # RESULTS
     build_path: Path = None  # BUILD, resolved
     cache_path: Path | None = None  # CACHE, resolved; None: no shared cache
+    cache_note: str | None = None  # why CACHE= is not used this run (a folder that cannot be written)
     shard: tuple | None = None  # SHARD=i/n as (i, n); None: every kernel
     gpus: str = ""  # GPUS=: 'all' or comma-separated indices; empty: the one GPU CUDA gives
     header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
@@ -152,6 +154,11 @@ def resolve(env) -> Config:
         header_error = str(e)
     cutlass = cutlass_version(includes[0])
     cache = check_cache_dir(env.get("CACHE", ""), root, build)
+    cache_note = None
+    if cache is not None:
+        cache_note = unwritable(cache)
+        if cache_note:
+            cache_note, cache = f"CACHE={shorten(env['CACHE'])}: {cache_note}; building without the cache", None
     shard = parse_shard(env.get("SHARD", ""))
     gpus = str(env.get("GPUS", "")).strip()
     if gpus and gpus != "all" and not all(p.strip().isdigit() and p.strip().isascii() and len(p.strip()) <= 3
@@ -167,7 +174,8 @@ def resolve(env) -> Config:
         profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
-        results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, shard=shard, gpus=gpus)
+        results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, cache_note=cache_note,
+        shard=shard, gpus=gpus)
 
 
 def parse_shard(text) -> tuple | None:
@@ -198,6 +206,17 @@ def check_cache_dir(given: str, root: Path, build: Path) -> Path | None:
     if cache == build or build in cache.parents or cache in build.parents:
         raise KernelgenError(f"{shown} is BUILD, inside it or above it ({shorten(build)}): name a folder of its own")
     return cache
+
+
+def unwritable(folder: Path) -> str | None:
+    """None if ``folder`` (made if missing) takes a file; else why not, in a few words."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".kernelgen-probe-"):
+            pass
+    except OSError as e:
+        return f"cannot write there ({e.strerror or type(e).__name__})"
+    return None
 
 
 def require_gpu(targets: list) -> None:

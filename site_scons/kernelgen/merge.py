@@ -4,7 +4,11 @@ under the folder's lock, as the profiler's own writes are.
 
 Every CSV of FROM/<set>/<gpu>/ (but compare.csv) is read and validated as the reducer reads one;
 its rows join RESULTS/<set>/<gpu>/ of the same name, where a (workload, kernel) pair already there
-is replaced only by a row measured later (``measured_at``). Nothing else of RESULTS changes."""
+is replaced only by a row measured later (``measured_at``). Nothing else of RESULTS changes.
+
+The roots must be shards of one build: rows of one set and GPU from two roots that name different
+code for a kernel (``kernel_hash``) or a different software stack or timing (driver, CUDA,
+CUTLASS, timing) are refused, naming both roots, before anything is written."""
 
 from pathlib import Path
 
@@ -63,7 +67,29 @@ def merge_file(source_path: Path, destination: Path, gpu: str) -> tuple:
     return added, replaced
 
 
+STACK = ("driver", "cuda", "cutlass", "timing")
+
+
+def check_one_build(sources: list) -> None:
+    """Refuse roots whose rows of one set and GPU come from different builds (see the module)."""
+    code, stack = {}, {}  # (set, gpu, kernel) -> (hash, root); (set, gpu) -> (stack, root)
+    for source in sources:
+        for set_name, gpu, path in csvs_of(source):
+            for row in results.rows_of(results.read_csv(path, gpu)):
+                for key, value, seen in (((set_name, gpu, row["kernel"]), str(row["kernel_hash"]), code),
+                                         ((set_name, gpu), tuple(str(row[c]) for c in STACK), stack)):
+                    first = seen.setdefault(key, (value, source))
+                    if first[0] != value and first[1] != source:
+                        what = (f"kernel {shorten(row['kernel'])} from code {first[0]} in one and {value} in the "
+                                f"other" if seen is code else
+                                f"different software or timing ({', '.join(first[0])} against {', '.join(value)})")
+                        raise KernelgenError(f"scons merge: {shorten(first[1])} and {shorten(source)} hold rows of "
+                                             f"different builds for {set_name}/{gpu}: {what}; merge the shards of "
+                                             "one build")
+
+
 def merge(sources: list, results_root: Path, log=print) -> None:
+    check_one_build(sources)
     files = added = replaced = 0
     for source in sources:
         for set_name, gpu, path in csvs_of(source):

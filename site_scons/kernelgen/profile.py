@@ -515,6 +515,34 @@ def pending_pairs(manifest_path, profiler, workloads, sets_dir, results_root, ex
     return counts
 
 
+PROGRESS = re.compile(r"^(\s*)\[(\d+)/(\d+), ~[^\]]*\](.*)$")
+
+
+class Progress:
+    """One progress count and ETA over the GPUs of a GPUS= run: a driver's line
+    ``  [done/total, ~t left] ...`` (``Runner.record``) becomes ``  [done/total of all GPUs, ~T left]
+    ...``, T the longest of the GPUs' times left at their own pace so far. Other lines pass as they
+    are. Thread-safe: one pump thread a GPU."""
+
+    def __init__(self, started: float, planned: dict):
+        self.started = started
+        self.counts = {index: (0, total) for index, total in planned.items()}  # GPU index -> (done, total)
+        self.lock = threading.Lock()
+
+    def line(self, index, text: str, now: float) -> str:
+        match = PROGRESS.match(text)
+        if not match:
+            return text
+        indent, done, total, rest = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+        with self.lock:
+            self.counts[index] = (done, total)
+            elapsed = max(now - self.started, 1e-9)
+            left = max((t - d) * elapsed / d for d, t in self.counts.values() if d)
+            all_done = sum(d for d, _ in self.counts.values())
+            all_total = sum(t for _, t in self.counts.values())
+        return f"{indent}[{all_done}/{all_total} on {len(self.counts)} GPUs, ~{_duration(left)} left]{rest}"
+
+
 def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=print) -> int:
     """One driver process per GPU (CUDA_VISIBLE_DEVICES), each measuring its share of ``kernels``
     (``balance``d by their pending ``pairs``) with this run's ``argv``; their rows join the same CSVs
@@ -537,10 +565,12 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=prin
                 f"{sum(pairs.get(k, 0) for k in share)} pair(s) to measure")
             procs.append((index, proc))
         done = queue.Queue()
+        progress = Progress(time.monotonic(), {index: sum(pairs.get(k, 0) for k in share)
+                                               for (index, _, _), share in zip(gpus, shares) if share})
 
         def pump(index, proc):
             for line in proc.stdout:
-                log(f"[GPU {index}] {line.rstrip()}")
+                log(f"[GPU {index}] {progress.line(index, line.rstrip(), time.monotonic())}")
             done.put((index, proc.wait()))
 
         threads = [threading.Thread(target=pump, args=p, daemon=True) for p in procs]
