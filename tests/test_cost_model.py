@@ -198,6 +198,49 @@ def test_candidates_are_the_top_of_each_layer_and_their_union(everything):
     assert len(text.splitlines()) == 1 + sum(len(p.ranked) for p in proposals)
 
 
+class CountingModel:
+    """A model whose ranking counts the layers it ranks."""
+
+    def __init__(self, model):
+        self.model, self.ranked = model, 0
+
+    def to_json(self):
+        return self.model.to_json()
+
+    def ranking(self, kernels):
+        rank = self.model.ranking(kernels)
+
+        def counted(problem):
+            self.ranked += 1
+            return rank(problem)
+        return counted
+
+
+def test_a_run_with_the_same_inputs_takes_each_proposal_from_the_memo_and_ranks_nothing(everything):
+    model = CountingModel(cost_model.load_model(GPU))
+    problems = [Conv2dProblem(32, 56, 56, 64, 64, 3, 3, 1, 1, line=1), GemmProblem(6304, 768, 3072, line=2)]
+    plain = candidates.propose(problems, everything, model.model, 4)
+    memo = candidates.Memo()
+    first = candidates.propose(problems, everything, model, 4, memo=memo)
+    assert model.ranked == 2 and memo.changed and [p.ranked for p in first] == [p.ranked for p in plain]
+    kept = candidates.Memo(memo.text())
+    again = candidates.propose(problems, everything, model, 4, memo=kept)
+    assert model.ranked == 2 and not kept.changed, "nothing ranked again"
+    assert [[(ms, k.name) for ms, k in p.ranked] for p in again] == \
+        [[(ms, k.name) for ms, k in p.ranked] for p in plain]
+    # another top, a kernel refused on a layer, other kernels: ranked again
+    candidates.propose(problems, everything, model, 3, memo=kept)
+    gone = {problems[0].name: {plain[0].ranked[0][1].name}}
+    refused = candidates.propose(problems, everything, model, 4, refused=gone, memo=kept)
+    assert model.ranked == 2 + 2 + 1 and plain[0].ranked[0][1] not in [k for _, k in refused[0].ranked]
+    candidates.propose(problems, everything[1:], model, 4, memo=kept)
+    assert model.ranked == 2 + 2 + 1 + 2
+    for text in ("", "not json", "[1, 2]", '{"a": [[1, "no such kernel"]]}'):
+        assert candidates.Memo(text).entries in ({}, {"a": [[1, "no such kernel"]]})
+        assert candidates.propose(problems[:1], everything, model, 4, memo=candidates.Memo(text))[0].ranked == \
+            plain[0].ranked
+
+
 def test_the_ranking_is_each_kernels_prediction_sorted(everything):
     """Model.ranking computes once what a kernel or a layer alone decides (and serves once per
     kind of kernel): what it ranks, and each time, is predict's, exactly, for every kernel that

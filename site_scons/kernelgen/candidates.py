@@ -6,7 +6,9 @@ writes them to ``BUILD/candidates.csv`` (workload, kernel, rank, predicted_ms) a
 """
 
 import csv
+import hashlib
 import io
+import json
 from collections import Counter
 from dataclasses import dataclass
 
@@ -51,7 +53,52 @@ def listed(kernel) -> bool:
     return not kernel.family.endswith(SPACE_SUFFIX)
 
 
-def propose(problems, kernels, model, top: int, workload_file="", refused=None) -> list:
+class Memo:
+    """Each layer's proposal as an earlier run made it, kept in BUILD (``outputs.PROPOSALS``) so that
+    a run whose inputs are the same ranks nothing again: keyed by what the ranking depends on (the
+    model, the kernels with their families, the layer, ``top``, the kernels refused on the layer),
+    valued (predicted ms, kernel name) fastest first. A file that is not one reads as empty."""
+
+    LIMIT = 4096  # entries kept: this run's first, then the most recent others
+
+    def __init__(self, text: str = ""):
+        try:
+            entries = json.loads(text) if text else {}
+        except ValueError:
+            entries = {}
+        self.entries = entries if isinstance(entries, dict) else {}
+        self.used, self.changed = {}, False
+
+    @staticmethod
+    def key(model_text: str, kernels_text: str, problem, top: int, gone) -> str:
+        words = [model_text, kernels_text, problem.name, str(top), *sorted(gone)]
+        return hashlib.sha1("\0".join(words).encode()).hexdigest()
+
+    def get(self, key: str, by_name: dict) -> list | None:
+        value = self.entries.get(key)
+        try:
+            chosen = [(float(ms), by_name[name]) for ms, name in value] if isinstance(value, list) else None
+        except (KeyError, TypeError, ValueError):
+            chosen = None
+        if chosen:
+            self.used[key] = value
+        return chosen or None
+
+    def put(self, key: str, chosen: list) -> None:
+        self.used[key] = [[ms, k.name] for ms, k in chosen]
+        self.changed = True
+
+    def text(self) -> str:
+        """The memo to keep: this run's entries, then the others, at most LIMIT."""
+        kept = dict(self.used)
+        for key, value in self.entries.items():
+            if len(kept) >= self.LIMIT:
+                break
+            kept.setdefault(key, value)
+        return json.dumps(kept, sort_keys=True) + "\n"
+
+
+def propose(problems, kernels, model, top: int, workload_file="", refused=None, memo=None) -> list:
     """Each problem's ``top`` best-ranked distinct kernels (``distinct``), and as many of the
     listed kernels' best as those hold fewer than half of ``top``: the model ranks the listed
     tiles from their measurements and the space's others by extrapolation, so a layer always has
@@ -59,7 +106,17 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None) 
     not pass) are left out. A problem no kernel serves is an error naming it and why each kernel
     refused it."""
     proposals, rank = [], model.ranking(kernels)
+    if memo is not None:
+        model_text, by_name = model.to_json(), {k.name: k for k in kernels}
+        kernels_text = "\n".join(f"{k.name} {k.family}" for k in kernels)
     for problem in problems:
+        gone = (refused or {}).get(problem.name, ())
+        if memo is not None:
+            key = Memo.key(model_text, kernels_text, problem, top, gone)
+            chosen = memo.get(key, by_name)
+            if chosen is not None:
+                proposals.append(Proposal(problem, chosen))
+                continue
         ranked = rank(problem)
         if refused:
             gone = refused.get(problem.name, ())
@@ -74,6 +131,8 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None) 
         if wanted > 0:
             extra = distinct([(ms, k) for ms, k in ranked if listed(k)], wanted, chosen)
             chosen = sorted(chosen + extra, key=lambda t: (t[0], t[1].name))
+        if memo is not None:
+            memo.put(key, chosen)
         proposals.append(Proposal(problem, chosen))
     return proposals
 
@@ -112,10 +171,10 @@ def measured(frames: dict, tolerances: dict) -> tuple:
     return chosen, refused
 
 
-def pool(problems, everything: list, model, top: int, frames=None, workload_file="") -> tuple:
+def pool(problems, everything: list, model, top: int, frames=None, workload_file="", memo=None) -> tuple:
     """(proposals, kernels): each layer's ``top`` candidates, and the kernels to build: their
     union and the set's measured choices (``measured``, from ``frames``), sorted by name."""
     chosen, refused = measured(frames or {}, {k.name: verify_tolerance(k) for k in everything})
-    proposals = propose(problems, everything, model, top, workload_file, refused)
+    proposals = propose(problems, everything, model, top, workload_file, refused, memo)
     names = set(union(proposals)) | chosen
     return proposals, [k for k in everything if k.name in names]

@@ -65,7 +65,17 @@ def measured_frames(config: Config) -> dict:
     return frames
 
 
-def build_plan(config: Config, everything: list, frames: dict) -> tuple:
+def proposal_memo(config: Config):
+    """The proposals earlier runs kept in BUILD (``candidates.Memo``; empty if none or unreadable)."""
+    path = config.build_path / outputs.PROPOSALS
+    try:
+        text = inputs.read_text(path) if inputs.file_kind(path) is None else ""
+    except (OSError, KernelgenError):
+        text = ""
+    return candidates.Memo(text)
+
+
+def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tuple:
     """(plan, proposals): the kernels this build compiles, of those of ``everything`` (``catalog``)
     that KERNELS= selects: with TOP=k each layer's k best-ranked (the cost model's candidates,
     ``kernelgen.candidates``) and the set's measured choices among them; with TOP=listed or all,
@@ -75,7 +85,7 @@ def build_plan(config: Config, everything: list, frames: dict) -> tuple:
     proposals, kernels = None, select(everything, config.kernels, config.arch)
     if isinstance(config.top, int) and kernels:
         model = cost_model.load_model(config.model_gpu)
-        proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, frames, shown)
+        proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, frames, shown, memo)
     if config.shard is not None:
         kernels = [k for k in kernels if shard_of(k.name, config.shard[1]) == config.shard[0]]
         if not kernels:

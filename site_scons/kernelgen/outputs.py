@@ -33,6 +33,9 @@ SETS_FOLDER = "sets"
 HEADER_FILES = ("best_kernels.h", "best_kernels_cutlass.h", "best_kernels_launcher.cu", "best_kernels-config.cmake")
 SCONSIGN = ".sconsign"  # SCons's signature database in BUILD: .sconsign.dblite, written through .sconsign.tmp
 SCONSIGN_FILES = (".sconsign.dblite", ".sconsign.tmp")
+# BUILD/proposals.json: the cost model's proposal for each layer as the last runs made them
+# (kernelgen.candidates.Memo), so that a run with the same inputs ranks nothing again.
+PROPOSALS = "proposals.json"
 _NO_LINK = os.O_NOFOLLOW | os.O_CLOEXEC
 _NOT_THERE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)  # missing, or reached only through a link or a file
 
