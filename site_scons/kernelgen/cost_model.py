@@ -38,6 +38,7 @@ from pathlib import Path
 
 from .errors import KernelgenError, one_line, shorten
 from .families.conv2d_2x import Conv2dFprop2x
+from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels
 from .families.conv2d_sm90 import Conv2dFpropSm90
 from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
@@ -75,6 +76,8 @@ def serves(kernel, problem) -> str | None:
         groups = getattr(problem, "groups", 1)
         return f"a {kernel.op} kernel, not for {problem.op}" + (f" with groups={groups}" if groups > 1 else "")
     conv = problem.as_conv()
+    if isinstance(kernel, Conv2dFpropGrouped2x):
+        return kernel.refuses(conv.c, conv.k, conv.groups)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
             return "a depthwise kernel: needs groups = C = K"

@@ -1,0 +1,115 @@
+"""The CUTLASS 2.x grouped-convolution families (site_scons/kernelgen/families/conv2d_grouped_2x.py,
+profiler/grouped_adapter_2x.h): their spec checks name file, entry and key; which layers each
+kernel serves (one group a CTA: K/groups a multiple of the tile's N; whole groups a CTA: the
+tile's N a multiple of K/groups; C/groups a multiple of the alignment), and on a GPU every kernel
+computes exactly the small odd grouped layers it says it serves (verified against the reference)
+and CUTLASS refuses the others."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, requires_gpu
+from kernelgen import results
+from kernelgen.cost_model import serves
+from kernelgen.errors import SpecError
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.profile import query_gpu
+from kernelgen.specs import load_family
+from kernelgen.workloads import parse_workloads
+
+SPECS = [ROOT / "kernel_specs" / "families" / f"conv2d_fprop_sm80_grouped{s}.toml" for s in ("", "_narrow")]
+FIRST = '{ threadblock = [64, 32, 32], warps = [2, 1, 1], stages = 4, group_mode = "multiple", iterator = "analytic" }'
+FAMILY = f"""\
+kind = "conv2d_fprop_grouped_2x"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+instruction = [16, 8, 16]
+alignments = [8]
+tiles = [
+  {FIRST},
+]
+"""
+
+
+@pytest.mark.parametrize("old, new, entry, key, message", [
+    ('iterator = "analytic"', 'iterator = "optimized"', "tiles[0]", "iterator",
+     "whole groups a CTA (group_mode multiple) take the analytic iterator only"),
+    ('group_mode = "multiple"', 'group_mode = "some"', "tiles[0]", "group_mode", "'some' is not one of"),
+    ("alignments = [8]", "alignments = [16]", None, "alignments", "alignment 16 makes 32-byte accesses"),
+    ("stages = 4", "stages = 1", "tiles[0]", "stages", "outside [2, 10]"),
+    ("[64, 32, 32]", "[64, 48, 32]", "tiles[0]", "threadblock", "the tile's N 48 is not a power of two"),
+    ("warps = [2, 1, 1]", "warps = [3, 1, 1]", "tiles[0]", "warps", "3 warps along M do not divide"),
+])
+def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, entry, key, message):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(old, new))
+    with pytest.raises(SpecError) as caught:
+        load_family(path)
+    error = caught.value
+    assert (error.path, error.entry, error.key) == (path, entry, key)
+    assert message in str(error) and str(path) in str(error) and "\n" not in str(error)
+
+
+def kernel(mode, n, alignment=8):
+    kernels = [k for spec in SPECS for k in load_family(spec)]
+    return next(k for k in kernels if k.group_mode == mode and k.threadblock[1] == n and k.alignment == alignment)
+
+
+def test_each_mode_serves_the_groups_its_tiles_hold():
+    resnext = Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32)  # 8 channels a group
+    wide = Conv2dProblem(32, 7, 7, 1024, 1024, 3, 3, 1, 1, groups=32)  # 32
+    regnet = Conv2dProblem(32, 14, 14, 336, 336, 3, 3, 1, 1, groups=14)  # 24: no tile holds whole groups
+    narrow = Conv2dProblem(32, 56, 56, 128, 128, 3, 3, 1, 1, groups=32)  # 4
+    assert serves(kernel("multiple", 64), resnext) is None
+    assert serves(kernel("multiple", 64), regnet) == \
+        "whole groups a CTA: the tile's N 64 is not a multiple of K/groups = 24"
+    assert serves(kernel("single", 32), regnet) == "one group a CTA: K/groups = 24 is not a multiple of the tile's N 32"
+    assert serves(kernel("single", 32), wide) is None
+    assert serves(kernel("single", 32), resnext) == \
+        "one group a CTA: K/groups = 8 is not a multiple of the tile's N 32"
+    assert serves(kernel("multiple", 32), narrow) == "C/groups = 4 is not a multiple of the alignment 8"
+    assert serves(kernel("multiple", 32, 4), narrow) is None
+    dense = Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1)
+    depthwise = Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=256)
+    assert "not for conv2d_fprop" in serves(kernel("single", 32), dense)
+    assert serves(kernel("multiple", 32, 4), depthwise) == "C/groups = 1 is not a multiple of the alignment 4"
+
+
+# Small odd grouped layers: groups of 4, 8, 16, 24, 32 and 64 channels, partial tiles, stride 2,
+# a non-square image, K/groups other than C/groups.
+LAYERS = [
+    "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=16",
+    "n=2 h=10 w=10 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
+    "n=1 h=7 w=13 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=8",
+    "n=2 h=8 w=8 c=96 k=96 r=3 s=3 pad=1 stride=1 groups=4",
+    "n=1 h=6 w=7 c=128 k=128 r=3 s=3 pad=1 stride=2 groups=4",
+    "n=2 h=5 w=9 c=256 k=128 r=1 s=1 groups=8",
+    "n=1 h=9 w=9 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=2",
+]
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_the_layers_it_serves_and_cutlass_refuses_the_others(tmp_path):
+    text = "".join(f"conv2d_fprop {layer}\n" for layer in LAYERS)
+    workloads = tmp_path / "odd.txt"
+    workloads.write_text(text)
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
+                          "TOP=listed", "KERNELS=*_group", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    kernels = {k.name: k for spec in SPECS for k in load_family(spec)}
+    for problem in parse_workloads(text):
+        frame = results.read_csv(results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0]) / f"{problem.name}.csv")
+        assert sorted(frame["kernel"]) == sorted(kernels)
+        for row in frame.itertuples():
+            if serves(kernels[row.kernel], problem) is None:
+                assert row.status == "ok", (problem.name, row.kernel, row.message)
+                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
+            else:
+                assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
