@@ -262,9 +262,14 @@ def test_a_layer_no_kernel_serves_is_named_with_the_reasons(everything):
     model = cost_model.load_model(GPU)
     odd = Conv2dProblem(1, 8, 8, 6, 6, 3, 3, 1, 1, dtype="bf16", line=7)  # bf16 kernels need 8-channel alignment
     with pytest.raises(WorkloadError, match=r"layers\.txt:7: no kernel of the space serves conv2d_fprop_bf16_n1_h8_w8_c6"
-                                            r".*refused it: \d+ built for f16, not bf16; \d+ channels not a multiple "
-                                            r"of the alignment 8; "):
+                                            r".*refused it: \d+ channels not a multiple of the alignment 8; "):
         candidates.propose([odd], everything, model, 5, "layers.txt")
+    # the reasons of the kernels of its op come first, however few: what is missing for RegNet's groups of 24
+    regnet = Conv2dProblem(32, 14, 14, 336, 336, 3, 3, 1, 1, groups=14, line=3)
+    with pytest.raises(WorkloadError) as error:
+        candidates.propose([regnet], everything, model, 5, "regnet.txt")
+    why = str(error.value).split("refused it: ", 1)[1]
+    assert why.startswith(tuple(f"{n} " for n in range(1, 40))) and "K/groups = 24" in why.split("; ")[1]
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "1.5", "", "x", "\u0663", "9" * 5000, "LISTED"])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .cost_model import serves
 from .errors import WorkloadError
+from .ops import serves as serves_op
 from .families.gemm_sm90 import GemmSm90
 from .space import SPACE_SUFFIX
 from .vocab import verify_tolerance
@@ -122,8 +123,10 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             gone = refused.get(problem.name, ())
             ranked = [(ms, k) for ms, k in ranked if k.name not in gone]
         if not ranked:
-            reasons = Counter(serves(k, problem) for k in kernels)
-            why = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common(4))
+            # the reasons of the kernels of the problem's op and dtype first: they say what is missing
+            near = Counter(serves(k, problem) for k in kernels if serves_op(k, problem))
+            far = Counter(serves(k, problem) for k in kernels if not serves_op(k, problem))
+            why = "; ".join(f"{n} {reason}" for reason, n in (near.most_common(4) + far.most_common(4))[:4])
             raise WorkloadError(workload_file or problem.name, f"no kernel of the space serves {problem.name} "
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
         chosen = distinct(ranked, top)
