@@ -28,7 +28,9 @@
 //   device NAME CC SMS L2_BYTES CUDA_RUNTIME CUDA_DRIVER CUTLASS TIMING   (TIMING: graph or launches)
 //   workload NAME SETS REFERENCE_MS
 //   begin WORKLOAD KERNEL
-//   result WORKLOAD KERNEL STATUS RUNTIME_MS MIN_MS MAX_MS ITERATIONS REL_L2 REL_MAX MESSAGE
+//   result WORKLOAD KERNEL STATUS RUNTIME_MS MIN_MS MAX_MS ITERATIONS REL_L2 REL_MAX MESSAGE SM_MHZ POWER_W
+// (SM_MHZ, POWER_W: the SM clock and the board power NVML read as the last timed batches ran; -1
+// where unknown or not timed)
 // STATUS is ok, unsupported, incorrect, failed or crashed. After `crashed` (the CUDA context
 // is lost) the process exits with status 3; a driver restarts it on the remaining jobs.
 #include <cuda_runtime.h>
@@ -48,6 +50,7 @@
 #include <vector>
 
 #include "cutlass/version.h"
+#include "gpu_state.h"
 #include "grouped.h"
 
 #include "operation.h"
@@ -329,6 +332,7 @@ class Profiler {
     double median_ms = NAN, min_ms = NAN, max_ms = NAN;
     long iterations = 0;
     double rel_l2 = NAN, rel_max = NAN;
+    double sm_clock_mhz = -1, power_w = -1;  // seen while the last timed batches ran (GpuState); -1: unknown
   };
 
   Operands place_operands(const WorkloadJob& job) {
@@ -537,6 +541,7 @@ class Profiler {
         if (first_ms / batch > options_.prune * best_ms_) repeats = std::min(repeats, options_.pruned_repeats);
       }
     }
+    gpu_state_.read(&r.sm_clock_mhz, &r.power_w);  // the last batches are queued or running
     synchronize_or_crash(job, kernel, "timed runs");
     if (replay) check(cudaGraphExecDestroy(replay), "cudaGraphExecDestroy");
     std::vector<double> per_launch;
@@ -590,13 +595,14 @@ class Profiler {
   }
 
   void emit(const WorkloadJob& job, const KernelJob& kernel, const Result& r) {
-    std::printf("result\t%s\t%s\t%s\t%.6g\t%.6g\t%.6g\t%ld\t%.3g\t%.3g\t%s\n", job.name.c_str(), kernel.name.c_str(),
-                r.status.c_str(), r.median_ms, r.min_ms, r.max_ms, r.iterations, r.rel_l2, r.rel_max,
-                clean(r.message).c_str());
+    std::printf("result\t%s\t%s\t%s\t%.6g\t%.6g\t%.6g\t%ld\t%.3g\t%.3g\t%s\t%.0f\t%.1f\n", job.name.c_str(),
+                kernel.name.c_str(), r.status.c_str(), r.median_ms, r.min_ms, r.max_ms, r.iterations, r.rel_l2, r.rel_max,
+                clean(r.message).c_str(), r.sm_clock_mhz, r.power_w);
     std::fflush(stdout);
   }
 
   const Options& options_;
+  GpuState gpu_state_;
   double best_ms_ = INFINITY;  // the fastest median measured on the current workload
   double rotate_bytes_ = 0;
   cudaStream_t stream_ = nullptr;

@@ -95,3 +95,18 @@ def test_the_progress_of_several_gpus_is_one_count_and_the_longest_time_left():
     # GPU 1: 3 of 30 in 20 s: 27 left at 3 per 20 s, 180 s, the longer
     assert progress.line("1", "  [3/30, ~3m00s left]     failed  k2", 120.0) == \
         "  [8/40 on 2 GPUs, ~3m00s left]     failed  k2"
+
+
+def test_each_ok_row_records_the_sm_clock_and_power_seen_as_it_was_timed(fake_build, tmp_path):
+    project, toolchain = fake_build
+    out = scons(project, tmp_path, "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'b'}",
+                f"RESULTS={tmp_path / 'r'}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for problem in parse_workloads("\n".join(LAYERS) + "\n"):
+        frame = results.read_csv(tmp_path / "r" / "pair" / "nvidia_h200" / f"{problem.name}.csv")
+        assert list(frame["sm_clock_mhz"]) == [1980.0] * len(KERNELS) and list(frame["power_w"]) == [455.5] * 2
+
+
+def test_a_reading_nvml_did_not_give_is_left_empty():
+    from kernelgen.profile import _reading
+    assert [_reading(t) for t in ("1755", "512.3", "-1", "nan", "inf", "x")] == [1755.0, 512.3, None, None, None, None]

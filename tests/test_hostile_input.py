@@ -231,7 +231,7 @@ CSV_CASES = [
     ("non-ASCII digits", replace_line(2, ",0.5,", ",\u0660.\u0665,"), "line 3: runtime_ms '\u0660.\u0665' is not a number"),
     ("padded number", replace_line(2, ",0.5,", ", 0.5,"), "line 3: runtime_ms ' 0.5' is not a number"),
     ("nan", replace_line(2, ",0.0004,", ",nan,"), "line 3: rel_max_error 'nan' is not a number"),
-    ("unknown timing", lambda t: "\n".join(",".join([line.rsplit(",", 2)[0], "wallclock", line.rsplit(",", 2)[2]])
+    ("unknown timing", lambda t: "\n".join(",".join([line.rsplit(",", 4)[0], "wallclock", *line.rsplit(",", 4)[2:]])
                                            if i == 1 else line for i, line in enumerate(t.split("\n"))),
      "line 2: timing 'wallclock' is not one of graph, launches"),
 ]

@@ -303,8 +303,9 @@ class Runner:
         return stays + new
 
     def result_row(self, state: WorkloadState, fields: list[str]) -> dict:
-        # result WORKLOAD KERNEL STATUS RUNTIME MIN MAX ITERATIONS REL_L2 REL_MAX MESSAGE
+        # result WORKLOAD KERNEL STATUS RUNTIME MIN MAX ITERATIONS REL_L2 REL_MAX MESSAGE [SM_MHZ POWER_W]
         status, kernel = fields[3], fields[2]
+        clock, power = (_reading(fields[11]), _reading(fields[12])) if len(fields) > 12 else (None, None)
         numbers = [float(x) for x in fields[4:10]]
         runtime, low, high, iterations, rel_l2, rel_max = numbers
         ok = status == "ok"
@@ -314,7 +315,8 @@ class Runner:
             iterations=iterations if ok else None,
             gflops=state.problem.flops / (runtime * 1e6) if ok else None,
             rel_l2_error=_finite(rel_l2), rel_max_error=_finite(rel_max),  # the message says how far off
-            message="" if fields[10] == "-" else fields[10])
+            message="" if fields[10] == "-" else fields[10],
+            sm_clock_mhz=clock if ok else None, power_w=power if ok else None)
 
     def run(self, states: list[WorkloadState]) -> None:
         by_name = {s.problem.name: s for s in states}
@@ -414,6 +416,16 @@ def _open_lock(path: Path) -> int:
 def _stack(row: dict) -> str:
     return (f"GPU {row['gpu']}, driver {row['driver']}, CUDA {row['cuda']}, CUTLASS {row['cutlass']}, "
             f"timed by {row.get('timing') or results.UNRECORDED_TIMING}")
+
+
+def _reading(text: str) -> float | None:
+    """An NVML reading of the profiler's result line: None where it is unknown (negative, not a
+    number)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _duration(seconds: float) -> str:

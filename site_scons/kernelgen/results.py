@@ -36,14 +36,18 @@ from .render import write_generated
 COLUMNS = (
     "workload", "kernel", "status", "runtime_ms", "min_ms", "max_ms", "iterations", "gflops",
     "rel_l2_error", "rel_max_error", "message", "family", "kernel_hash",
-    "gpu", "driver", "cuda", "cutlass", "measured_at", "timing", "device",
+    "gpu", "driver", "cuda", "cutlass", "measured_at", "timing", "device", "sm_clock_mhz", "power_w",
 )
 REQUIRED = ("workload", "kernel", "status", "runtime_ms", "kernel_hash", "gpu", "driver", "cuda", "cutlass")
 STATUSES = ("ok", "unsupported", "incorrect", "failed", "crashed", "timeout")
-NUMERIC = ("runtime_ms", "min_ms", "max_ms", "iterations", "gflops", "rel_l2_error", "rel_max_error")
+NUMERIC = ("runtime_ms", "min_ms", "max_ms", "iterations", "gflops", "rel_l2_error", "rel_max_error",
+           "sm_clock_mhz", "power_w")
 PROVENANCE = ("gpu", "driver", "cuda", "cutlass", "timing")
 # ``device``: which GPU of its machine measured a row, "<index> <uuid>" as nvidia-smi names it (empty
 # in a file written before the column existed); no part of the provenance: GPUs of one model agree.
+# ``sm_clock_mhz``, ``power_w``: the SM clock and the board power NVML read while an ok row's last
+# timed batches ran (empty where unknown, for other rows, and in a file written before them): what
+# a comparison of rows measured apart in time or on other GPUs needs to see.
 # How runtime_ms was timed: "graph", each batch of launches replayed from a CUDA graph (GPU time,
 # the profiler's default), or "launches", launched back to back from the host (host cost
 # included). A file written before the column existed was timed so: its rows (and an empty
@@ -59,7 +63,8 @@ _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^
 # and errors are not negative. Every number is finite.
 MS_RANGE = (1e-6, 1e6)
 LIMITS = {"runtime_ms": MS_RANGE, "min_ms": MS_RANGE, "max_ms": MS_RANGE, "iterations": (1, 2 ** 53),
-          "gflops": (0, math.inf), "rel_l2_error": (0, math.inf), "rel_max_error": (0, math.inf)}
+          "gflops": (0, math.inf), "rel_l2_error": (0, math.inf), "rel_max_error": (0, math.inf),
+          "sm_clock_mhz": (0, 100000), "power_w": (0, 100000)}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\ufeff]")  # a BOM past the start: files joined
 _SLUG = re.compile(r"[^a-z0-9]+")
 
