@@ -122,6 +122,29 @@ requires_nvcc = _marked(pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc"
                                                              reason="needs nvcc on PATH"))
 
 
+def profile_layers(tmp_path, layers: list, kernels: str) -> list:
+    """`scons profile` on the GPU of ``layers`` (conv2d_fprop lines, less the op) with every kernel
+    KERNELS=``kernels`` selects measured on each (TOP=listed), into ``tmp_path``; BUILD is
+    $KERNELGEN_TEST_BUILD if set (one build shared by several tests). [(problem, its CSV's rows)]."""
+    import subprocess
+    import sys
+
+    from kernelgen import results
+    from kernelgen.profile import query_gpu
+    from kernelgen.workloads import parse_workloads
+
+    text = "".join(f"conv2d_fprop {layer}\n" for layer in layers)
+    workloads = tmp_path / "odd.txt"
+    workloads.write_text(text)
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
+                          "TOP=listed", f"KERNELS={kernels}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    folder = results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0])
+    return [(problem, results.read_csv(folder / f"{problem.name}.csv")) for problem in parse_workloads(text)]
+
+
 @pytest.fixture
 def workload_file(tmp_path) -> Path:
     path = tmp_path / "two.txt"

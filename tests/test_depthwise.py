@@ -4,19 +4,14 @@ memory are the kernel's; on a GPU every kernel computes small odd depthwise laye
 partial channel blocks, padding wider than the filter's reach, one image row) or refuses them with
 the reason."""
 
-import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, requires_gpu, requires_nvcc
-from kernelgen import render, results
+from conftest import ROOT, profile_layers, requires_gpu, requires_nvcc
+from kernelgen import render
 from kernelgen.errors import SpecError
-from kernelgen.profile import query_gpu
 from kernelgen.specs import load_family
-from kernelgen.workloads import parse_workloads
 
 SPECS = [ROOT / "kernel_specs" / "families" / name for name in ("depthwise.toml", "depthwise_bf16.toml")]
 TEMPLATES = ROOT / "kernel_specs" / "templates"
@@ -102,17 +97,8 @@ LAYERS = [
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
-    text = "".join(f"conv2d_fprop {layer}\n" for layer in LAYERS)
-    workloads = tmp_path / "odd.txt"
-    workloads.write_text(text)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
-                          "TOP=listed", "KERNELS=kernelgen_sm80_simt_dwconv_f16*", f"RESULTS={tmp_path / 'results'}",
-                          f"BUILD={build}"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     kernels = {k.name: k for k in load_family(SPECS[0])}
-    for problem in parse_workloads(text):
-        frame = results.read_csv(results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0]) / f"{problem.name}.csv")
+    for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_f16*"):
         assert sorted(frame["kernel"]) == sorted(kernels)
         for row in frame.itertuples():
             k = kernels[row.kernel]

@@ -5,21 +5,13 @@ tile's N a multiple of K/groups; C/groups a multiple of the alignment), and on a
 computes exactly the small odd grouped layers it says it serves (verified against the reference)
 and CUTLASS refuses the others."""
 
-import os
-import shutil
-import subprocess
-import sys
-
 import pytest
 
-from conftest import ROOT, requires_gpu
-from kernelgen import results
+from conftest import ROOT, profile_layers, requires_gpu
 from kernelgen.cost_model import serves
 from kernelgen.errors import SpecError
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
-from kernelgen.profile import query_gpu
 from kernelgen.specs import load_family
-from kernelgen.workloads import parse_workloads
 
 SPECS = [ROOT / "kernel_specs" / "families" / f"conv2d_fprop_sm80_grouped{s}.toml" for s in ("", "_narrow")]
 FIRST = '{ threadblock = [64, 32, 32], warps = [2, 1, 1], stages = 4, group_mode = "multiple", iterator = "analytic" }'
@@ -95,17 +87,8 @@ LAYERS = [
 
 @requires_gpu
 def test_each_kernel_verifies_on_the_layers_it_serves_and_cutlass_refuses_the_others(tmp_path):
-    text = "".join(f"conv2d_fprop {layer}\n" for layer in LAYERS)
-    workloads = tmp_path / "odd.txt"
-    workloads.write_text(text)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
-                          "TOP=listed", "KERNELS=*_group", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     kernels = {k.name: k for spec in SPECS for k in load_family(spec)}
-    for problem in parse_workloads(text):
-        frame = results.read_csv(results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0]) / f"{problem.name}.csv")
+    for problem, frame in profile_layers(tmp_path, LAYERS, "*_group"):
         assert sorted(frame["kernel"]) == sorted(kernels)
         for row in frame.itertuples():
             if serves(kernels[row.kernel], problem) is None:
