@@ -473,7 +473,7 @@ TOKENS = [
     ("a dtype", lambda t: parse_workloads(f"gemm m=1 n=8 k=8 dtype={X}\n", "layers.txt"), WorkloadError,
      r"dtype 'x+\.\.\. \(900002 characters\) \.\.\.x+' is not one of"),
     ("L1 a key", lambda t: parse_workloads(f"gemm {X}=1 m=1 n=8 k=8\n", "layers.txt"), WorkloadError,
-     r"unknown key 'x+\.\.\. \(900002 characters\) \.\.\.x+' \(allowed: count, dtype, k, m, n\)$"),
+     r"unknown key 'x+\.\.\. \(900002 characters\) \.\.\.x+' \(allowed: count, dtype, epilogue, k, m, n\)$"),
     ("not key=value", lambda t: parse_workloads(f"gemm m=1 {X}\n", "layers.txt"), WorkloadError,
      r"expected key=value, got 'x{60}\.\.\. \(900000 characters\) \.\.\.x{20}'$"),
     ("L1 a spec key with spaces", spec_file('kind = "conv2d_fprop_2x"\n"' + "a b " * 225_000 + '" = 1\n'), SpecError,

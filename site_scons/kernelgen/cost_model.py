@@ -74,7 +74,9 @@ def serves(kernel, problem) -> str | None:
         return f"built for {kernel.element}, not {problem.dtype}"
     if not serves_op(kernel, problem):
         groups = getattr(problem, "groups", 1)
-        return f"a {kernel.op} kernel, not for {problem.op}" + (f" with groups={groups}" if groups > 1 else "")
+        epilogue = getattr(problem, "epilogue", "")
+        return (f"a {kernel.op} kernel, not for {problem.op}" + (f" with groups={groups}" if groups > 1 else "")
+                + (f" with epilogue={epilogue}" if epilogue else ""))
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)

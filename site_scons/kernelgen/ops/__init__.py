@@ -10,7 +10,8 @@ is a module here and its section of the header's template: nothing to register.
 
 A kernel serves a workload when the kernel's op is one of the workload's kernel ops (the
 problem's ``kernel_ops`` where it has them, e.g. a grouped convolution's, else its op's
-``KERNEL_OPS``) and the kernel's ``element`` is the workload's ``dtype``.
+``KERNEL_OPS``; a problem of an epilogue, ``<op>:<epilogue>``: a fused kernel's) and the kernel's
+``element`` is the workload's ``dtype``.
 """
 
 from ..discovery import by_attribute
@@ -46,7 +47,8 @@ def check_served(problems, kernels, path) -> None:
             continue
         ops = kernel_ops(problem)
         offered = sorted({_element(k) for k in kernels if _op(k) in ops})
-        what = f"{problem.op} with groups={problem.groups}" if getattr(problem, "groups", 1) > 1 else problem.op
+        what = problem.op + (f" with groups={problem.groups}" if getattr(problem, "groups", 1) > 1 else "")
+        what += f" with epilogue={problem.epilogue}" if getattr(problem, "epilogue", "") else ""
         raise WorkloadError(
             path, f"workload {problem.name}: dtype {problem.dtype}: no kernel of this build computes "
             f"{what} in {problem.dtype} (its kernels take {', '.join(offered) or 'no such op'})",

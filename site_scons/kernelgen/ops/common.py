@@ -20,9 +20,55 @@ def ascii_integer(text: str) -> int:
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits only: int() would also take "١٢" and "1_0"
 
 
+# What a layer's output goes through after the product (``epilogue=``, '+'-joined, in the order the
+# network applies them): a per-channel bias (the layer's own, or a batch norm in eval mode folded
+# into it) first, then an activation and a residual add, in either order, each at most once.
+ACTIVATIONS = ("relu", "silu", "gelu", "hardswish", "sigmoid")
+EPILOGUE_STEPS = ("bias", "add", *ACTIVATIONS)
+
+
+def parse_epilogue(path, lineno, text: str) -> str:
+    """``epilogue=`` as its canonical text ('' for none), or WorkloadError naming the line."""
+    if text == "none":
+        return ""
+    steps = text.split("+")
+    for step in steps:
+        if step not in EPILOGUE_STEPS:
+            raise WorkloadError(path, f"epilogue step '{step[:40]}' is not one of {', '.join(EPILOGUE_STEPS)} "
+                                "(steps are joined by '+', e.g. epilogue=bias+relu; epilogue=none for none)", lineno)
+    twice = next((s for s in steps if steps.count(s) > 1), None)
+    if twice:
+        raise WorkloadError(path, f"epilogue '{text[:80]}': '{twice}' is given twice", lineno)
+    acts = [s for s in steps if s in ACTIVATIONS]
+    if len(acts) > 1:
+        raise WorkloadError(path, f"epilogue '{text[:80]}': one activation at most, not {' and '.join(acts)}", lineno)
+    if "bias" in steps and steps[0] != "bias":
+        raise WorkloadError(path, f"epilogue '{text[:80]}': bias comes first (it is added to the product)", lineno)
+    return text
+
+
+def epilogue_suffix(epilogue: str) -> str:
+    """What a workload's name says of its epilogue: ``_e<steps joined by _>``, nothing for none."""
+    return f"_e{epilogue.replace('+', '_')}" if epilogue else ""
+
+
+def fused_ops(ops: tuple, epilogue: str) -> tuple:
+    """The kernel ops that run a problem of ``epilogue``: ``<op>:<epilogue>`` for each of ``ops`` (a
+    fused kernel computes its epilogue; the plain ones serve the problems of none)."""
+    return tuple(f"{op}:{epilogue}" for op in ops) if epilogue else ops
+
+
+def epilogue_bytes(epilogue: str, channels: int, outputs: int, size: int) -> int:
+    """The bytes an epilogue reads besides the product's: the bias (one a channel) and the residual
+    (one an output element)."""
+    steps = epilogue.split("+") if epilogue else []
+    return size * (channels * ("bias" in steps) + outputs * ("add" in steps))
+
+
 def read_values(path, lineno, pairs: dict, keys: set, shorthands: dict) -> dict:
-    """``pairs`` (key -> text) as values: integers, ``dtype`` a data type of the vocabulary;
-    ``shorthands`` set several keys at once (``pad`` -> ``pad_h``, ``pad_w``)."""
+    """``pairs`` (key -> text) as values: integers, ``dtype`` a data type of the vocabulary,
+    ``epilogue`` its canonical text (``parse_epilogue``); ``shorthands`` set several keys at once
+    (``pad`` -> ``pad_h``, ``pad_w``)."""
     values = {}
     for key, raw in pairs.items():
         targets = shorthands.get(key, (key,))
@@ -33,6 +79,9 @@ def read_values(path, lineno, pairs: dict, keys: set, shorthands: dict) -> dict:
             if raw not in DATA_TYPES:
                 raise WorkloadError(path, f"dtype '{raw}' is not one of {', '.join(sorted(DATA_TYPES))}", lineno)
             values["dtype"] = raw
+            continue
+        if key == "epilogue":
+            values["epilogue"] = parse_epilogue(path, lineno, raw)
             continue
         if not _INTEGER.match(raw):
             raise WorkloadError(path, f"'{key}={raw}' is not an integer", lineno)
@@ -49,7 +98,7 @@ def check_sizes(path, lineno, values: dict, required) -> None:
     if missing:
         raise WorkloadError(path, f"missing {', '.join(missing)}", lineno)
     for key, v in values.items():
-        if key == "dtype":
+        if key in ("dtype", "epilogue"):
             continue
         low = 0 if key.startswith("pad") else 1
         if v < low:

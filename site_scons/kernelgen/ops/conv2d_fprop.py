@@ -1,11 +1,14 @@
 """The 2-D forward convolution: NHWC activations, KRSC filters, NPQK output.
 
 Workload line: ``conv2d_fprop n= h= w= c= k= r= s= [pad= stride= dilation= | pad_h= ...]
-[groups=] [dtype=] [count=]``. The profiler runs it as it is; cuDNN (``torch.nn.functional.conv2d``,
-channels_last) is its baseline. ``groups`` (default 1) splits C and K into that many groups, each
+[groups=] [epilogue=] [dtype=] [count=]``. The profiler runs it as it is; cuDNN
+(``torch.nn.functional.conv2d``, channels_last) is its baseline. ``groups`` (default 1) splits C and K into that many groups, each
 group's K/groups filters of R x S x C/groups reading its C/groups channels (KRS(C/groups) filters);
 groups = C = K is a depthwise convolution. A grouped problem is served by the kernels of
-``GROUPED_KERNEL_OPS`` only, and runs as the profiler's ``conv2d_fprop_grouped`` job.
+``GROUPED_KERNEL_OPS`` only, and runs as the profiler's ``conv2d_fprop_grouped`` job. ``epilogue``
+(``ops.common.parse_epilogue``: a bias, an activation, a residual add) is what the output goes
+through after the product; a problem of one is served by the fused kernels of its kernel ops
+(``ops.common.fused_ops``) only.
 """
 
 import functools
@@ -13,7 +16,8 @@ from dataclasses import dataclass, field, fields
 
 from ..errors import WorkloadError
 from ..vocab import DATA_TYPES
-from .common import check_products, check_sizes, operand_sets, read_values, torch_dtype
+from .common import (check_products, check_sizes, epilogue_bytes, epilogue_suffix, fused_ops, operand_sets,
+                     read_values, torch_dtype)
 
 OP = "conv2d_fprop"
 KERNEL_OPS = ("conv2d_fprop", "gemm")  # GEMM kernels run the 1x1 stride-1 unpadded layers (unsupported on others)
@@ -42,6 +46,7 @@ class Conv2dProblem:
     dilation_w: int = 1
     groups: int = 1
     dtype: str = "f16"
+    epilogue: str = ""  # ops.common.parse_epilogue's canonical text; "" for none
     count: int = field(default=1, compare=False)  # times the network runs it; not in the name
     line: int = field(default=0, compare=False, repr=False)  # its line in the workload file (0: none)
 
@@ -58,18 +63,18 @@ class Conv2dProblem:
     @property
     def name(self) -> str:
         """The procedural workload name: CSV file name, CSV key and header key (``_g<groups>``
-        for a grouped one)."""
+        for a grouped one, ``_e<steps>`` for one of an epilogue)."""
         return (
             f"conv2d_fprop_{self.dtype}_n{self.n}_h{self.h}_w{self.w}_c{self.c}_k{self.k}"
             f"_r{self.r}_s{self.s}_pad{self.pad_h}x{self.pad_w}"
             f"_str{self.stride_h}x{self.stride_w}_dil{self.dilation_h}x{self.dilation_w}"
-            + (f"_g{self.groups}" if self.groups > 1 else "")
+            + (f"_g{self.groups}" if self.groups > 1 else "") + epilogue_suffix(self.epilogue)
         )
 
     @property
     def kernel_ops(self) -> tuple:
         """The ops of the kernels that may run it."""
-        return GROUPED_KERNEL_OPS if self.groups > 1 else KERNEL_OPS
+        return fused_ops(GROUPED_KERNEL_OPS if self.groups > 1 else KERNEL_OPS, self.epilogue)
 
     @property
     def gemm_mnk(self) -> tuple[int, int, int]:
@@ -92,11 +97,11 @@ class Conv2dProblem:
         activations = self.n * rows * cols * self.c
         filters = self.k * self.r * self.s * (self.c // self.groups)
         outputs = self.n * self.p * self.q * self.k
-        return size * (activations + filters + outputs)
+        return size * (activations + filters + outputs) + epilogue_bytes(self.epilogue, self.k, outputs, size)
 
     def args(self) -> list[int]:
         """Integer fields in declaration order, as the profiler reads them."""
-        return [getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "count", "line", "groups")]
+        return [getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "count", "line", "groups", "epilogue")]
 
     def as_conv(self) -> "Conv2dProblem":
         return self
@@ -110,7 +115,7 @@ def _touched(extent, out, taps, pad, stride, dilation) -> int:
 
 
 _KEYS = {"n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w",
-         "dilation_h", "dilation_w", "groups", "dtype", "count"}
+         "dilation_h", "dilation_w", "groups", "epilogue", "dtype", "count"}
 _SHORTHANDS = {"pad": ("pad_h", "pad_w"), "stride": ("stride_h", "stride_w"),
                "dilation": ("dilation_h", "dilation_w")}
 _REQUIRED = ("n", "h", "w", "c", "k", "r", "s")
@@ -157,7 +162,8 @@ def job_line(problem) -> str:
 
 def table_label(problem) -> str:
     return (f"{problem.n},{problem.h},{problem.w},{problem.c},{problem.k},{problem.r},{problem.s},"
-            f"{problem.pad_h},{problem.stride_h}" + (f",g{problem.groups}" if problem.groups > 1 else ""))
+            f"{problem.pad_h},{problem.stride_h}" + (f",g{problem.groups}" if problem.groups > 1 else "")
+            + (f",{problem.epilogue}" if problem.epilogue else ""))
 
 
 def baseline_call(torch, problem, l2_bytes: int):
