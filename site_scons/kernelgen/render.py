@@ -1,6 +1,7 @@
 """Render generated sources with Mako. Every function returns text and does no I/O;
 ``write_generated`` is the one place generated files are written."""
 
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -28,8 +29,31 @@ def _comment_char(c: str) -> str:
 
 
 def lookup(templates_dir) -> TemplateLookup:
-    return TemplateLookup(directories=[str(templates_dir)], strict_undefined=True,
-                          input_encoding="utf-8")
+    """The templates of ``templates_dir``. One lookup is kept per folder and state of its files
+    (name, size, modification time): each template is compiled once a process, not once a call,
+    and a template added, removed or edited gives a new lookup."""
+    directory = str(templates_dir)
+    state = _folder_state(directory)
+    return _new_lookup(directory) if state is None else _lookup(directory, os.path.abspath(directory), state)
+
+
+def _new_lookup(directory: str) -> TemplateLookup:
+    return TemplateLookup(directories=[directory], strict_undefined=True, input_encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=32)
+def _lookup(directory: str, where: str, state: tuple) -> TemplateLookup:
+    return _new_lookup(directory)
+
+
+def _folder_state(directory: str):
+    """(name, size, mtime) of each file of ``directory``; None where it cannot be read (a lookup
+    made then is not kept: Mako reports what is missing)."""
+    try:
+        with os.scandir(directory) as entries:
+            return tuple(sorted((e.name, s.st_size, s.st_mtime_ns) for e in entries for s in [e.stat()]))
+    except OSError:
+        return None
 
 
 def render(templates: TemplateLookup, template: str, what: str, **values) -> str:
