@@ -5,7 +5,6 @@ nvidia-smi and profiler of tests/test_hostile_build.py; FAKE_GPUS names the GPUs
 import json
 import os
 import subprocess
-import sys
 
 import pandas as pd
 
@@ -22,7 +21,7 @@ def scons(project, tmp_path, *args, gpus="NVIDIA H200"):
     folder = tmp_path / f"smi-{abs(hash(gpus))}"
     folder.mkdir(exist_ok=True)
     smi = folder / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' exec {sys.executable} {FAKES / 'nvidia-smi'} \"$@\"\n")
+    smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' exec {FAKES / 'nvidia-smi'} \"$@\"\n")
     smi.chmod(0o755)
     out = subprocess.run(scons_command(*args), cwd=project, env=dict(os.environ, PATH=f"{folder}{os.pathsep}{FAKE_PATH}"),
                          capture_output=True, text=True, timeout=300)
