@@ -6,7 +6,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pandas as pd
 
@@ -23,7 +22,7 @@ def scons(project, tmp_path, *args, gpus="NVIDIA H200"):
     folder = tmp_path / f"smi-{abs(hash(gpus))}"
     folder.mkdir(exist_ok=True)
     smi = folder / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' exec {sys.executable} {FAKES / 'nvidia-smi'} \"$@\"\n")
+    smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' exec {FAKES / 'nvidia-smi'} \"$@\"\n")
     smi.chmod(0o755)
     out = subprocess.run(scons_command(*args), cwd=project, env=dict(os.environ, PATH=f"{folder}{os.pathsep}{FAKE_PATH}"),
                          capture_output=True, text=True, timeout=300)

@@ -94,13 +94,30 @@ def run(project, *args, check=True):
     return out
 
 
+def make_fake_build(folder: Path) -> tuple:
+    """A copy of the project in ``folder`` (two-kernel specs, the set `pair` of two layers) and a
+    fake nvcc."""
+    (folder / "project").mkdir()
+    project = copy_project(folder / "project")
+    (project / "kernel_specs" / "workloads" / "pair.txt").write_text("\n".join(LAYERS) + "\n")
+    return project, Toolchain(folder / "toolchain")
+
+
 @pytest.fixture
 def fake_build(tmp_path):
     """A copy of the project (two-kernel specs, the set `pair` of two layers) and a fake nvcc."""
-    (tmp_path / "project").mkdir()
-    project = copy_project(tmp_path / "project")
-    (project / "kernel_specs" / "workloads" / "pair.txt").write_text("\n".join(LAYERS) + "\n")
-    return project, Toolchain(tmp_path / "toolchain")
+    return make_fake_build(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def profiler_build(tmp_path_factory):
+    """BUILD of `scons profiler` on a fake build (both kernels, fake nvcc), made once for the tests
+    of `scons -c` below: each cleans a copy of it (its record lists paths relative to BUILD, so a
+    copy is that build to clean)."""
+    folder = tmp_path_factory.mktemp("profiler-build")
+    project, toolchain = make_fake_build(folder)
+    run(project, "profiler", f"NVCC={toolchain.nvcc}", f"BUILD={folder / 'build'}")
+    return folder / "build"
 
 
 def files_under(folder: Path) -> set:
@@ -162,12 +179,13 @@ CLEAN_CASES = [
 
 
 @pytest.mark.parametrize("change, variables, kept", [c[1:] for c in CLEAN_CASES], ids=[c[0] for c in CLEAN_CASES])
-def test_clean_removes_only_the_files_the_build_recorded(fake_build, tmp_path, change, variables, kept):
+def test_clean_removes_only_the_files_the_build_recorded(fake_build, profiler_build, tmp_path, change, variables,
+                                                        kept):
     project, toolchain = fake_build
     build, outside = tmp_path / "build", tmp_path / "outside"
     outside.mkdir()
     (tmp_path / "neighbour.txt").write_text("mine\n")
-    run(project, "profiler", f"NVCC={toolchain.nvcc}", f"BUILD={build}")
+    shutil.copytree(profiler_build, build, symlinks=True)  # `scons profiler` into BUILD
     made = files_under(build)
     assert {f"kernels/{k}.cu" for k in KERNELS} | {f"obj/{k}.o" for k in KERNELS} | {"profiler"} <= made
     change(build, outside)

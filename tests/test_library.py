@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kernelgen import outputs
-from test_hostile_build import KERNELS, LAYERS, fake_build, run, scons_command  # noqa: F401  (fixture)
+from test_hostile_build import KERNELS, LAYERS, fake_build, make_fake_build, run, scons_command  # noqa: F401  (fixture)
 from test_hostile_input import no_traceback
 
 needs_ar = pytest.mark.skipif(shutil.which("ar") is None, reason="the library is made with ar")
@@ -27,19 +27,33 @@ def compiled(toolchain, since: int) -> list:
     return [argv[-1].rsplit("/", 1)[-1] for argv in toolchain.argvs()[since:] if "-c" in argv]
 
 
+@pytest.fixture(scope="module")
+def profiled_once(tmp_path_factory):
+    """A fake build (project, fake nvcc) with the set `pair` profiled into its BUILD, once for the
+    module, and a copy of that folder as it was then."""
+    folder = tmp_path_factory.mktemp("profiled")
+    project, toolchain = make_fake_build(folder)
+    run(project, "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={folder / 'build'}")
+    as_profiled = tmp_path_factory.mktemp("as-profiled") / folder.name
+    shutil.copytree(folder, as_profiled, symlinks=True)
+    return folder, as_profiled, project, toolchain
+
+
 @pytest.fixture
-def profiled(fake_build, tmp_path):
-    """The set `pair` profiled (fake GPU): both kernels run in 1.0 ms, so the first by name is chosen
-    for both layers."""
-    project, toolchain = fake_build
-    run(project, "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'build'}")
-    return project, toolchain
+def profiled(profiled_once):
+    """(project, fake nvcc, BUILD) with the set `pair` profiled (fake GPU): both kernels run in 1.0
+    ms, so the first by name is chosen for both layers. Each test gets the folder as the profile
+    run left it, at the paths it ran with (restored from the copy: the commands and BUILD's
+    signatures name them)."""
+    folder, as_profiled, project, toolchain = profiled_once
+    shutil.rmtree(folder)
+    shutil.copytree(as_profiled, folder, symlinks=True)
+    return project, toolchain, folder / "build"
 
 
 @needs_ar
-def test_a_profiled_build_links_its_objects_and_compiles_only_the_launcher(profiled, tmp_path):
-    project, toolchain = profiled
-    build = tmp_path / "build"
+def test_a_profiled_build_links_its_objects_and_compiles_only_the_launcher(profiled):
+    project, toolchain, build = profiled
     before = len(toolchain.argvs())
     out = run(project, "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={build}")
     assert compiled(toolchain, before) == ["best_kernels_launcher.cu"], out.stdout
@@ -60,7 +74,7 @@ def test_a_profiled_build_links_its_objects_and_compiles_only_the_launcher(profi
 @needs_ar
 def test_a_build_that_profiled_nothing_compiles_just_the_chosen_kernels(profiled, tmp_path):
     """A clean checkout with the committed results: `scons library` needs nvcc, not a GPU."""
-    project, toolchain = profiled
+    project, toolchain, _ = profiled
     before = len(toolchain.argvs())
     out = run(project, "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'other'}")
     assert sorted(compiled(toolchain, before)) == sorted(["best_kernels_launcher.cu", f"{KERNELS[0]}.cu"]), out.stdout
@@ -97,7 +111,7 @@ def test_scons_list_shows_the_families_and_the_layers_each_kernel_serves_without
 
 
 def test_a_dry_run_of_profile_says_what_it_would_compile_and_measure_without_a_gpu(profiled, tmp_path):
-    project, toolchain = profiled
+    project, toolchain, build = profiled
     no_gpu = dict(os.environ, PATH=os.environ["PATH"])
     args = ("-n", "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}")
     fresh = subprocess.run(scons_command(*args, f"BUILD={tmp_path / 'fresh'}", "RESULTS=nowhere"), cwd=project,
@@ -107,7 +121,7 @@ def test_a_dry_run_of_profile_says_what_it_would_compile_and_measure_without_a_g
     assert ("would compile 2 of the build's 2 kernels and measure 4 (workload, kernel) pair(s) of 2 workload(s)"
             in fresh.stdout), fresh.stdout
     assert not (tmp_path / "fresh").exists(), "a dry run writes nothing"
-    done = subprocess.run(scons_command(*args, f"BUILD={tmp_path / 'build'}"), cwd=project, env=no_gpu,
+    done = subprocess.run(scons_command(*args, f"BUILD={build}"), cwd=project, env=no_gpu,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "would compile 0 of the build's 2 kernels and measure 0 (workload, kernel) pair(s)" in done.stdout

@@ -1,12 +1,17 @@
 """End-to-end runs of scons on a copy of the project with a two-kernel family: what is
 compiled, what is not, and the errors a user sees."""
 
+import atexit
+import compileall
 import importlib.util
 import os
+import py_compile
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +21,27 @@ TINY = sm80_family("threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 3",
                    "threadblock = [64, 64, 64], warps = [2, 2, 1], stages = 3")
 
 
+def compiled_site_scons() -> Path:
+    """A copy of site_scons with the bytecode of its modules, made once a process: the scons runs
+    in a copy of the project then import kernelgen without compiling it first. The bytecode is
+    checked against the hash of its source, so that a module a test edits is compiled again."""
+    if "site_scons" not in _COMPILED:
+        folder = Path(tempfile.mkdtemp(prefix="kernelgen-site-scons-")) / "site_scons"
+        atexit.register(shutil.rmtree, folder.parent, True)
+        shutil.copytree(ROOT / "site_scons", folder, ignore=shutil.ignore_patterns("__pycache__"))
+        assert compileall.compile_dir(folder, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+        _COMPILED["site_scons"] = folder
+    return _COMPILED["site_scons"]
+
+
+_COMPILED = {}
+
+
 def copy_project(dest):
     for name in ("SConstruct", "site_scons", "profiler", "kernel_specs"):
+        if name == "site_scons":
+            shutil.copytree(compiled_site_scons(), dest / name)
+            continue
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import candidates, cost_model, importer, inputs, outputs, reduce, resolved, results
+from . import candidates, cost_model, inputs, outputs, resolved, results
 from . import plan as plan_module
 from .config import Config
 from .errors import KernelgenError, shorten
@@ -137,6 +137,8 @@ def library_kernels(config: Config, everything: list, hashes: dict) -> list | No
     them now; None when they choose none (the header build says why)."""
     if config.results_dir is None:
         return None
+    from . import reduce  # pandas: only a run that links the library waits for it
+
     by_name = {k.name: k for k in everything}
     try:
         frame = reduce.load_set(config.results_dir, config.problems, config.results_dir.name)
@@ -262,6 +264,8 @@ def header_dependencies(config: Config) -> list:
 def workloads_command(env, targets: list) -> list:
     """The command of `scons workloads`, its variables checked; it needs PyTorch (and torchvision
     for a model named by torchvision) and nothing the other targets need."""
+    from . import importer
+
     others = sorted(set(targets) - {"workloads"})
     if others:
         raise KernelgenError(f"scons workloads runs alone (also asked for: {shorten(', '.join(others))}); "

@@ -243,6 +243,12 @@ def _regime(base_ms: float) -> str:
 
 def _attributes_in(kernel, regime: str) -> list:
     """``attributes`` of ``kernel`` on a layer of ``regime``."""
+    out = _kernel_attributes(kernel)
+    return out + [f"{a}|{regime}" for a in out]
+
+
+def _kernel_attributes(kernel) -> list:
+    """The attributes of ``_attributes_in`` that do not depend on the layer's regime (its first half)."""
     name = group(kernel)
     out = [f"group={name}"]
     tile = _tiling(kernel)
@@ -259,7 +265,7 @@ def _attributes_in(kernel, regime: str) -> list:
             out.append(f"source={kernel.source}")
         if kernel.store_stages is not None:
             out.append(f"store_stages={kernel.store_stages}")
-    return out + [f"{a}|{regime}" for a in out]
+    return out
 
 
 # ---- the model ----------------------------------------------------------------------------------------
@@ -326,8 +332,14 @@ class Model:
         """(``_serves_key``, ``_tiling``, theta, name, regime -> the sum of its attributes'
         corrections, added up as ``predict`` adds them) of ``kernel``."""
         import numpy as np
-        corrections = {label: sum(self.corrections.get(a, 0.0) for a in _attributes_in(kernel, label))
-                       for _, label in REGIMES}
+        get, out = self.corrections.get, _kernel_attributes(kernel)
+        common = sum(get(a, 0.0) for a in out)  # the first terms of each regime's sum, in its order
+        corrections = {}
+        for _, label in REGIMES:
+            total = common
+            for a in out:
+                total += get(f"{a}|{label}", 0.0)
+            corrections[label] = total
         return (_serves_key(kernel), _tiling(kernel), np.array(self.theta.get(group(kernel), self.fallback)),
                 kernel.name, corrections)
 

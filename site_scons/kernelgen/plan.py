@@ -35,11 +35,12 @@ def sources_and_hashes(kernels, templates_dir, profiler_dir, flags: list[str], c
     for them, and the hash its measured rows must carry."""
     templates = render.lookup(templates_dir)
     cutlass = signature.cutlass_version(cutlass_include)
-    sources, hashes = {}, {}
+    sources, hashes, headers = {}, {}, {}
     for k in kernels:
         text = render.kernel_source(templates, k)
         sources[k.name] = text
-        hashes[k.name] = signature.kernel_hash(text, signature.project_headers(text, profiler_dir), flags, cutlass)
+        hashes[k.name] = signature.kernel_hash(text, signature.project_headers(text, profiler_dir, headers), flags,
+                                               cutlass)
     return sources, hashes
 
 

@@ -17,16 +17,23 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _VERSION = re.compile(r"^#define CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)", re.MULTILINE)
 
 
-def project_headers(source: str, include_dir) -> dict[str, str]:
-    """Project headers (found in ``include_dir``) that ``source`` includes, transitively."""
+def project_headers(source: str, include_dir, read: dict | None = None) -> dict[str, str]:
+    """Project headers (found in ``include_dir``) that ``source`` includes, transitively.
+    ``read``, where given, keeps what each name of ``include_dir`` reads as (its text, or None if it
+    is no file) for the next call on the same folder: the kernels of one plan share their headers."""
     include_dir = Path(include_dir)
+    read = {} if read is None else read
     found, todo = {}, _INCLUDE.findall(source)
     while todo:
         name = todo.pop()
-        path = include_dir / name
-        if name in found or not path.is_file():
+        if name in found:
             continue
-        found[name] = path.read_text()
+        if name not in read:
+            path = include_dir / name
+            read[name] = path.read_text() if path.is_file() else None
+        if read[name] is None:
+            continue
+        found[name] = read[name]
         todo.extend(_INCLUDE.findall(found[name]))
     return found
 

@@ -42,8 +42,9 @@ def check_served(problems, kernels, path) -> None:
     kernel of ``kernels`` (descriptors or manifest entries) serves: before anything is profiled or
     reduced, so that no workload is measured with, or given, a kernel of another element type."""
     kernels = list(kernels)
+    offered = {(_op(k), _element(k)) for k in kernels}  # a kernel serves a problem by these two (``serves``)
     for problem in problems:
-        if any(serves(k, problem) for k in kernels):
+        if any((op, problem.dtype) in offered for op in kernel_ops(problem)):
             continue
         ops = kernel_ops(problem)
         offered = sorted({_element(k) for k in kernels if _op(k) in ops})
