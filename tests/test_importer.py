@@ -2,6 +2,7 @@
 workload files, bad input refused in one line with nothing written, and, where PyTorch and
 torchvision are installed, real models recorded on the meta device."""
 
+import collections
 import dataclasses
 import os
 import subprocess
@@ -119,6 +120,7 @@ BAD_REQUESTS = [
     (dict(name="my-net"), "NAME='my-net': a workload set's name must be a plain identifier"),
     (dict(name="1net"), "NAME='1net': a workload set's name must be a plain identifier"),
     (dict(name="../evil"), "NAME='../evil': a workload set's name must be a plain identifier"),
+    (dict(epilogues="yes"), "EPILOGUES='yes': expected 1 (write each layer's epilogue= into its line) or 0"),
 ]
 
 
@@ -296,6 +298,7 @@ def scons(*args):
     (["BATCH=0", "MODEL=resnet50"], "scons: BATCH='0': expected a positive integer\n"),
     (["INPUT=224x224", "MODEL=resnet50"], "scons: INPUT='224x224': expected CxHxW"),
     (["BATCH=1"], "scons: MODEL is not set"),
+    (["MODEL=resnet50", "EPILOGUES=2"], "scons: EPILOGUES='2': expected 1 (write each layer's epilogue= into its line)"),
     (["MODEL=resnet50", "profile"], "scons: scons workloads runs alone (also asked for: profile)"),
 ])
 def test_scons_workloads_checks_its_variables_before_anything_else(args, message):
@@ -506,3 +509,76 @@ def test_a_model_with_a_backbone_is_built_without_its_backbones_weights():
     torchvision = SimpleNamespace(models=SimpleNamespace(get_model_builder=builders.__getitem__))
     assert importer.no_weights(torchvision, "deeplab") == {"weights": None, "weights_backbone": None}
     assert importer.no_weights(torchvision, "resnet") == {"weights": None}
+
+
+def test_resnet50s_epilogues_are_recorded_and_written_only_when_asked(torch_nets, tmp_path):
+    """conv -> batch norm (eval) -> relu is bias+relu; a bottleneck's last conv -> batch norm -> add of
+    the identity -> relu is bias+add+relu; a downsample's conv -> batch norm, read by that add, is
+    bias; the classifier's own bias is bias."""
+    plain = importer.import_workloads(parse_request("resnet50", 2), tmp_path, log=lambda m: None).read_text()
+    assert ("# What the forward pass runs on the outputs of these layers, that a kernel could fuse (EPILOGUES=1 "
+            "writes them into the lines; a batch norm in eval mode is a bias): bias+relu 33, bias+add+relu 16, "
+            "bias 5 call(s).") in plain
+    assert all(not p.epilogue for p in parse_workloads(plain))
+    fused = importer.import_workloads(parse_request("resnet50", 2, name="r50", epilogues="1"), tmp_path,
+                                      log=lambda m: None).read_text()
+    assert "EPILOGUES=1` (" in fused
+    problems = parse_workloads(fused)
+    counts = collections.Counter()
+    for p in problems:
+        counts[p.epilogue] += p.count
+    assert counts == {"bias+relu": 33, "bias+add+relu": 16, "bias": 5}
+    downsample = [p for p in problems if p.op == "conv2d_fprop" and (p.h, p.c, p.k, p.r) == (56, 64, 256, 1)]
+    assert sorted((p.epilogue, p.count) for p in downsample) == [("bias", 1), ("bias+add+relu", 3)], \
+        "the same shape is two workloads: the bottleneck's end and the downsample"
+
+
+FUSING = '''
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(8, 8, 3, padding=1, bias=True)
+        self.b = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.c = nn.Conv2d(8, 8, 1)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = F.silu(self.a(x))            # conv's own bias, then silu: bias+silu
+        z = self.bn(self.b(y))           # conv, batch norm: bias ...
+        w = torch.relu(z) + z            # ... but z is read twice: the relu is not fused
+        v = self.c(w)
+        v = v * 2.0                      # not an epilogue step: stops the chain at bias
+        return self.fc(v.mean((2, 3)))   # linear with bias, nothing after: bias
+
+
+def fusing():
+    return Net()
+'''
+
+
+def test_a_step_is_fused_only_where_the_value_before_it_has_no_other_use(torch_nets, tmp_path):
+    (tmp_path / "kernelgen_fusing_nets.py").write_text(FUSING)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        calls = importer.record_model(parse_request("kernelgen_fusing_nets:fusing", 2, "8x6x6"), log=lambda m: None)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert [(c.op, c.epilogue) for c in calls] == [("conv2d", "bias+silu"), ("conv2d", "bias"), ("conv2d", "bias"),
+                                                 ("linear", "bias")]
+
+
+def test_the_plan_groups_by_epilogue_only_when_the_lines_say_it():
+    conv = importer.Call("conv2d", (2, 8, 6, 6), (8, 8, 3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    calls = [dataclasses.replace(conv, epilogue=e) for e in ("bias+relu", "bias+relu", "bias")]
+    merged = importer.plan_workloads(calls)
+    assert [(p.epilogue, p.count) for p in merged.problems] == [("", 3)]
+    assert merged.epilogues == {"bias+relu": 2, "bias": 1} and not merged.written
+    split = importer.plan_workloads(calls, epilogues=True)
+    assert [(p.epilogue, p.count) for p in split.problems] == [("bias+relu", 2), ("bias", 1)] and split.written
+    assert importer.workload_line(split.problems[0]).endswith(" epilogue=bias+relu count=2 dtype=f16")

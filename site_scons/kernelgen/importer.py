@@ -40,7 +40,7 @@ from pathlib import Path
 
 from . import inputs
 from .errors import KernelgenError, shorten
-from .ops.common import INT_MAX, ascii_integer
+from .ops.common import ACTIVATIONS, INT_MAX, ascii_integer
 from .render import write_generated
 from .vocab import DATA_TYPES
 from .workloads import Conv2dProblem, GemmProblem, parse_workloads
@@ -78,6 +78,7 @@ class Request:
     dtype: str  # what the layers are profiled as
     name: str  # the workload set's name
     replace: bool = False  # whether an existing NAME.txt may be written again
+    epilogues: bool = False  # whether the lines say the epilogues the network runs (EPILOGUES=1)
 
     @property
     def factory(self):
@@ -94,6 +95,8 @@ class Request:
             words.append(f"DTYPE={self.dtype}")
         if self.name != default_name(self.model, self.batch):
             words.append(f"NAME={self.name}")
+        if self.epilogues:
+            words.append("EPILOGUES=1")
         return " ".join(words)
 
     @property
@@ -120,13 +123,14 @@ def parse_input(text: str) -> tuple:
     return tuple(values)
 
 
-def parse_replace(value) -> bool:
-    """REPLACE=1 lets an existing set file be written again; empty or 0 (the default) keeps it."""
+def parse_replace(value, variable: str = "REPLACE", meaning: str = "write NAME.txt again") -> bool:
+    """REPLACE=1 lets an existing set file be written again; empty or 0 (the default) keeps it
+    (and so for another 0-or-1 ``variable``)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip()
     if text not in ("", "0", "1"):
-        raise ModelError(f"REPLACE={shorten(value)!r}: expected 1 (write NAME.txt again) or 0")
+        raise ModelError(f"{variable}={shorten(value)!r}: expected 1 ({meaning}) or 0")
     return text == "1"
 
 
@@ -148,7 +152,8 @@ def default_name(model: str, batch: int) -> str:
     return f"{model.rpartition(':')[2]}_b{batch}"
 
 
-def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="", replace="") -> Request:
+def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="", replace="",
+                  epilogues="") -> Request:
     """Validate the variables of `scons workloads` (no PyTorch needed)."""
     model = (model or "").strip()
     if not model:
@@ -166,7 +171,8 @@ def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="
     if not _IDENTIFIER.match(name):
         raise ModelError(f"NAME={shorten(name)!r}: a workload set's name must be a plain identifier "
                          "(letters, digits and _, not starting with a digit)")
-    return Request(model=model, batch=batch, input=shape, dtype=dtype, name=name, replace=parse_replace(replace))
+    return Request(model=model, batch=batch, input=shape, dtype=dtype, name=name, replace=parse_replace(replace),
+                   epilogues=parse_replace(epilogues, "EPILOGUES", "write each layer's epilogue= into its line"))
 
 
 # ---- recorded calls -> workloads (plain Python) ---------------------------------------------------
@@ -178,7 +184,8 @@ class Call:
     ``input`` and ``weight`` are shapes (NCHW-style for convolutions, PyTorch's weight layout:
     out x in/groups x spatial..., out x in for linear); ``stride``, ``dilation`` one int per
     spatial dimension; ``padding`` one int per spatial dimension, or PyTorch's "same" or
-    "valid"; ``dtype`` the input's torch dtype name ("float32")."""
+    "valid"; ``dtype`` the input's torch dtype name ("float32"); ``epilogue`` the steps the forward
+    pass ran on the output that a kernel could fuse (``Chains``), as ``epilogue=`` writes them."""
 
     op: str
     input: tuple
@@ -188,6 +195,7 @@ class Call:
     dilation: tuple = ()
     groups: int = 1
     dtype: str = "float32"
+    epilogue: str = ""  # what the forward pass ran on its output and could be fused (record_calls)
 
 
 def resolve_padding(padding, kernel: tuple, dilation: tuple) -> tuple:
@@ -218,18 +226,22 @@ def why_not_profiled(call: Call) -> str:
     return ""
 
 
-def to_problem(call: Call, dtype: str):
-    """The workload a profilable call is: Conv2dProblem or GemmProblem, in ``dtype``."""
+def to_problem(call: Call, dtype: str, epilogues: bool = False):
+    """The workload a profilable call is: Conv2dProblem or GemmProblem, in ``dtype``; with
+    ``epilogues``, of the call's epilogue."""
+    epilogue = call.epilogue if epilogues else ""
     if call.op == "linear":
         out_features, in_features = call.weight
-        return GemmProblem(m=math.prod(call.input[:-1]), n=out_features, k=in_features, dtype=dtype)
+        return GemmProblem(m=math.prod(call.input[:-1]), n=out_features, k=in_features, dtype=dtype,
+                           epilogue=epilogue)
     n, c, h, w = call.input
     k, _, r, s = call.weight
     (top, bottom), (left, right) = resolve_padding(call.padding, (r, s), call.dilation)
     # An uneven "same" padding is the extra row/column padded onto the input, then even padding.
     return Conv2dProblem(n=n, h=h + bottom - top, w=w + right - left, c=c, k=k, r=r, s=s, pad_h=top,
                          pad_w=left, stride_h=call.stride[0], stride_w=call.stride[1],
-                         dilation_h=call.dilation[0], dilation_w=call.dilation[1], groups=call.groups, dtype=dtype)
+                         dilation_h=call.dilation[0], dilation_w=call.dilation[1], groups=call.groups, dtype=dtype,
+                         epilogue=epilogue)
 
 
 def describe(call: Call) -> str:
@@ -256,15 +268,18 @@ class Plan:
     linear_calls: int
     dtypes: list  # the torch dtypes the profiled calls ran in, sorted
     skipped_flops: list = field(default_factory=list)  # call_flops of each skipped call
+    epilogues: dict = field(default_factory=dict)  # epilogue -> profiled calls that run it (record_calls)
+    written: bool = False  # whether the lines say their epilogues (EPILOGUES=1)
 
 
-def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
-    """Group the calls: one workload per distinct problem, one comment per distinct skipped call."""
+def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = False) -> Plan:
+    """Group the calls: one workload per distinct problem (with ``epilogues``, of its epilogue too),
+    one comment per distinct skipped call."""
     if dtype not in DATA_TYPES:
         raise ModelError(f"DTYPE={dtype!r}: expected one of {', '.join(DTYPES)}")
     counts, first = {}, {}
     skipped_counts, skipped_first = {}, {}
-    dtypes, skipped_flops = set(), []
+    dtypes, skipped_flops, chains = set(), [], {}
     for call in calls:
         if call.op not in OPS:
             raise ModelError(f"recorded call of unknown operation {call.op!r}")
@@ -274,7 +289,8 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
             skipped_counts[key] = skipped_counts.get(key, 0) + 1
             skipped_flops.append(call_flops(call))
             continue
-        problem = to_problem(call, dtype)
+        problem = to_problem(call, dtype, epilogues)
+        chains[call.epilogue] = chains.get(call.epilogue, 0) + 1
         if problem.op == "conv2d_fprop" and (problem.p < 1 or problem.q < 1):
             raise ModelError(f"recorded {describe(call)} has no output")
         counts[problem.name] = counts.get(problem.name, 0) + 1
@@ -284,7 +300,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE) -> Plan:
     skipped = [(reason, text, n) for (reason, text), n in skipped_counts.items()]
     conv_calls = sum(1 for c in calls if c.op in CONV_OPS)
     linear_calls = sum(1 for c in calls if c.op == "linear")
-    return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops)
+    return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops, chains, epilogues)
 
 
 def workload_line(problem) -> str:
@@ -301,6 +317,8 @@ def workload_line(problem) -> str:
                 words.append(f"{key}_h={a} {key}_w={b}")
         if p.groups > 1:
             words.append(f"groups={p.groups}")
+    if problem.epilogue:
+        words.append(f"epilogue={problem.epilogue}")
     words.append(f"count={problem.count} dtype={problem.dtype}")
     return " ".join(words)
 
@@ -348,6 +366,13 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
         "network first runs them.",
         f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls.",
     ]
+    fused = sorted(((e, n) for e, n in plan.epilogues.items() if e), key=lambda t: (-t[1], t[0]))
+    if fused:
+        said = "the lines say them (epilogue=)" if plan.written else "EPILOGUES=1 writes them into the lines"
+        lines.append(f"# What the forward pass runs on the outputs of these layers, that a kernel could fuse ({said}; "
+                     "a batch norm in eval mode is a bias): "
+                     + ", ".join(f"{e} {n}" for e, n in fused)
+                     + (f", none {plan.epilogues['']}" if plan.epilogues.get("") else "") + " call(s).")
     lines += [workload_line(p) for p in plan.problems]
     if plan.skipped:
         lines.append("# Not profiled (the tool profiles 2-D convolutions on NCHW batches, grouped and depthwise "
@@ -593,31 +618,141 @@ def attention_calls(args: tuple, kwargs: dict, native: bool = False) -> list:
     return calls
 
 
+class _Stage:
+    """A tensor a convolution or linear call's output became by steps a kernel could fuse."""
+
+    def __init__(self, call: int, steps: tuple, tensor):
+        self.call, self.steps, self.tensor = call, steps, tensor  # the tensor is held: its id stays its own
+        self.uses, self.next = 0, None
+
+
+class Chains:
+    """What the forward pass runs on each convolution's and linear layer's output that a kernel's
+    epilogue could compute (``ops.common.EPILOGUE_STEPS``): a batch norm in eval mode or the
+    layer's own bias (a bias), then an activation and a residual add (of a tensor of the output's
+    shape, another layer's output or not), in the order it runs them. A step is fused only where the tensor before it has no
+    other use: a value another op reads must be written. Fed every function the recorder sees."""
+
+    def __init__(self, torch):
+        F, T = torch.nn.functional, getattr(torch, "Tensor", None)
+        def found(owner, name):  # the function, if it is there and can key a dict
+            function = getattr(owner, name, None) if owner is not None else None
+            try:
+                hash(function)
+            except TypeError:
+                return None
+            return function
+        steps = ((F, "relu"), (torch, "relu"), (T, "relu"), (F, "silu"), (F, "gelu"), (F, "hardswish"),
+                 (torch, "sigmoid"), (T, "sigmoid"), (F, "sigmoid"))
+        self.activations = {found(o, n): n for o, n in steps if found(o, n) is not None}
+        self.adds = {found(*where) for where in ((torch, "add"), (T, "add"), (T, "add_"), (T, "__add__"),
+                                                 (T, "__iadd__"), (T, "__radd__")) if found(*where) is not None}
+        self.batch_norm = found(F, "batch_norm")
+        self.tensor_type = T if isinstance(T, type) else type(None)  # no tensors: no chains
+        self.stages, self.roots = {}, {}  # id(tensor) -> its _Stage; call index -> its first _Stage
+
+    @staticmethod
+    def _hashable(func) -> bool:
+        try:
+            hash(func)
+        except TypeError:
+            return False
+        return True
+
+    def _stage(self, value):
+        stage = self.stages.get(id(value))
+        return stage if stage is not None and stage.tensor is value else None
+
+    def used(self, args: tuple, kwargs: dict) -> list:
+        """The stages a call's arguments are (asked before it runs: an in-place step makes its
+        tensor the next stage)."""
+        found = []
+        for value in (*args, *kwargs.values()):
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                stage = self._stage(item)
+                if stage is not None:
+                    found.append(stage)
+        return found
+
+    def count(self, stages: list, result) -> None:
+        """A call that made a tensor of ``stages`` used each; one that asked a tensor for its shape
+        or dimensions (a number, not a tensor) read no value of it."""
+        items = result if isinstance(result, (list, tuple)) else (result,)
+        if any(isinstance(item, self.tensor_type) for item in items):
+            for stage in stages:
+                stage.uses += 1
+
+    def output(self, call: int, result, bias) -> None:
+        """A convolution or linear call's output: the chain's start."""
+        stage = _Stage(call, ("bias",) if bias is not None else (), result)
+        self.stages[id(result)], self.roots[call] = stage, stage
+
+    def ran(self, func, args: tuple, kwargs: dict, result) -> None:
+        """``func`` ran on ``args`` giving ``result``: a step of a chain, if it is one."""
+        if not args or not isinstance(result, self.tensor_type):
+            return
+        stage, steps = self._stage(args[0]), None
+        if func is self.batch_norm and func is not None:
+            training = kwargs.get("training", args[5] if len(args) > 5 else False)
+            if stage is not None and not training and stage.steps in ((), ("bias",)):
+                steps = ("bias",)
+        elif self._hashable(func) and func in self.activations:
+            if stage is not None and not any(s in ACTIVATIONS for s in stage.steps):
+                steps = stage.steps + (self.activations[func],)
+        elif self._hashable(func) and func in self.adds and len(args) >= 2 and kwargs.get("alpha", 1) == 1:
+            # the first operand that is a chain's goes on; the other, the residual, is read (and so written)
+            pair = [(self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))]
+            stage, other = next(((st, b) for st, b in pair if st is not None), (None, None))
+            if (stage is not None and "add" not in stage.steps and isinstance(other, self.tensor_type)
+                    and tuple(other.shape) == tuple(stage.tensor.shape) and other is not stage.tensor):
+                steps = stage.steps + ("add",)
+        if steps is not None and stage is not None:
+            stage.next = _Stage(stage.call, steps, result)
+            self.stages[id(result)] = stage.next
+
+    def epilogue(self, call: int) -> str:
+        """The steps of ``call``'s chain a kernel could fuse, '+'-joined ("" for none)."""
+        stage = self.roots.get(call)
+        if stage is None:
+            return ""
+        while stage.next is not None and stage.uses == 1:
+            stage = stage.next
+        return "+".join(stage.steps)
+
+
 def record_calls(torch, model, example) -> list:
-    """Every recorded call of one forward pass of ``model`` on ``example``, in order. A function
-    the recorder sees runs without it, so the linear calls inside an attention are recorded from
-    its arguments (``attention_calls``)."""
+    """Every recorded call of one forward pass of ``model`` on ``example``, in order, each with the
+    epilogue the pass ran on its output (``Chains``). A function the recorder sees runs without
+    it, so the linear calls inside an attention are recorded from its arguments
+    (``attention_calls``), their epilogues not."""
     F = torch.nn.functional
     functions = {getattr(F, op): op for op in OPS if hasattr(F, op)}
     attentions = {f: native for f, native in ((getattr(F, "multi_head_attention_forward", None), False),
                                               (getattr(torch, "_native_multi_head_attention", None), True))
                   if f is not None}
-    calls = []
+    calls, chains = [], Chains(torch)
 
     class Recorder(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            used = chains.used(args, kwargs)
             op = functions.get(func)
             if op is not None:
                 calls.append(call_of(op, args, kwargs))
             elif func in attentions:
                 calls.extend(attention_calls(args, kwargs, attentions[func]))
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            chains.count(used, result)
+            if op is not None:
+                chains.output(len(calls) - 1, result, kwargs.get("bias", args[2] if len(args) > 2 else None))
+            else:
+                chains.ran(func, args, kwargs, result)
+            return result
 
     model.eval()
     with torch.no_grad(), Recorder():
         model(example)
-    return calls
+    return [replace(c, epilogue=chains.epilogue(i)) if c.op in ("conv2d", "linear") else c for i, c in enumerate(calls)]
 
 
 def _example(torch, model, shape, device):
@@ -698,7 +833,7 @@ def import_workloads(request: Request, sets_dir, log=print, results_root=DEFAULT
     """Record the model, write SETS_DIR/NAME.txt (atomically, only when complete), report."""
     path = destination(request, sets_dir, results_root)
     calls = record_model(request, log)
-    plan = plan_workloads(calls, request.dtype)
+    plan = plan_workloads(calls, request.dtype, request.epilogues)
     text = workload_text(plan, request, torch_versions())
     try:
         write_generated(path, text)
@@ -719,10 +854,12 @@ def main(argv=None) -> int:
     parser.add_argument("--name", default="", help="the workload set's name (default <model>_b<batch>)")
     parser.add_argument("--sets-dir", required=True, help="where NAME.txt is written")
     parser.add_argument("--replace", action="store_true", help="write NAME.txt even when it exists")
+    parser.add_argument("--epilogues", default="0", help="1: write each layer's epilogue= into its line")
     parser.add_argument("--results", default=DEFAULT_RESULTS, help="the results root (named when NAME has results)")
     args = parser.parse_args(argv)
     try:
-        request = parse_request(args.model, args.batch, args.input, args.dtype, args.name, args.replace)
+        request = parse_request(args.model, args.batch, args.input, args.dtype, args.name, args.replace,
+                                args.epilogues)
         import_workloads(request, args.sets_dir, log=lambda m: print(m, flush=True), results_root=args.results)
     except NoTorchError as e:
         print(f"scons workloads: {e}", file=sys.stderr)

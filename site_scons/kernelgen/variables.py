@@ -65,6 +65,8 @@ def variables(arguments) -> Variables:
         ("NAME", "scons workloads: the set's name (default <model>_b<batch>)", ""),
         ("REPLACE", "scons workloads: 1 writes NAME.txt again when it exists (its results were measured for the "
                     "old one)", "0"),
+        ("EPILOGUES", "scons workloads: 1 writes the epilogue each layer's output goes through (epilogue=bias+relu, "
+                      "...) into its line", "0"),
         ("GPU", "GPU whose results best_kernels.h is built from, a name or its folder name (nvidia_h200); "
                 "default: this machine's GPU, else the only GPU with results", ""),
     )
