@@ -71,7 +71,7 @@ def test_a_cache_that_cannot_be_written_is_named_and_the_build_goes_on_without_i
     project = project_in(tmp_path / "p")
     (tmp_path / "file").write_text("")
     out = run(project, "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={tmp_path / 'file' / 'cache'}")
-    assert f"scons: CACHE={tmp_path / 'file' / 'cache'}: cannot write there (Not a directory); building without " \
-           "the cache" in out.stdout, out.stdout
+    assert f"scons: CACHE={tmp_path / 'file' / 'cache'}: cannot write there ({tmp_path / 'file'} is no folder); " \
+           "building without the cache" in out.stdout, out.stdout
     assert compiled_kernels(toolchain, 0) == sorted(f"{k}.cu" for k in KERNELS), "compiled, as without CACHE="
     assert (tmp_path / "file").read_text() == "" and "Retrieved `" not in out.stdout

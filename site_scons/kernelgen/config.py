@@ -7,6 +7,7 @@ long (``errors.shorten``).
 """
 
 import importlib.util
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -209,10 +210,15 @@ def check_cache_dir(given: str, root: Path, build: Path) -> Path | None:
 
 
 def unwritable(folder: Path) -> str | None:
-    """None if ``folder`` (made if missing) takes a file; else why not, in a few words."""
+    """None if ``folder`` takes a file (a missing one: if the folder it would be made in does);
+    else why not, in a few words. Nothing is left behind: a probe file is made and removed."""
+    existing = folder
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot write there ({shorten(existing)} is no folder)"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".kernelgen-probe-"):
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".kernelgen-probe-"):
             pass
     except OSError as e:
         return f"cannot write there ({e.strerror or type(e).__name__})"
