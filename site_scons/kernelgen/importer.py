@@ -630,24 +630,23 @@ class Chains:
     """What the forward pass runs on each convolution's and linear layer's output that a kernel's
     epilogue could compute (``ops.common.EPILOGUE_STEPS``): a batch norm in eval mode or the
     layer's own bias (a bias), then an activation and a residual add (of a tensor of the output's
-    shape, another layer's output or not), in the order it runs them. A step is fused only where the tensor before it has no
-    other use: a value another op reads must be written. Fed every function the recorder sees."""
+    shape, another layer's output or not), in the order it runs them. A step is fused only where
+    the tensor before it has no other use: a value another op reads must be written. Fed every
+    function the recorder sees."""
 
     def __init__(self, torch):
         F, T = torch.nn.functional, getattr(torch, "Tensor", None)
-        def found(owner, name):  # the function, if it is there and can key a dict
-            function = getattr(owner, name, None) if owner is not None else None
-            try:
-                hash(function)
-            except TypeError:
-                return None
-            return function
-        steps = ((F, "relu"), (torch, "relu"), (T, "relu"), (F, "silu"), (F, "gelu"), (F, "hardswish"),
-                 (torch, "sigmoid"), (T, "sigmoid"), (F, "sigmoid"))
-        self.activations = {found(o, n): n for o, n in steps if found(o, n) is not None}
-        self.adds = {found(*where) for where in ((torch, "add"), (T, "add"), (T, "add_"), (T, "__add__"),
-                                                 (T, "__iadd__"), (T, "__radd__")) if found(*where) is not None}
-        self.batch_norm = found(F, "batch_norm")
+        where = {"relu": ((F, "relu"), (torch, "relu"), (T, "relu")), "silu": ((F, "silu"),),
+                 "gelu": ((F, "gelu"),), "hardswish": ((F, "hardswish"),),
+                 "sigmoid": ((torch, "sigmoid"), (T, "sigmoid"), (F, "sigmoid")),
+                 "add": ((torch, "add"), (T, "add"), (T, "add_"), (T, "__add__"), (T, "__iadd__"), (T, "__radd__")),
+                 "batch_norm": ((F, "batch_norm"),)}
+        self.steps = {}  # function -> the step it is (a model's torch may lack some, or be a stand-in)
+        for step, places in where.items():
+            for owner, name in places:
+                function = getattr(owner, name, None) if owner is not None else None
+                if function is not None and self._hashable(function):
+                    self.steps[function] = step
         self.tensor_type = T if isinstance(T, type) else type(None)  # no tensors: no chains
         self.stages, self.roots = {}, {}  # id(tensor) -> its _Stage; call index -> its first _Stage
 
@@ -689,17 +688,17 @@ class Chains:
 
     def ran(self, func, args: tuple, kwargs: dict, result) -> None:
         """``func`` ran on ``args`` giving ``result``: a step of a chain, if it is one."""
-        if not args or not isinstance(result, self.tensor_type):
+        if not args or not isinstance(result, self.tensor_type) or not self._hashable(func):
             return
-        stage, steps = self._stage(args[0]), None
-        if func is self.batch_norm and func is not None:
+        step, stage, steps = self.steps.get(func), self._stage(args[0]), None
+        if step == "batch_norm":
             training = kwargs.get("training", args[5] if len(args) > 5 else False)
             if stage is not None and not training and stage.steps in ((), ("bias",)):
                 steps = ("bias",)
-        elif self._hashable(func) and func in self.activations:
+        elif step in ACTIVATIONS:
             if stage is not None and not any(s in ACTIVATIONS for s in stage.steps):
-                steps = stage.steps + (self.activations[func],)
-        elif self._hashable(func) and func in self.adds and len(args) >= 2 and kwargs.get("alpha", 1) == 1:
+                steps = stage.steps + (step,)
+        elif step == "add" and len(args) >= 2 and kwargs.get("alpha", 1) == 1:
             # the first operand that is a chain's goes on; the other, the residual, is read (and so written)
             pair = [(self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))]
             stage, other = next(((st, b) for st, b in pair if st is not None), (None, None))
