@@ -119,8 +119,7 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
                 proposals.append(Proposal(problem, chosen))
                 continue
         ranked = rank(problem)
-        if refused:
-            gone = refused.get(problem.name, ())
+        if gone:
             ranked = [(ms, k) for ms, k in ranked if k.name not in gone]
         if not ranked:
             # the reasons of the kernels of the problem's op and dtype first: they say what is missing

@@ -561,6 +561,7 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=prin
     under the results folder's lock. Each line they print is shown with its GPU; the status is the
     first failure's, else 0."""
     shares = balance(kernels, pairs, len(gpus))
+    planned = {index: sum(pairs.get(k, 0) for k in share) for (index, _, _), share in zip(gpus, shares) if share}
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
         for (index, name, uuid), share in zip(gpus, shares):
@@ -574,11 +575,10 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=prin
             proc = subprocess.Popen(command, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
             log(f"GPU {index} ({name}, {uuid}): {len(share)} of the {len(kernels)} kernels, "
-                f"{sum(pairs.get(k, 0) for k in share)} pair(s) to measure")
+                f"{planned[index]} pair(s) to measure")
             procs.append((index, proc))
         done = queue.Queue()
-        progress = Progress(time.monotonic(), {index: sum(pairs.get(k, 0) for k in share)
-                                               for (index, _, _), share in zip(gpus, shares) if share})
+        progress = Progress(time.monotonic(), planned)
 
         def pump(index, proc):
             for line in proc.stdout:

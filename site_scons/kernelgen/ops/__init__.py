@@ -47,12 +47,12 @@ def check_served(problems, kernels, path) -> None:
         if any((op, problem.dtype) in offered for op in kernel_ops(problem)):
             continue
         ops = kernel_ops(problem)
-        offered = sorted({_element(k) for k in kernels if _op(k) in ops})
+        elements = sorted({_element(k) for k in kernels if _op(k) in ops})
         what = problem.op + (f" with groups={problem.groups}" if getattr(problem, "groups", 1) > 1 else "")
         what += f" with epilogue={problem.epilogue}" if getattr(problem, "epilogue", "") else ""
         raise WorkloadError(
             path, f"workload {problem.name}: dtype {problem.dtype}: no kernel of this build computes "
-            f"{what} in {problem.dtype} (its kernels take {', '.join(offered) or 'no such op'})",
+            f"{what} in {problem.dtype} (its kernels take {', '.join(elements) or 'no such op'})",
             problem.line or None)
 
 
