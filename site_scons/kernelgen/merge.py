@@ -83,7 +83,7 @@ def check_one_build(sources: list) -> None:
                         what = (f"kernel {shorten(row['kernel'])} from code {first[0]} in one and {value} in the "
                                 f"other" if seen is code else
                                 f"different software or timing ({', '.join(first[0])} against {', '.join(value)})")
-                        raise KernelgenError(f"scons merge: {shorten(first[1])} and {shorten(source)} hold rows of "
+                        raise KernelgenError(f"{shorten(first[1])} and {shorten(source)} hold rows of "
                                              f"different builds for {set_name}/{gpu}: {what}; merge the shards of "
                                              "one build")
 
