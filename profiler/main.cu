@@ -13,6 +13,9 @@
 // times the fastest median measured so far on the workload gets --pruned-repeats batches
 // (default 3) instead of --repeats: a kernel that far behind is not the one chosen, and what is
 // recorded is still the median of its own batches (ITERATIONS says how many launches).
+// --hold-ms MS (default 0): before its timed batches a kernel runs its batch again and again for
+// MS milliseconds, so that the GPU's clocks settle at what this kernel's load holds them to;
+// --rest-ms MS (default 0): the GPU idles MS milliseconds before that.
 //
 // Job file, one record per line:
 //   workload NAME OP DTYPE EXTENTS...   (OP and its extents: a row of kJobOps below; DTYPE the
@@ -21,6 +24,10 @@
 //     workload NAME gemm f16 M N K   (D = A B^T, run as the 1x1 convolution it is)
 //     workload NAME conv2d_fprop_grouped f16 N H W C K R S PAD_H PAD_W STRIDE_H STRIDE_W DIL_H DIL_W GROUPS
 //                                    (grouped.h: KRS(C/GROUPS) filters; GroupedOperation kernels only)
+//     a conv2d_fprop or gemm line may end with EPILOGUE, '+'-joined steps (bias, add, relu, silu,
+//     gelu, hardswish, sigmoid: reference.h): its kernels are FusedOperation ones (fused.h), given
+//     a bias of K values and a residual of the output's shape, and checked against the reference
+//     convolution through the same steps
 //   kernel NAME TOLERANCE          (belongs to the workload above it)
 // The job file is read, and refused naming its line, before the GPU is asked anything.
 //
@@ -36,6 +43,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,9 +55,11 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cutlass/version.h"
+#include "fused.h"
 #include "gpu_state.h"
 #include "grouped.h"
 
@@ -71,7 +81,15 @@ struct WorkloadJob {
   Element element = Element::f16;
   Conv2dProblem problem;
   int groups = 1;  // grouped.h: more than 1 for a conv2d_fprop_grouped job
+  std::string epilogue;  // a fused job's epilogue text (fused.h); empty for none
+  EpilogueSteps steps;
   std::vector<KernelJob> kernels;
+
+  bool uses(EpilogueStep step) const {
+    return std::find(steps.step, steps.step + steps.count, step) != steps.step + steps.count;
+  }
+  size_t bias_elements() const { return uses(EpilogueStep::bias) ? size_t(problem.k) : 0; }
+  size_t residual_elements() const { return uses(EpilogueStep::add) ? problem.output_elements() : 0; }
 
   size_t filter_elements() const { return problem.filter_elements() / size_t(groups); }  // KRS(C/groups)
 };
@@ -88,6 +106,8 @@ struct Options {
   bool graph = true;           // time replays of a CUDA graph of the batch (--launches: host launches)
   double prune = 1.25;         // first batch over prune x the workload's best median: fewer repeats
   int pruned_repeats = 3;
+  double hold_ms = 0;          // the kernel's batch run this long before the timed batches
+  double rest_ms = 0;          // idle this long before the hold
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -127,9 +147,14 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--launches") o.graph = false;
     else if (arg == "--prune") o.prune = std::stod(value("--prune"));
     else if (arg == "--pruned-repeats") o.pruned_repeats = std::stoi(value("--pruned-repeats"));
+    else if (arg == "--hold-ms") o.hold_ms = std::stod(value("--hold-ms"));
+    else if (arg == "--rest-ms") o.rest_ms = std::stod(value("--rest-ms"));
     else die("unknown argument " + arg);
   }
   if (o.prune < 0 || o.pruned_repeats < 1) die("--prune must be 0 or more, --pruned-repeats positive");
+  if (!(o.hold_ms >= 0 && o.hold_ms <= 60000) || !(o.rest_ms >= 0 && o.rest_ms <= 60000)) {
+    die("--hold-ms and --rest-ms must be 0 to 60000");
+  }
   if (!o.list && !o.device_only && o.jobs_path.empty()) die("give --list, --device or --jobs FILE");
   if (o.repeats < 1 || o.warmup < 0 || o.batch_ms <= 0) die("--repeats, --warmup and --batch-ms must be positive");
   return o;
@@ -218,7 +243,14 @@ std::vector<WorkloadJob> read_jobs(const std::string& path) {
         if (!(fields >> extent)) bad(("expected " + std::to_string(op->extents) + " integers after " + name).c_str());
       }
       std::string extra;
-      if (fields >> extra) bad(("more than " + std::to_string(op->extents) + " integers after " + name).c_str());
+      if (fields >> extra) {
+        if (op->groups != one_group || !std::isalpha(static_cast<unsigned char>(extra[0]))) {
+          bad(("more than " + std::to_string(op->extents) + " integers after " + name).c_str());
+        }
+        if (!epilogue_named(extra.c_str(), &job.steps)) bad(("unknown epilogue " + extra).c_str());
+        job.epilogue = extra;
+        if (fields >> extra) bad("more than one epilogue");
+      }
       job.problem = op->problem(extents);
       job.groups = op->groups(extents);
       const Conv2dProblem& p = job.problem;
@@ -273,6 +305,7 @@ void print_device(const Device& d, const Options& o) {
 // through while timing so that a layer that fits in L2 is not timed from L2.
 struct Operands {
   std::vector<Conv2dBinding> sets;
+  std::vector<EpilogueOperands> epilogue;  // a fused job's, one a set
 };
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -280,7 +313,7 @@ size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 size_t set_bytes(const WorkloadJob& job) {
   const Conv2dProblem& p = job.problem;
   return round_up(p.activation_elements() * 2) + round_up(job.filter_elements() * 2) +
-         round_up(p.output_elements() * 2);
+         round_up(p.output_elements() * 2) + round_up(job.bias_elements() * 2) + round_up(job.residual_elements() * 2);
 }
 
 size_t sets_for(const WorkloadJob& job, double rotate_bytes) {
@@ -313,6 +346,10 @@ class Profiler {
     check(cudaEventCreate(&stop), "cudaEventCreate");
     check(cudaEventRecord(start, stream_), "cudaEventRecord");
     reference_conv2d_fprop(job.element, p, operands.sets[0].x, operands.sets[0].w, reference_, stream_, job.groups);
+    if (job.steps.count > 0) {
+      reference_epilogue(job.element, job.steps, p.output_elements(), p.k, operands.epilogue[0].bias,
+                         operands.epilogue[0].residual, reference_, stream_);
+    }
     check(cudaEventRecord(stop, stream_), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "reference convolution");
     float reference_ms = 0;
@@ -352,6 +389,20 @@ class Profiler {
       b.y = base;
       base += round_up(p.output_elements() * 2);
       operands.sets.push_back(b);
+      if (job.steps.count > 0) {
+        EpilogueOperands e;
+        if (size_t count = job.bias_elements()) {
+          e.bias = base;
+          fill_random(element, base, count, options_.seed * 7919 + 2 * sets + 2 * i, stream_);
+          base += round_up(count * 2);
+        }
+        if (size_t count = job.residual_elements()) {
+          e.residual = base;
+          fill_random(element, base, count, options_.seed * 7919 + 2 * sets + 2 * i + 1, stream_);
+          base += round_up(count * 2);
+        }
+        operands.epilogue.push_back(e);
+      }
     }
     check(cudaStreamSynchronize(stream_), "filling operands");
     return operands;
@@ -411,6 +462,18 @@ class Profiler {
       }
       grouped->set_groups(job.groups);
     }
+    auto* fused = dynamic_cast<FusedOperation*>(op.get());
+    if (job.steps.count > 0 && fused == nullptr) {
+      r.status = "unsupported";
+      r.message = "can_implement: not a fused kernel (epilogue " + job.epilogue + ")";
+      return r;
+    }
+    if (job.steps.count == 0 && fused != nullptr) {
+      r.status = "unsupported";
+      r.message = "can_implement: a fused kernel, for workloads of its epilogue only";
+      return r;
+    }
+    if (fused != nullptr) fused->set_epilogue(operands.epilogue);
     std::string why = op->can_implement(p);
     if (!why.empty()) {
       r.status = "unsupported";
@@ -519,6 +582,21 @@ class Profiler {
         return false;
       }
       synchronize_or_crash(job, kernel, "graph warm-up");
+    }
+
+    // The rest, then the hold: the batch run until --hold-ms have passed.
+    if (options_.rest_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.rest_ms));
+    if (options_.hold_ms > 0 && launched) {
+      auto hold_start = std::chrono::steady_clock::now();
+      const auto hold = std::chrono::duration<double, std::milli>(options_.hold_ms);
+      while (launched && std::chrono::steady_clock::now() - hold_start < hold) {
+        if (replay) {
+          check(cudaGraphLaunch(replay, stream_), "cudaGraphLaunch");
+        } else {
+          launch(batch);
+        }
+        synchronize_or_crash(job, kernel, "hold");
+      }
     }
 
     // The first batch alone, then the rest: a kernel well behind the workload's fastest so far

@@ -85,6 +85,26 @@ __global__ void reference_conv2d_fprop_kernel(Conv2dProblem p, int P, int Q, int
   }
 }
 
+template <typename T>
+__global__ void reference_epilogue_kernel(EpilogueSteps steps, size_t count, int k, const T* bias, const T* residual,
+                                          float* y) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    double v = y[i];
+    for (int j = 0; j < steps.count; ++j) {
+      switch (steps.step[j]) {
+        case EpilogueStep::bias: v += Convert<T>::to(bias[i % k]); break;
+        case EpilogueStep::add: v += Convert<T>::to(residual[i]); break;
+        case EpilogueStep::relu: v = v > 0 ? v : 0.0; break;
+        case EpilogueStep::silu: v = v / (1.0 + exp(-v)); break;
+        case EpilogueStep::gelu: v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752440)); break;
+        case EpilogueStep::hardswish: v = v * fmin(fmax(v + 3.0, 0.0), 6.0) / 6.0; break;
+        case EpilogueStep::sigmoid: v = 1.0 / (1.0 + exp(-v)); break;
+      }
+    }
+    y[i] = float(v);
+  }
+}
+
 __device__ inline void atomic_max_nonnegative(double* address, double value) {
   // For non-negative doubles the IEEE bit patterns order like the values.
   atomicMax(reinterpret_cast<unsigned long long*>(address), __double_as_longlong(value));
@@ -183,6 +203,36 @@ void reference_conv2d_fprop(Element element, const Conv2dProblem& problem, const
         problem, problem.p(), problem.q(), groups, static_cast<const T*>(x), static_cast<const T*>(w), y_ref);
   });
   check(cudaGetLastError(), "reference_conv2d_fprop");
+}
+
+bool epilogue_named(const char* text, EpilogueSteps* steps) {
+  static const char* const kNames[] = {"bias", "add", "relu", "silu", "gelu", "hardswish", "sigmoid"};
+  EpilogueSteps parsed;
+  std::string rest = text;
+  while (true) {
+    size_t plus = rest.find('+');
+    std::string name = rest.substr(0, plus);
+    int found = -1;
+    for (int i = 0; i < int(sizeof(kNames) / sizeof(kNames[0])); ++i) {
+      if (name == kNames[i]) found = i;
+    }
+    if (found < 0 || parsed.count == EpilogueSteps::kMaxSteps) return false;
+    parsed.step[parsed.count++] = EpilogueStep(found);
+    if (plus == std::string::npos) break;
+    rest = rest.substr(plus + 1);
+  }
+  *steps = parsed;
+  return true;
+}
+
+void reference_epilogue(Element element, const EpilogueSteps& steps, size_t count, int k, const void* bias,
+                        const void* residual, float* y_ref, cudaStream_t stream) {
+  with_type(element, [&](auto t) {
+    using T = decltype(t);
+    reference_epilogue_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+        steps, count, k, static_cast<const T*>(bias), static_cast<const T*>(residual), y_ref);
+  });
+  check(cudaGetLastError(), "reference_epilogue");
 }
 
 Comparison compare(Element element, const void* y, const float* y_ref, size_t count, Comparison* scratch,

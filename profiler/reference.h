@@ -30,6 +30,26 @@ void fill_nan(Element element, void* data, size_t count, cudaStream_t stream);
 void reference_conv2d_fprop(Element element, const Conv2dProblem& problem, const void* x, const void* w,
                             float* y_ref, cudaStream_t stream, int groups = 1);
 
+// What a fused kernel's output goes through after the product (fused.h), in the network's order:
+// a per-channel bias, a residual add, an activation; at most kMaxSteps of them.
+enum class EpilogueStep : int { bias, add, relu, silu, gelu, hardswish, sigmoid };
+
+struct EpilogueSteps {
+  static constexpr int kMaxSteps = 4;
+  int count = 0;
+  EpilogueStep step[kMaxSteps] = {};
+};
+
+// The steps of an epilogue's text ('+'-joined: bias, add, relu, silu, gelu, hardswish, sigmoid)
+// into `steps`; false if a step is none of those or there are more than kMaxSteps.
+bool epilogue_named(const char* text, EpilogueSteps* steps);
+
+// y_ref (the reference's fp32 output, NPQK, K channels) through `steps`, each in double: `bias`
+// adds bias[k], `add` the residual (of the output's shape), an activation as torch computes it
+// (gelu: erf's). bias and residual are of the element type.
+void reference_epilogue(Element element, const EpilogueSteps& steps, size_t count, int k, const void* bias,
+                        const void* residual, float* y_ref, cudaStream_t stream);
+
 struct Comparison {
   double sum_sq_diff;   // sum of (y - ref)^2
   double sum_sq_ref;    // sum of ref^2

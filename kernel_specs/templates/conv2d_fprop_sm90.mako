@@ -9,7 +9,7 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     ${v["accumulator"]}, ${v["accumulator"]},
     ${v["output"]}, cutlass::layout::TensorNHWC, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["output"]}, cutlass::layout::TensorNHWC, 128 / cute::sizeof_bits_v<${v["output"]}>,
-    ${v["epilogue"]}
+    ${v["epilogue"]}${"" if v["fusion"] is None else ",\n    " + v["fusion"]}
   >::CollectiveOp;
 using ${name}_mainloop = typename cutlass::conv::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,

@@ -1,7 +1,7 @@
 ## Shared pieces of the SM90 entry families' templates.
 ## epilogue(name, v, layout): the kernel's epilogue type, ${name}_epilogue, for C and D of
 ## cutlass::layout::<layout>: what CUTLASS's builder makes, or with v["store_stages"] TMA stores
-## in flight (profiler/epilogue_sm90.h).
+## in flight (profiler/epilogue_sm90.h); with v["fusion"], that fusion operation (kernelgen.fusion).
 ## device_op(name, v): the kernel's device-level type, ${name}: GemmUniversalAdapter over
 ## ${name}_base, launched with PDL (v["pdl"], profiler/dependent_launch.h) or with a K split
 ## (v["splits"], profiler/stream_k_adapter.h).
@@ -15,7 +15,7 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     ${v["accumulator"]}, ${v["accumulator"]},
     ${v["source"]}, cutlass::layout::${layout}, 128 / cute::sizeof_bits_v<${v["output"]}>,
     ${v["output"]}, cutlass::layout::${layout}, 128 / cute::sizeof_bits_v<${v["output"]}>,
-    ${v["epilogue"]}
+    ${v["epilogue"]}${"" if v["fusion"] is None else ",\n    " + v["fusion"]}
   >::CollectiveOp;
 % else:
 using ${name}_epilogue = typename kernelgen::Sm90TmaEpilogue<

@@ -31,7 +31,7 @@ def variant_of(kernel) -> tuple:
     but for those differ by a microsecond at most, so a layer's candidates hold one of them."""
     if isinstance(kernel, GemmSm90):
         return (type(kernel).__name__, kernel.tile, kernel.cluster, kernel.schedule, kernel.scheduler, kernel.splits,
-                kernel.epilogue_tile, kernel.store_stages)
+                kernel.epilogue_tile, kernel.store_stages, kernel.fusion)
     return (kernel.name,)
 
 

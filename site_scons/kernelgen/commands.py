@@ -17,6 +17,7 @@ from . import candidates, cost_model, inputs, outputs, resolved, results
 from . import plan as plan_module
 from .config import Config
 from .errors import KernelgenError, shorten
+from .fusion import with_fused
 from .ops import check_header_keys, check_served
 from .ops import serves as serves_op
 from .space import load_space, merged
@@ -26,9 +27,11 @@ from .variables import ROOT, scons_text
 
 def catalog(config: Config) -> list:
     """Every kernel a build may hold: the listed ones (SPECS), and with TOP= other than ``listed``
-    the generated space's (SPACES) too, sorted by name."""
+    the generated space's (SPACES) too, and the fused variants of those for the set's epilogues
+    (``fusion.with_fused``), sorted by name."""
     listed = load_catalog(config.specs_dir)
-    return listed if config.top == "listed" else merged(listed, load_space(config.spaces_dir))
+    kernels = listed if config.top == "listed" else merged(listed, load_space(config.spaces_dir))
+    return with_fused(kernels, config.problems)
 
 
 def did_not_compile_text(config: Config, name: str) -> str:

@@ -195,14 +195,22 @@ def time_kernels(torch, call, sets: int, calls: int = PROFILED_CALLS) -> tuple[f
 
 def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, float, float, str]:
     """(library, ms call by call, ms in a CUDA graph, kernel ms from torch.profiler, the kernels a
-    call runs): what PyTorch runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM.
-    The kernel time is NaN and the kernels empty, with the reason logged, when torch.profiler's
-    events cannot be attributed to the calls."""
+    call runs): what PyTorch runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM;
+    for a problem of an epilogue, the fastest in a CUDA graph of that followed by PyTorch's ops and
+    the library's own fused calls for it (``fused_baselines``: cuDNN's, cuBLASLt's). The kernel
+    time is NaN and the kernels empty, with the reason logged, when torch.profiler's events cannot
+    be attributed to the calls."""
     op = op_of(problem)
-    library, (call, sets) = op.BASELINE, op.baseline_call(torch, problem, l2_bytes)
+    paths = [(op.BASELINE, *op.baseline_call(torch, problem, l2_bytes))]
+    if getattr(problem, "epilogue", ""):
+        paths[0] = (f"{op.BASELINE} + torch", *paths[0][1:])
+        paths += op.fused_baselines(torch, problem, l2_bytes)
     with torch.no_grad():
+        timed = []
+        for library, call, sets in paths:
+            timed.append((time_graph(torch, call, sets)[0], library, call, sets))
+        graph_ms, library, call, sets = min(timed, key=lambda t: t[0])
         calls_ms = time_calls(torch, call, sets)[0]
-        graph_ms = time_graph(torch, call, sets)[0]
         try:
             kernel_ms, kernels = time_kernels(torch, call, sets)
         except KernelgenError as e:

@@ -89,7 +89,7 @@ def serves(kernel, problem) -> str | None:
             return "built for dilation 1"
         return None if conv.c % 8 == 0 else "C must be a multiple of 8"
     pointwise = conv.r == conv.s == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == conv.pad_w == 0
-    if kernel.op == "gemm" and not pointwise:
+    if kernel.op.split(":")[0] == "gemm" and not pointwise:
         return "not a GEMM: needs a 1x1, stride-1, unpadded convolution"
     if isinstance(kernel, Gemv):
         if conv.n * conv.p * conv.q > kernel.max_m:

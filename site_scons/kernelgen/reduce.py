@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import inputs, outputs, render, results
-from .errors import ResultsError
+from .errors import ResultsError, WorkloadError
 from .ops import OPS, check_header_keys, check_served, serves
 from .targets import TARGETS
 from .vocab import DATA_TYPES, VERIFY_TOLERANCE, verify_tolerance
@@ -252,6 +252,16 @@ def target_arch(kernels) -> tuple:
     return max(k.arch for k in kernels), False
 
 
+def check_exportable(problems, workload_file) -> None:
+    """Refuse (WorkloadError naming the line) a workload of an epilogue: its kernels are profiled
+    and compared, but the header's launcher takes no bias or residual to give them."""
+    for problem in problems:
+        if getattr(problem, "epilogue", ""):
+            raise WorkloadError(workload_file, f"workload {problem.name} has epilogue={problem.epilogue}: best_kernels.h "
+                                "does not export fused kernels yet (its launcher takes no bias or residual); "
+                                "scons profile and scons compare measure them", problem.line or None)
+
+
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
                  project_includes=None, workload_file="the workload file", gpu: str | None = None,
                  set_name: str = "") -> pd.DataFrame:
@@ -261,6 +271,7 @@ def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, tem
     ``gpu``: the slug of the GPU whose folder ``results_dir`` is; its rows must all be of that GPU."""
     check_served(problems, list(kernels_by_name.values()), workload_file)
     check_header_keys(problems, workload_file)
+    check_exportable(problems, workload_file)
     frame = load_set(results_dir, problems, gpu)
     best = choose(frame, problems, hashes, kernels_by_name)
     files = header_files(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),

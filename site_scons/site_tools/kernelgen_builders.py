@@ -31,6 +31,7 @@ def _write_value(target, source, env):
 
 def _best_kernels_header(target, source, env):
     from kernelgen.errors import KernelgenError
+    from kernelgen.fusion import with_fused
     from kernelgen.outputs import write
     from kernelgen.reduce import build_header
     from kernelgen.resolved import load
@@ -44,7 +45,8 @@ def _best_kernels_header(target, source, env):
     try:
         _, _, problems = load(config["resolved"])  # BUILD/workloads.json, the set as SConstruct resolved it
         listed = load_catalog(config["specs"])
-        kernels = {k.name: k for k in (listed if config["spaces"] is None else merged(listed, load_space(config["spaces"])))}
+        kernels = {k.name: k for k in with_fused(
+            listed if config["spaces"] is None else merged(listed, load_space(config["spaces"])), problems)}
         with tempfile.TemporaryDirectory() as scratch:  # written here, then into BUILD through its record
             best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
                                 scratch, config["project_includes"], config["workload_file"],

@@ -9,6 +9,8 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
+from ..fusion import FUSED_INCLUDES, fusion_cpp
+from ..ops.common import epilogue_suffix, fused_ops
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
 from .common import family_keys
@@ -52,14 +54,30 @@ class Conv2dFpropSm90:
     stages: int
     tile: tuple
     cluster: tuple
+    fusion: str = ""  # the epilogue it computes (kernelgen.fusion); "" for none
 
-    op = "conv2d_fprop"
+    kernel_op = "conv2d_fprop"
     arch = 90
     arch_specific = True  # needs sm_{arch}a, not a later architecture
     template = TEMPLATE
-    includes = INCLUDES
-    adapter = "kernelgen::Conv2dOperation3x"  # the profiler's adapter template
-    adapter_header = "conv2d_adapter_3x.h"
+
+    @property
+    def op(self) -> str:
+        """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_ops)."""
+        return fused_ops((self.kernel_op,), self.fusion)[0]
+
+    @property
+    def includes(self) -> tuple:
+        return INCLUDES + (FUSED_INCLUDES if self.fusion else ())
+
+    @property
+    def adapter(self) -> str:
+        """The profiler's adapter template."""
+        return "kernelgen::FusedConv2dOperation3x" if self.fusion else "kernelgen::Conv2dOperation3x"
+
+    @property
+    def adapter_header(self) -> str:
+        return "fused_adapter_3x.h" if self.fusion else "conv2d_adapter_3x.h"
 
     @property
     def alignment(self) -> int:
@@ -73,7 +91,8 @@ class Conv2dFpropSm90:
         cluster = "x".join(map(str, self.cluster))
         return (f"cutlass3x_sm90_tensorop_fprop_{e}nhwc_{e}nhwc_{self.accumulator}_{o}_{o}nhwc"
                 f"_{tile}_{cluster}_{self.stages}_align{self.alignment}"
-                f"_{SM90_CONV_SCHEDULES[self.schedule][1]}_{SM90_EPILOGUE_SCHEDULES[self.epilogue][1]}")
+                f"_{SM90_CONV_SCHEDULES[self.schedule][1]}_{SM90_EPILOGUE_SCHEDULES[self.epilogue][1]}"
+                f"{epilogue_suffix(self.fusion)}")
 
     def values(self) -> dict:
         return {
@@ -85,6 +104,9 @@ class Conv2dFpropSm90:
             "stages": self.stages,
             "tile": self.tile,
             "cluster": self.cluster,
+            # the epilogue's fusion operation (kernelgen.fusion); None: CUTLASS's default
+            "fusion": fusion_cpp(self.fusion, DATA_TYPES[self.output].cpp, DATA_TYPES[self.accumulator].cpp,
+                                 DATA_TYPES[self.output].cpp) if self.fusion else None,
         }
 
 

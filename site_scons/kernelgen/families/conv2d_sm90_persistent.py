@@ -26,11 +26,13 @@ class Conv2dFpropSm90Persistent(GemmSm90):
     """A GEMM-family entry (tile, schedule, scheduler, cluster, epilogue tile) that runs the conv
     mainloop: same fields and C++ values, another template, adapter, name and op."""
 
-    op = "conv2d_fprop"
+    kernel_op = "conv2d_fprop"
     template = TEMPLATE
     family_includes = INCLUDES
     default_adapter = "kernelgen::Conv2dPersistentOperation3x", "conv2d_adapter_3x.h"
     stream_k_adapter = "kernelgen::Conv2dPersistentStreamKOperation3x", "stream_k_adapter.h"
+    fused_adapter = "kernelgen::FusedConv2dPersistentOperation3x", "fused_adapter_3x.h"
+    fused_stream_k_adapter = "kernelgen::FusedConv2dPersistentStreamKOperation3x", "fused_adapter_3x.h"
 
     def operation(self) -> tuple[str, str]:
         e, o = self.element, self.output

@@ -22,6 +22,8 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
+from ..fusion import FUSED_INCLUDES, fusion_cpp
+from ..ops.common import epilogue_suffix, fused_ops
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
 from .common import family_keys
@@ -93,14 +95,22 @@ class GemmSm90:
     store_stages: int = None  # None: the epilogue CUTLASS's builder makes
     splits: int = None  # with the stream-K scheduler: K split this many ways; None: its own choice
     launch: str = "stream"  # SM90_LAUNCHES: "pdl", programmatic dependent launch
+    fusion: str = ""  # the epilogue it computes (kernelgen.fusion); "" for none
 
-    op = "gemm"
+    kernel_op = "gemm"  # what it computes before any epilogue
     arch = 90
     arch_specific = True
     template = TEMPLATE
     family_includes = INCLUDES
     default_adapter = "kernelgen::GemmOperation3x", "gemm_adapter_3x.h"
     stream_k_adapter = "kernelgen::GemmStreamKOperation3x", "stream_k_adapter.h"
+    fused_adapter = "kernelgen::FusedGemmOperation3x", "fused_adapter_3x.h"
+    fused_stream_k_adapter = "kernelgen::FusedGemmStreamKOperation3x", "fused_adapter_3x.h"
+
+    @property
+    def op(self) -> str:
+        """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_ops)."""
+        return fused_op(self.kernel_op, self.fusion)
 
     @property
     def adapter(self) -> str:
@@ -111,7 +121,10 @@ class GemmSm90:
         return self._adapter()[1]
 
     def _adapter(self) -> tuple:
-        """(adapter, its header): the stream-K one for a kernel of the stream-K scheduler."""
+        """(adapter, its header): the stream-K one for a kernel of the stream-K scheduler; a fused
+        kernel's (profiler/fused_adapter_3x.h)."""
+        if self.fusion:
+            return self.fused_stream_k_adapter if self.scheduler == "stream_k" else self.fused_adapter
         return self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter
 
     @property
@@ -121,7 +134,8 @@ class GemmSm90:
     @property
     def includes(self) -> tuple:
         return (self.family_includes + (() if self.store_stages is None else ("epilogue_sm90.h",))
-                + (() if self.launch == "stream" else ("dependent_launch.h",)))
+                + (() if self.launch == "stream" else ("dependent_launch.h",))
+                + (FUSED_INCLUDES if self.fusion else ()))
 
     @property
     def defines(self) -> tuple:
@@ -150,7 +164,7 @@ class GemmSm90:
                 f"{self.scheduler_suffix}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}"
                 f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}"
-                f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}")
+                f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}{epilogue_suffix(self.fusion)}")
 
     @property
     def scheduler_suffix(self) -> str:
@@ -158,6 +172,8 @@ class GemmSm90:
 
     def values(self) -> dict:
         kernel, _, epilogue, _ = SM90_GEMM_SCHEDULES[self.schedule]
+        output = DATA_TYPES[self.output].cpp
+        source = output if self.source is None else SOURCES[self.source]
         return {
             "element": DATA_TYPES[self.element].cpp,
             "accumulator": DATA_TYPES[self.accumulator].cpp,
@@ -173,7 +189,13 @@ class GemmSm90:
             # the K split of a stream-K kernel (kernelgen::SplitK): 0, the scheduler's choice; None: not stream-K
             "splits": None if self.scheduler != "stream_k" else (self.splits or 0),
             "pdl": self.launch == "pdl",  # the device operator wrapped in kernelgen::DependentLaunch
+            # the epilogue's fusion operation (kernelgen.fusion); None: CUTLASS's default, D = alpha acc + beta C
+            "fusion": fusion_cpp(self.fusion, output, DATA_TYPES[self.accumulator].cpp, source) if self.fusion else None,
         }
+
+
+def fused_op(op: str, fusion: str) -> str:
+    return fused_ops((op,), fusion)[0]
 
 
 def epilogue_tile_suffix(tile) -> str:

@@ -119,6 +119,36 @@ def operand_sets(operand_bytes: int, l2_bytes: int) -> int:
     return max(1, min(64, math.ceil(4 * l2_bytes / operand_bytes)))
 
 
+# Where the baseline libraries' operands are made (the tests make them on the CPU).
+DEVICE = "cuda"
+
+
+def epilogue_tensors(torch, epilogue: str, channels: int, outputs, dtype) -> tuple:
+    """(bias, residual) of ``epilogue`` for a baseline: a bias of ``channels`` values where it has
+    one, a residual like ``outputs`` (a tensor of the output's shape and layout) where it adds one,
+    else None; uniform in [-1, 1) as the profiler fills its operands."""
+    order = epilogue.split("+") if epilogue else []
+    bias = torch.empty(channels, device=DEVICE, dtype=dtype).uniform_(-1, 1) if "bias" in order else None
+    residual = torch.empty_like(outputs).uniform_(-1, 1) if "add" in order else None
+    return bias, residual
+
+
+def apply_epilogue(torch, steps: list, y, bias, residual, channel_dim: int):
+    """``y`` through ``steps`` (an epilogue's, in order) with PyTorch's ops, as an unfused network
+    runs them: the bias broadcast along ``channel_dim``, the residual added, the activation."""
+    F = torch.nn.functional
+    for step in steps:
+        if step == "bias":
+            shape = [1] * y.dim()
+            shape[channel_dim] = -1
+            y = y + bias.view(shape)
+        elif step == "add":
+            y = y + residual
+        else:
+            y = torch.sigmoid(y) if step == "sigmoid" else getattr(F, step)(y)
+    return y
+
+
 # The torch dtype of each workload dtype, for the baseline libraries.
 TORCH_DTYPES = {"f16": "half", "bf16": "bfloat16", "f32": "float32"}
 

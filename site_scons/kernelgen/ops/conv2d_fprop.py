@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, fields
 
 from ..errors import WorkloadError
 from ..vocab import DATA_TYPES
-from .common import (check_products, check_sizes, epilogue_bytes, epilogue_suffix, fused_ops, operand_sets,
-                     read_values, torch_dtype)
+from . import common
+from .common import (apply_epilogue, check_products, check_sizes, epilogue_bytes, epilogue_suffix, epilogue_tensors,
+                     fused_ops, operand_sets, read_values, torch_dtype)
 
 OP = "conv2d_fprop"
 KERNEL_OPS = ("conv2d_fprop", "gemm")  # GEMM kernels run the 1x1 stride-1 unpadded layers (unsupported on others)
@@ -153,11 +154,12 @@ def _int_sizes(p: Conv2dProblem) -> dict:
 
 def job_line(problem) -> str:
     """The profiler's ``workload`` job line: the name, the op, the dtype, the convolution's extents
-    (a grouped one: ``conv2d_fprop_grouped`` and the groups last)."""
+    (a grouped one: ``conv2d_fprop_grouped`` and the groups last), then its epilogue, if any."""
     if problem.groups > 1:
         return " ".join(["workload", problem.name, "conv2d_fprop_grouped", problem.dtype,
                          *map(str, problem.args()), str(problem.groups)])
-    return " ".join(["workload", problem.name, OP, problem.dtype, *map(str, problem.args())])
+    return " ".join(["workload", problem.name, OP, problem.dtype, *map(str, problem.args()),
+                     *([problem.epilogue] if problem.epilogue else [])])
 
 
 def table_label(problem) -> str:
@@ -167,20 +169,55 @@ def table_label(problem) -> str:
 
 
 def baseline_call(torch, problem, l2_bytes: int):
-    """(call(i), operand sets) of torch.nn.functional.conv2d, channels_last, cuDNN benchmark mode."""
+    """(call(i), operand sets) of torch.nn.functional.conv2d, channels_last, cuDNN benchmark mode;
+    of an epilogue's problem, the convolution with its bias, then PyTorch's ops for the rest
+    (``apply_epilogue``), as an unfused network runs it."""
+    F, operands, args = _baseline_operands(torch, problem, l2_bytes)
+    rest = problem.epilogue.split("+")[1:] if problem.epilogue.startswith("bias") else \
+        (problem.epilogue.split("+") if problem.epilogue else [])
+
+    def call(i):
+        x, w, bias, residual = operands[i]
+        y = F.conv2d(x, w, bias, **args)
+        return apply_epilogue(torch, rest, y, bias, residual, 1) if rest else y
+    return call, len(operands)
+
+
+def fused_baselines(torch, problem, l2_bytes: int) -> list:
+    """[(library, call(i), operand sets)]: cuDNN's fused convolutions PyTorch exposes for the
+    problem's epilogue (convolution + bias + ReLU, + bias + residual + ReLU), none for others."""
+    if problem.epilogue not in ("bias+relu", "bias+add+relu"):
+        return []
+    _, operands, args = _baseline_operands(torch, problem, l2_bytes)
+    shape = (args["stride"], args["padding"], args["dilation"], args["groups"])
+    if problem.epilogue == "bias+relu":
+        return [("cudnn fused", lambda i: torch.cudnn_convolution_relu(operands[i][0], operands[i][1], operands[i][2],
+                                                                       *shape), len(operands))]
+    return [("cudnn fused", lambda i: torch.cudnn_convolution_add_relu(
+        operands[i][0], operands[i][1], operands[i][3], 1.0, operands[i][2], *shape), len(operands))]
+
+
+def _baseline_operands(torch, problem, l2_bytes: int) -> tuple:
+    """(torch.nn.functional, [(x, w, bias, residual)] one a set, conv2d's keyword arguments)."""
     torch.backends.cudnn.benchmark = True
     F = torch.nn.functional
     per_group = problem.c // problem.groups
+    outputs = problem.n * problem.p * problem.q * problem.k
     sets = operand_sets(2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s
-                             * per_group + problem.n * problem.p * problem.q * problem.k), l2_bytes)
+                             * per_group + outputs) + epilogue_bytes(problem.epilogue, problem.k, outputs, 2), l2_bytes)
     fmt, dtype = torch.channels_last, torch_dtype(torch, problem.dtype)
-    xs = [torch.empty(problem.n, problem.c, problem.h, problem.w, device="cuda", dtype=dtype,
-                      memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
-    ws = [torch.empty(problem.k, per_group, problem.r, problem.s, device="cuda", dtype=dtype,
-                      memory_format=fmt).uniform_(-1, 1) for _ in range(sets)]
+    operands = []
+    for _ in range(sets):
+        x = torch.empty(problem.n, problem.c, problem.h, problem.w, device=common.DEVICE, dtype=dtype,
+                        memory_format=fmt).uniform_(-1, 1)
+        w = torch.empty(problem.k, per_group, problem.r, problem.s, device=common.DEVICE, dtype=dtype,
+                        memory_format=fmt).uniform_(-1, 1)
+        y = torch.empty(problem.n, problem.k, problem.p, problem.q, device=common.DEVICE, dtype=dtype,
+                        memory_format=fmt)
+        operands.append((x, w, *epilogue_tensors(torch, problem.epilogue, problem.k, y, dtype)))
     args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
                 dilation=(problem.dilation_h, problem.dilation_w), groups=problem.groups)
-    return (lambda i: F.conv2d(xs[i], ws[i], **args)), sets
+    return F, operands, args
 
 
 PROBLEM = Conv2dProblem

@@ -8,8 +8,9 @@ is its baseline.
 from dataclasses import dataclass, field
 
 from ..vocab import DATA_TYPES
-from .common import (check_products, check_sizes, epilogue_bytes, epilogue_suffix, fused_ops, operand_sets,
-                     read_values, torch_dtype)
+from . import common
+from .common import (apply_epilogue, check_products, check_sizes, epilogue_bytes, epilogue_suffix, epilogue_tensors,
+                     fused_ops, operand_sets, read_values, torch_dtype)
 from .conv2d_fprop import Conv2dProblem
 
 OP = "gemm"
@@ -70,8 +71,9 @@ def parse(path, lineno, pairs: dict) -> GemmProblem:
 
 def job_line(problem) -> str:
     """The profiler's ``workload`` job line: the GEMM's name and extents (the profiler runs it as
-    the 1x1 convolution it is)."""
-    return f"workload {problem.name} {OP} {problem.dtype} {problem.m} {problem.n} {problem.k}"
+    the 1x1 convolution it is), and its epilogue's, if any."""
+    return (f"workload {problem.name} {OP} {problem.dtype} {problem.m} {problem.n} {problem.k}"
+            + (f" {problem.epilogue}" if problem.epilogue else ""))
 
 
 def table_label(problem) -> str:
@@ -79,13 +81,41 @@ def table_label(problem) -> str:
 
 
 def baseline_call(torch, problem, l2_bytes: int):
-    """(call(i), operand sets) of torch.nn.functional.linear on ``problem``'s operands."""
+    """(call(i), operand sets) of torch.nn.functional.linear on ``problem``'s operands; of an
+    epilogue's problem, the linear layer with its bias, then PyTorch's ops for the rest."""
+    operands = _baseline_operands(torch, problem, l2_bytes)
+    rest = problem.epilogue.split("+")[1:] if problem.epilogue.startswith("bias") else \
+        (problem.epilogue.split("+") if problem.epilogue else [])
+
+    def call(i):
+        a, b, bias, residual = operands[i]
+        y = torch.nn.functional.linear(a, b, bias)
+        return apply_epilogue(torch, rest, y, bias, residual, 1) if rest else y
+    return call, len(operands)
+
+
+def fused_baselines(torch, problem, l2_bytes: int) -> list:
+    """[(library, call(i), operand sets)]: cuBLASLt's epilogues PyTorch exposes for the problem's
+    (``torch._addmm_activation``: bias + ReLU, bias + GELU), none for others."""
+    if problem.epilogue not in ("bias+relu", "bias+gelu"):
+        return []
+    operands, gelu = _baseline_operands(torch, problem, l2_bytes), problem.epilogue == "bias+gelu"
+    return [("cublaslt epilogue", lambda i: torch._addmm_activation(operands[i][2], operands[i][0], operands[i][1].t(),
+                                                                    use_gelu=gelu), len(operands))]
+
+
+def _baseline_operands(torch, problem, l2_bytes: int) -> list:
+    """[(a, b, bias, residual)] one a set."""
     m, n, k = problem.m, problem.n, problem.k
-    sets = operand_sets(2 * (m * k + n * k + m * n), l2_bytes)
+    sets = operand_sets(2 * (m * k + n * k + m * n) + epilogue_bytes(problem.epilogue, n, m * n, 2), l2_bytes)
     dtype = torch_dtype(torch, problem.dtype)
-    a = [torch.empty(m, k, device="cuda", dtype=dtype).uniform_(-1, 1) for _ in range(sets)]
-    b = [torch.empty(n, k, device="cuda", dtype=dtype).uniform_(-1, 1) for _ in range(sets)]
-    return (lambda i: torch.nn.functional.linear(a[i], b[i])), sets
+    operands = []
+    for _ in range(sets):
+        a = torch.empty(m, k, device=common.DEVICE, dtype=dtype).uniform_(-1, 1)
+        b = torch.empty(n, k, device=common.DEVICE, dtype=dtype).uniform_(-1, 1)
+        y = torch.empty(m, n, device=common.DEVICE, dtype=dtype)
+        operands.append((a, b, *epilogue_tensors(torch, problem.epilogue, n, y, dtype)))
+    return operands
 
 
 PROBLEM = GemmProblem

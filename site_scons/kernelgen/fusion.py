@@ -1,0 +1,107 @@
+"""Fused epilogues: the kernels that compute a layer's epilogue (``epilogue=``, ops.common) inside.
+
+A fused kernel is a descriptor of a fusible family (``fusible``) with ``fusion`` set to the
+epilogue's canonical text. Its epilogue is CUTLASS's ``LinCombPerColBiasEltAct`` (SM90 epilogue
+visitor tree): D = activation(acc + bias + C), the bias one value an output channel (absent: none),
+C the residual (read only for an epilogue with ``add``), the activation the epilogue's (none:
+identity). So it computes the epilogues whose residual add, if any, comes before the activation,
+as ResNet's blocks (bias+add+relu) and the inverted-residual blocks (bias+add) have it; an add
+after the activation is refused (``refuses``). Its name is the plain kernel's with the
+epilogue's suffix (``_ebias_add_relu``), its op ``<op>:<epilogue>`` (ops.common.fused_ops): it
+serves the layers of that epilogue only, and the plain kernels serve none of them.
+
+The profiler gives a fused kernel its bias and residual through ``kernelgen::FusedOperation``
+(profiler/fused.h) and checks it against the reference convolution with the same epilogue.
+"""
+
+from dataclasses import replace
+
+from .ops.common import ACTIVATIONS
+
+# The activation of an epilogue: its CUTLASS functor (cutlass/epilogue/thread/activation.h),
+# applied in fp32; "" for an epilogue without one.
+ACTIVATION_FUNCTORS = {
+    "": "cutlass::epilogue::thread::Identity",
+    "relu": "cutlass::epilogue::thread::ReLu",
+    "silu": "cutlass::epilogue::thread::SiLu",
+    "gelu": "cutlass::epilogue::thread::GELU",  # erf's, as torch.nn.GELU()
+    "hardswish": "cutlass::epilogue::thread::HardSwish",
+    "sigmoid": "cutlass::epilogue::thread::Sigmoid",
+}
+assert set(ACTIVATION_FUNCTORS) == {"", *ACTIVATIONS}
+
+FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h")
+
+
+def steps(epilogue: str) -> list:
+    return epilogue.split("+") if epilogue else []
+
+
+def activation(epilogue: str) -> str:
+    """The epilogue's activation, "" for none."""
+    return next((s for s in steps(epilogue) if s in ACTIVATIONS), "")
+
+
+def adds(epilogue: str) -> bool:
+    """Whether the epilogue adds a residual (the kernel's source operand C)."""
+    return "add" in steps(epilogue)
+
+
+def refuses(epilogue: str) -> str | None:
+    """Why no fused kernel computes ``epilogue``, or None."""
+    order = steps(epilogue)
+    act = activation(epilogue)
+    if act and "add" in order and order.index("add") > order.index(act):
+        return f"epilogue={epilogue}: a residual add after the activation (fused kernels add it before)"
+    return None
+
+
+def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str) -> str:
+    """The C++ fusion operation of ``epilogue`` for a kernel of these C++ types (``source``: C's,
+    void for none): the last argument of CUTLASS's SM90 epilogue CollectiveBuilder."""
+    return (f"cutlass::epilogue::fusion::LinCombPerColBiasEltAct<{ACTIVATION_FUNCTORS[activation(epilogue)]}, "
+            f"{output}, {accumulator}, {output}, {source}, {accumulator}>")
+
+
+def fusible(kernel) -> bool:
+    """Whether ``kernel``'s family can be built with a fused epilogue: those whose epilogue is
+    CUTLASS's SM90 builder's (not the TMA store stages of profiler/epilogue_sm90.h)."""
+    from .families.conv2d_sm90 import Conv2dFpropSm90
+    from .families.conv2d_sm90_persistent import Conv2dFpropSm90Persistent
+    from .families.gemm_sm90 import GemmSm90
+
+    if type(kernel) is Conv2dFpropSm90:
+        return not kernel.fusion
+    if type(kernel) in (GemmSm90, Conv2dFpropSm90Persistent):
+        return not kernel.fusion and kernel.store_stages is None
+    return False
+
+
+def fused(kernel, epilogue: str):
+    """``kernel`` with ``epilogue`` fused: an epilogue that adds a residual reads C, of the
+    output's type (a kernel of no source operand gets one)."""
+    if adds(epilogue) and getattr(kernel, "source", None) == "void":
+        kernel = replace(kernel, source=None)
+    return replace(kernel, fusion=epilogue)
+
+
+def epilogues(problems) -> list:
+    """The epilogues of ``problems`` that fused kernels compute, in order of first use."""
+    found = dict.fromkeys(getattr(p, "epilogue", "") for p in problems)
+    return [e for e in found if e and refuses(e) is None]
+
+
+def with_fused(kernels: list, problems) -> list:
+    """``kernels`` and, for each epilogue of ``problems`` (``epilogues``), the fused variant of
+    each fusible one, sorted by name; a variant two kernels give (one of no source operand, one
+    whose C is never read) once."""
+    wanted = epilogues(problems)
+    if not wanted:
+        return kernels
+    by_name = {k.name: k for k in kernels}
+    for epilogue in wanted:
+        for kernel in kernels:
+            if fusible(kernel):
+                variant = fused(kernel, epilogue)
+                by_name.setdefault(variant.name, variant)
+    return sorted(by_name.values(), key=lambda k: k.name)
