@@ -1,8 +1,8 @@
 """Fused epilogues (site_scons/kernelgen/fusion.py, profiler/fused.h, fused_adapter_3x.h): a set's
 epilogues give the fusible SM90 kernels fused variants, which serve the layers of their epilogue
 only and render as the plain kernel with CUTLASS's bias/residual/activation fusion; the profiler's
-job line carries the epilogue; a search build profiles the fused candidates, and the header
-refuses to export them, naming the line; the library baselines run the epilogue PyTorch's way;
+job line carries the epilogue; a search build profiles the fused candidates, and the header keys
+them by their epilogue (best_kernels::Epilogue) and its launcher takes their bias and residual; the library baselines run the epilogue PyTorch's way;
 on a GPU every fused kernel is checked against the reference convolution through the same
 epilogue."""
 
@@ -93,7 +93,7 @@ FUSED_SET = ("conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 epilogue=bias+add+re
              "gemm m=64 n=256 k=128 epilogue=bias+gelu\n")
 
 
-def test_a_search_build_profiles_fused_candidates_and_the_header_refuses_them_naming_the_line(tmp_path):
+def test_a_search_build_profiles_fused_candidates_and_the_header_keys_them_by_their_epilogue(tmp_path):
     import pandas as pd
 
     from kernelgen import results
@@ -110,10 +110,17 @@ def test_a_search_build_profiles_fused_candidates_and_the_header_refuses_them_na
     assert set(frame["workload"]) == set(suffixes) and (frame["status"] == "ok").all()
     assert all(k.endswith(suffixes[w]) for w, k in zip(frame["workload"], frame["kernel"])), \
         "each layer measured with kernels fused for its epilogue"
-    refused = run(project, "best_kernels.h", *common, check=False)
-    assert refused.returncode != 0
-    assert ("fz.txt:1: workload conv2d_fprop_f16_n8_h14_w14_c64_k128_r1_s1_pad0x0_str1x1_dil1x1_ebias_add_relu has "
-            "epilogue=bias+add+relu: best_kernels.h does not export fused kernels yet") in refused.stderr
+    run(project, "best_kernels.h", *common)
+    header = (tmp_path / "build" / "sets" / "fz" / "best_kernels.h").read_text()
+    assert "{8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1, 1, {true, true, Activation::kRelu}}" in header
+    assert "{8, 14, 14, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, {true, false, Activation::kRelu}}" in header
+    assert "{64, 256, 128, {true, false, Activation::kGelu}}" in header
+    launcher = (tmp_path / "build" / "sets" / "fz" / "best_kernels_launcher.cu").read_text()
+    table = launcher[launcher.index("constexpr Epilogue kEpilogueOf[] = {"):]
+    assert "{}" not in table[:table.index("};")], "every kernel of a fused set computes an epilogue"
+    cutlass = (tmp_path / "build" / "sets" / "fz" / "best_kernels_cutlass.h").read_text()
+    assert "struct Conv2dFprop<8," not in cutlass and "LinCombPerColBiasEltAct" in cutlass, \
+        "fused kernels' types, looked up at run time only"
 
 
 def test_the_library_baseline_runs_the_epilogue_pytorchs_way(monkeypatch):

@@ -182,7 +182,8 @@ def test_the_launcher_is_deterministic_and_declared_without_cutlass(tmp_path):
                        "const char* status_string(Status status) {"):
         assert definition in launcher
     assert re.findall(r'#include\s*[<"]([^>"]+)', launcher) == ["best_kernels.h", "cstdint", "initializer_list",
-                                                                  "memory", "grouped.h", "operation.h"], "no CUTLASS"
+                                                                  "memory", "fused.h", "grouped.h", "operation.h"], \
+        "no CUTLASS"
 
 
 # A family whose adapter counts how often the launcher prepares it and never touches the GPU, to

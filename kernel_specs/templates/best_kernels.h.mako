@@ -28,6 +28,11 @@ ${banner}
 //   size_t      best_kernels::workspace_size(problem)     bytes of workspace a launch needs
 //   Status      best_kernels::conv2d_fprop(problem, x, w, y, workspace, workspace_bytes, stream)
 //   Status      best_kernels::gemm(problem, a, b, d, workspace, workspace_bytes, stream)
+//   Status      best_kernels::conv2d_fprop(problem, x, w, y, bias, residual, workspace, workspace_bytes, stream)
+//   Status      best_kernels::gemm(problem, a, b, d, bias, residual, workspace, workspace_bytes, stream)
+//                                                        a problem of an epilogue (its `epilogue`, below):
+//                                                        bias K (n) values, residual the output's shape,
+//                                                        each given exactly where the epilogue reads it
 //   const char* best_kernels::kernel_for(problem)         the kernel a launch runs, or nullptr
 //   const char* best_kernels::status_string(status)       as cutlassGetStatusString says it
 // A problem listed below runs its chosen kernel. Any other problem runs the first of the
@@ -36,7 +41,8 @@ ${banner}
 // it returns
 //   kSuccess                 launched
 //   kErrorInvalidProblem     an extent below 1, padding below 0, a stride or dilation below 1, an empty
-//                            output, groups that do not divide C and K, or a null x, w, y (a, b, d)
+//                            output, groups that do not divide C and K, a null x, w, y (a, b, d), or
+//                            a bias or residual missing where the epilogue reads it, given where not
 //   kErrorMisalignedOperand  an operand, or the workspace, not 16-byte aligned
 //   kErrorWorkspaceNull      workspace_bytes below workspace_size(problem), or a null workspace that
 //                            is needed
@@ -67,18 +73,35 @@ namespace best_kernels {
 // The type of every operand and output of this header's problems (the set's dtype).
 using Element = ${element};
 
+// What a problem's output goes through after the product (its workload's epilogue=), computed by
+// a fused kernel: y = activation(product + bias + residual), the bias one value an output channel,
+// the residual of the output's shape and layout, both of Element; none of them by default.
+enum class Activation : int { kNone, kRelu, kSilu, kGelu, kHardswish, kSigmoid };
+
+struct Epilogue {
+  bool bias = false;  // adds bias[channel]
+  bool add = false;   // adds the residual (before the activation)
+  Activation activation = Activation::kNone;
+};
+
+constexpr bool operator==(const Epilogue& a, const Epilogue& b) {
+  return a.bias == b.bias && a.add == b.add && a.activation == b.activation;
+}
+
 // A forward convolution, NHWC activations, KRSC filters, NPQK output, all of Element. With
 // groups > 1, each group's K/groups filters of R x S x C/groups read its C/groups channels
 // (KRS(C/groups) filters); groups = C = K is a depthwise convolution.
 struct Conv2dFpropProblem {
   int n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
   int groups = 1;
+  Epilogue epilogue = {};
 };
 
 constexpr bool operator==(const Conv2dFpropProblem& a, const Conv2dFpropProblem& b) {
   return a.n == b.n && a.h == b.h && a.w == b.w && a.c == b.c && a.k == b.k && a.r == b.r && a.s == b.s &&
          a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h && a.stride_w == b.stride_w &&
-         a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && a.groups == b.groups;
+         a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && a.groups == b.groups &&
+         a.epilogue == b.epilogue;
 }
 
 struct Choice {
@@ -93,7 +116,7 @@ struct Choice {
 inline constexpr Choice kConv2dFprop[] = {
 % for e in conv_entries:
     {"${e['problem'].name}",
-     {${", ".join(map(str, e['problem'].args()))}, ${e['problem'].groups}},
+     {${", ".join(map(str, e['problem'].args()))}, ${e['problem'].groups}${e['epilogue']}},
      "${e['kernel']}", ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
 % endfor
 };
@@ -107,13 +130,14 @@ constexpr const Choice* find(const Conv2dFpropProblem& problem) {
 }
 % endif
 
-// A GEMM D (m x n) = A (m x k) B^T of Element, B n x k.
+// A GEMM D (m x n) = A (m x k) B^T of Element, B n x k (its epilogue's bias n values).
 struct GemmProblem {
   int m, n, k;
+  Epilogue epilogue = {};
 };
 
 constexpr bool operator==(const GemmProblem& a, const GemmProblem& b) {
-  return a.m == b.m && a.n == b.n && a.k == b.k;
+  return a.m == b.m && a.n == b.n && a.k == b.k && a.epilogue == b.epilogue;
 }
 
 struct GemmChoice {
@@ -127,7 +151,7 @@ struct GemmChoice {
 % if gemm_entries:
 inline constexpr GemmChoice kGemm[] = {
 % for e in gemm_entries:
-    {"${e['problem'].name}", {${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}}, "${e['kernel']}",
+    {"${e['problem'].name}", {${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}${e['epilogue']}}, "${e['kernel']}",
      ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
 % endfor
 };
@@ -166,6 +190,11 @@ Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const E
                     void* workspace, size_t workspace_bytes, cudaStream_t stream);
 Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, void* workspace,
             size_t workspace_bytes, cudaStream_t stream);
+Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const Element* w, Element* y,
+                    const Element* bias, const Element* residual, void* workspace, size_t workspace_bytes,
+                    cudaStream_t stream);
+Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, const Element* bias,
+            const Element* residual, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 const char* status_string(Status status);
 
 }  // namespace best_kernels

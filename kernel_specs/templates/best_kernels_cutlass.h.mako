@@ -42,6 +42,8 @@ ${banner}
 // Compile-time lookup: best_kernels::Conv2dFprop<N, H, W, C, K, R, S, PadH, PadW,
 //                          StrideH, StrideW, DilationH, DilationW[, Groups]>::Kernel,
 //                      best_kernels::Gemm<M, N, K>::Kernel
+// (problems of no epilogue: a fused kernel's epilogue takes a bias and residual its CUTLASS
+// arguments are given, as best_kernels_launcher.cu gives them; it is looked up at run time only)
 //
 // A kernel named cutlass3x_sm90_tensorop_gemm_* chosen for a convolution (1x1, stride 1, no
 // padding) runs it as the GEMM M = N*H*W, N = K, K = C: A = the NHWC activations (M x K,
@@ -127,12 +129,14 @@ template <int N, int H, int W, int C, int K, int R, int S, int PadH, int PadW, i
 struct Conv2dFprop;
 
 % for e in conv_entries:
+% if not e['epilogue']:
 template <>
 struct Conv2dFprop<${", ".join(map(str, e['problem'].args()))}, ${e['problem'].groups}> {
   using Kernel = ${e['kernel']};
   static constexpr const char* name = "${e['kernel']}";
   static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};
 };
+% endif
 % endfor
 
 // Left undefined: no kernel was chosen for this problem.
@@ -140,12 +144,14 @@ template <int M, int N, int K>
 struct Gemm;
 
 % for e in gemm_entries:
+% if not e['epilogue']:
 template <>
 struct Gemm<${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}> {
   using Kernel = ${e['kernel']};
   static constexpr const char* name = "${e['kernel']}";
   static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};
 };
+% endif
 % endfor
 
 }  // namespace best_kernels

@@ -2,7 +2,8 @@
 ## through the factories their profiler objects define (kernel.cu.mako: make_<name>() returns the
 ## kernel behind the adapter it was measured through). Needs no CUTLASS: profiler/operation.h only.
 ## Inputs: banner, conv_entries, gemm_entries (each with 'launcher', its kernel's index in
-## launchers), launchers (the kernels in the fallback order: name).
+## launchers), launchers (the kernels in the fallback order: name, and 'epilogue', the
+## best_kernels::Epilogue a fused one computes: its initializer, "{}" for none).
 ${banner}
 #include "best_kernels.h"
 
@@ -10,6 +11,7 @@ ${banner}
 #include <initializer_list>
 #include <memory>
 
+#include "fused.h"
 #include "grouped.h"
 #include "operation.h"
 
@@ -30,6 +32,14 @@ constexpr kernelgen::OperationFactory kMake[] = {
 % endfor
 };
 constexpr int kLauncherCount = int(sizeof(kMake) / sizeof(kMake[0]));
+
+// The epilogue kMake[i]'s kernel computes: a fused kernel runs the problems of its epilogue only,
+// a plain one those of none.
+constexpr Epilogue kEpilogueOf[] = {
+% for launcher in launchers:
+    ${launcher['epilogue']},
+% endfor
+};
 static_assert(kLauncherCount == int(sizeof(kLaunchOrder) / sizeof(kLaunchOrder[0])),
               "best_kernels.h and its library name the same kernels");
 % if conv_entries:
@@ -53,6 +63,10 @@ bool same(const kernelgen::Conv2dBinding& a, const kernelgen::Conv2dBinding& b) 
   return a.x == b.x && a.w == b.w && a.y == b.y && a.workspace == b.workspace;
 }
 
+bool same(const kernelgen::EpilogueOperands& a, const kernelgen::EpilogueOperands& b) {
+  return a.bias == b.bias && a.residual == b.residual;
+}
+
 // Each thread's operations, one per kernel: `probe` answers can_implement and workspace_bytes,
 // `prepared` is the one it last prepared, with the problem, operands, stream and device it was
 // prepared for: launching the same again (a layer run call after call) skips the host-side setup
@@ -62,6 +76,7 @@ struct Prepared {
   kernelgen::Conv2dProblem problem{};
   int groups = 1;
   kernelgen::Conv2dBinding binding{};
+  kernelgen::EpilogueOperands epilogue{};
   cudaStream_t stream = nullptr;
   int device = -1;
   std::unique_ptr<kernelgen::Operation> operation;
@@ -92,7 +107,8 @@ kernelgen::Operation* probe(int i, int groups) {
   return with_groups(operation.get(), groups);
 }
 
-bool supports(int i, const kernelgen::Conv2dProblem& p, int groups) {
+bool supports(int i, const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue) {
+  if (!(kEpilogueOf[i] == epilogue)) return false;
   kernelgen::Operation* operation = probe(i, groups);
   return operation != nullptr && operation->can_implement(p).empty();
 }
@@ -103,17 +119,21 @@ size_t workspace_of(int i, const kernelgen::Conv2dProblem& p, int groups) {
 }
 
 bool launch_kernel(int i, const kernelgen::Conv2dProblem& p, int groups, const kernelgen::Conv2dBinding& b,
-                   cudaStream_t stream) {
+                   const kernelgen::EpilogueOperands& e, cudaStream_t stream) {
   Prepared& last = kernels().prepared[i];
   int device = -1;
   if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError();  // no device: prepare() says why, if it must
   if (!(last.valid && same(last.problem, p) && last.groups == groups && same(last.binding, b) &&
-        last.stream == stream && last.device == device)) {
+        same(last.epilogue, e) && last.stream == stream && last.device == device)) {
     last.valid = false;
     if (!last.operation) last.operation = kMake[i]();
     if (with_groups(last.operation.get(), groups) == nullptr) return false;
+    auto* fused = dynamic_cast<kernelgen::FusedOperation*>(last.operation.get());
+    if ((fused != nullptr) != !(kEpilogueOf[i] == Epilogue{})) return false;
+    if (fused != nullptr) fused->set_epilogue({e});
     if (!last.operation->prepare(p, {b}, stream).empty()) return false;
-    last.problem = p, last.groups = groups, last.binding = b, last.stream = stream, last.device = device;
+    last.problem = p, last.groups = groups, last.binding = b, last.epilogue = e, last.stream = stream;
+    last.device = device;
     last.valid = true;
   }
   return last.operation->run(0, stream);
@@ -187,39 +207,43 @@ Status check(const kernelgen::Conv2dProblem& p, int groups = 1) {
 }
 
 // The index in kMake of the kernel that runs `p`: `chosen` (measured on `p`, so its
-// can_implement accepted it), else the first that accepts it, else -1.
-int pick(const kernelgen::Conv2dProblem& p, int groups, int chosen) {
+// can_implement accepted it), else the first of its epilogue that accepts it, else -1.
+int pick(const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue, int chosen) {
   if (check(p, groups) != Status::kSuccess) return -1;
   if (chosen >= 0) return chosen;
   for (int i = 0; i < kLauncherCount; ++i) {
-    if (supports(i, p, groups)) return i;
+    if (supports(i, p, groups, epilogue)) return i;
   }
   return -1;
 }
 
 bool aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
-Status launch(const kernelgen::Conv2dProblem& p, int groups, int chosen, const void* x, const void* w, void* y,
-              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+Status launch(const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue, int chosen, const void* x,
+              const void* w, void* y, const void* bias, const void* residual, void* workspace, size_t workspace_bytes,
+              cudaStream_t stream) {
   Status status = check(p, groups);
   if (status != Status::kSuccess) return status;
   if (x == nullptr || w == nullptr || y == nullptr) return Status::kErrorInvalidProblem;
-  if (!aligned(x) || !aligned(w) || !aligned(y) || !aligned(workspace)) return Status::kErrorMisalignedOperand;
-  const int index = pick(p, groups, chosen);
+  if ((bias != nullptr) != epilogue.bias || (residual != nullptr) != epilogue.add) return Status::kErrorInvalidProblem;
+  if (!aligned(x) || !aligned(w) || !aligned(y) || !aligned(workspace) || !aligned(bias) || !aligned(residual))
+    return Status::kErrorMisalignedOperand;
+  const int index = pick(p, groups, epilogue, chosen);
   if (index < 0) return Status::kErrorNotSupported;
   const size_t needed = workspace_of(index, p, groups);
   if (workspace_bytes < needed || (needed > 0 && workspace == nullptr)) return Status::kErrorWorkspaceNull;
-  return launch_kernel(index, p, groups, {x, w, y, needed > 0 ? workspace : nullptr}, stream) ? Status::kSuccess
-                                                                                               : Status::kErrorInternal;
+  return launch_kernel(index, p, groups, {x, w, y, needed > 0 ? workspace : nullptr}, {bias, residual}, stream)
+             ? Status::kSuccess
+             : Status::kErrorInternal;
 }
 
-size_t workspace(const kernelgen::Conv2dProblem& p, int groups, int chosen) {
-  const int index = pick(p, groups, chosen);
+size_t workspace(const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue, int chosen) {
+  const int index = pick(p, groups, epilogue, chosen);
   return index < 0 ? 0 : workspace_of(index, p, groups);
 }
 
-const char* kernel(const kernelgen::Conv2dProblem& p, int groups, int chosen) {
-  const int index = pick(p, groups, chosen);
+const char* kernel(const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue, int chosen) {
+  const int index = pick(p, groups, epilogue, chosen);
   return index < 0 ? nullptr : kLaunchOrder[index];
 }
 
@@ -227,31 +251,46 @@ const char* kernel(const kernelgen::Conv2dProblem& p, int groups, int chosen) {
 }  // namespace detail
 
 size_t workspace_size(const Conv2dFpropProblem& problem) {
-  return detail::workspace(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
+  return detail::workspace(detail::as_conv(problem), detail::groups_of(problem), problem.epilogue,
+                           detail::chosen(problem));
 }
 
 size_t workspace_size(const GemmProblem& problem) {
-  return detail::workspace(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
+  return detail::workspace(detail::as_conv(problem), detail::groups_of(problem), problem.epilogue,
+                           detail::chosen(problem));
 }
 
 const char* kernel_for(const Conv2dFpropProblem& problem) {
-  return detail::kernel(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
+  return detail::kernel(detail::as_conv(problem), detail::groups_of(problem), problem.epilogue,
+                        detail::chosen(problem));
 }
 
 const char* kernel_for(const GemmProblem& problem) {
-  return detail::kernel(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem));
+  return detail::kernel(detail::as_conv(problem), detail::groups_of(problem), problem.epilogue,
+                        detail::chosen(problem));
+}
+
+Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const Element* w, Element* y,
+                    const Element* bias, const Element* residual, void* workspace, size_t workspace_bytes,
+                    cudaStream_t stream) {
+  return detail::launch(detail::as_conv(problem), detail::groups_of(problem), problem.epilogue,
+                        detail::chosen(problem), x, w, y, bias, residual, workspace, workspace_bytes, stream);
+}
+
+Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, const Element* bias,
+            const Element* residual, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  return detail::launch(detail::as_conv(problem), detail::groups_of(problem), problem.epilogue,
+                        detail::chosen(problem), a, b, d, bias, residual, workspace, workspace_bytes, stream);
 }
 
 Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x, const Element* w, Element* y,
                     void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  return detail::launch(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem), x, w, y,
-                        workspace, workspace_bytes, stream);
+  return conv2d_fprop(problem, x, w, y, nullptr, nullptr, workspace, workspace_bytes, stream);
 }
 
 Status gemm(const GemmProblem& problem, const Element* a, const Element* b, Element* d, void* workspace,
             size_t workspace_bytes, cudaStream_t stream) {
-  return detail::launch(detail::as_conv(problem), detail::groups_of(problem), detail::chosen(problem), a, b, d,
-                        workspace, workspace_bytes, stream);
+  return gemm(problem, a, b, d, nullptr, nullptr, workspace, workspace_bytes, stream);
 }
 
 const char* status_string(Status status) {

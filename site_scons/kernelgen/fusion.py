@@ -33,6 +33,12 @@ assert set(ACTIVATION_FUNCTORS) == {"", *ACTIVATIONS}
 FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h")
 
 
+# best_kernels::Activation's enumerators (best_kernels.h.mako), by activation.
+ACTIVATION_ENUMERATORS = {"": "kNone", "relu": "kRelu", "silu": "kSilu", "gelu": "kGelu", "hardswish": "kHardswish",
+                          "sigmoid": "kSigmoid"}
+assert set(ACTIVATION_ENUMERATORS) == set(ACTIVATION_FUNCTORS)
+
+
 def steps(epilogue: str) -> list:
     return epilogue.split("+") if epilogue else []
 
@@ -61,6 +67,14 @@ def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str) -> str
     void for none): the last argument of CUTLASS's SM90 epilogue CollectiveBuilder."""
     return (f"cutlass::epilogue::fusion::LinCombPerColBiasEltAct<{ACTIVATION_FUNCTORS[activation(epilogue)]}, "
             f"{output}, {accumulator}, {output}, {source}, {accumulator}>")
+
+
+def epilogue_cpp(epilogue: str) -> str:
+    """The initializer of the header's best_kernels::Epilogue for ``epilogue`` ("{}" for none)."""
+    if not epilogue:
+        return "{}"
+    bias = "true" if "bias" in steps(epilogue) else "false"
+    return f"{{{bias}, {'true' if adds(epilogue) else 'false'}, Activation::{ACTIVATION_ENUMERATORS[activation(epilogue)]}}}"
 
 
 def fusible(kernel) -> bool:

@@ -21,7 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import inputs, outputs, render, results
-from .errors import ResultsError, WorkloadError
+from .errors import ResultsError
+from .fusion import epilogue_cpp
 from .ops import OPS, check_header_keys, check_served, serves
 from .targets import TARGETS
 from .vocab import DATA_TYPES, VERIFY_TOLERANCE, verify_tolerance
@@ -204,7 +205,9 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
     first = best.iloc[0]
     entries = [
         {"problem": p, "kernel": row.kernel, "runtime_ms": row.runtime_ms,
-         "gflops": p.flops / (row.runtime_ms * 1e6)}
+         "gflops": p.flops / (row.runtime_ms * 1e6),
+         # the problem's best_kernels::Epilogue after its other fields (nothing for none)
+         "epilogue": f", {epilogue_cpp(p.epilogue)}" if getattr(p, "epilogue", "") else ""}
         for p, row in zip(problems, best.itertuples(index=False))
     ]
     sections = {op.HEADER_SECTION: [e for e in entries if e["problem"].op == name] for name, op in OPS.items()}
@@ -219,7 +222,7 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
                   cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
                   timing=TIMING_TEXT[first["timing"]], device_target=device_target, **sections)
     banner = render.BANNER.format(source=comment(f"scons best_kernels.h from {source}"))
-    launchers = [{"name": n} for n in order]
+    launchers = [{"name": n, "epilogue": epilogue_cpp(getattr(kernels_by_name[n], "fusion", ""))} for n in order]
     return {
         "best_kernels.h": render.render(
             templates, "best_kernels.h.mako", "best_kernels.h", banner=banner, set_name=comment(set_name),
@@ -252,16 +255,6 @@ def target_arch(kernels) -> tuple:
     return max(k.arch for k in kernels), False
 
 
-def check_exportable(problems, workload_file) -> None:
-    """Refuse (WorkloadError naming the line) a workload of an epilogue: its kernels are profiled
-    and compared, but the header's launcher takes no bias or residual to give them."""
-    for problem in problems:
-        if getattr(problem, "epilogue", ""):
-            raise WorkloadError(workload_file, f"workload {problem.name} has epilogue={problem.epilogue}: best_kernels.h "
-                                "does not export fused kernels yet (its launcher takes no bias or residual); "
-                                "scons profile and scons compare measure them", problem.line or None)
-
-
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
                  project_includes=None, workload_file="the workload file", gpu: str | None = None,
                  set_name: str = "") -> pd.DataFrame:
@@ -271,7 +264,6 @@ def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, tem
     ``gpu``: the slug of the GPU whose folder ``results_dir`` is; its rows must all be of that GPU."""
     check_served(problems, list(kernels_by_name.values()), workload_file)
     check_header_keys(problems, workload_file)
-    check_exportable(problems, workload_file)
     frame = load_set(results_dir, problems, gpu)
     best = choose(frame, problems, hashes, kernels_by_name)
     files = header_files(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
