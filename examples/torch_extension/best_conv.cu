@@ -12,7 +12,8 @@ namespace best_conv {
 namespace {
 
 best_kernels::Conv2dFpropProblem convert(const Problem& p) {
-  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, 1,
+          {p.bias, p.add, static_cast<best_kernels::Activation>(p.activation)}};
 }
 
 }  // namespace
@@ -23,11 +24,13 @@ size_t workspace_size(const Problem& problem) { return best_kernels::workspace_s
 
 const char* kernel_for(const Problem& problem) { return best_kernels::kernel_for(convert(problem)); }
 
-const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, void* workspace,
-                         size_t workspace_bytes, void* stream) {
+const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, const void* bias,
+                         const void* residual, void* workspace, size_t workspace_bytes, void* stream) {
+  using E = best_kernels::Element;
   best_kernels::Status status = best_kernels::conv2d_fprop(
-      convert(problem), static_cast<const best_kernels::Element*>(x), static_cast<const best_kernels::Element*>(w),
-      static_cast<best_kernels::Element*>(y), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
+      convert(problem), static_cast<const E*>(x), static_cast<const E*>(w), static_cast<E*>(y),
+      static_cast<const E*>(bias), static_cast<const E*>(residual), workspace, workspace_bytes,
+      static_cast<cudaStream_t>(stream));
   return status == best_kernels::Status::kSuccess ? "" : best_kernels::status_string(status);
 }
 
@@ -36,7 +39,8 @@ int profiled_count() { return BEST_KERNELS_CONV2D_FPROP_COUNT; }
 
 Problem profiled(int index) {
   const best_kernels::Conv2dFpropProblem& p = best_kernels::kConv2dFprop[index].problem;
-  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
+          p.epilogue.bias, p.epilogue.add, static_cast<int>(p.epilogue.activation)};
 }
 
 double profiled_ms(int index) { return best_kernels::kConv2dFprop[index].runtime_ms; }

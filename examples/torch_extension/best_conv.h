@@ -5,9 +5,14 @@
 
 namespace best_conv {
 
-// A forward convolution: NHWC activations, KRSC filters, NPQK output (best_kernels::Conv2dFpropProblem).
+// A forward convolution: NHWC activations, KRSC filters, NPQK output (best_kernels::Conv2dFpropProblem),
+// and what its output goes through after the product (best_kernels::Epilogue): a bias, a residual
+// added before the activation, the activation (best_kernels::Activation's value: 0 none, 1 relu,
+// 2 silu, 3 gelu, 4 hardswish, 5 sigmoid).
 struct Problem {
   int n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
+  bool bias = false, add = false;
+  int activation = 0;
 };
 
 size_t workspace_size(const Problem& problem);
@@ -17,13 +22,13 @@ const char* kernel_for(const Problem& problem);
 
 // best_kernels::conv2d_fprop on device tensors of element(); `stream` is a cudaStream_t. Empty on
 // success, else the launcher's status.
-const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, void* workspace,
-                         size_t workspace_bytes, void* stream);
+const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, const void* bias,
+                         const void* residual, void* workspace, size_t workspace_bytes, void* stream);
 
 // The element type of best_kernels.h's operands: "f16" or "bf16".
 const char* element();
 
-// The problems best_kernels.h was profiled on, and the time of each one's chosen kernel.
+// The problems best_kernels.h was profiled on (epilogue included), and the time of each one's chosen kernel.
 int profiled_count();
 Problem profiled(int index);
 double profiled_ms(int index);

@@ -1,7 +1,10 @@
-// best_conv.conv2d(x, w, stride=1, padding=0, dilation=1, out=None): the convolution of channels_last CUDA
-// tensors x (N, C, H, W) and w (K, C, R, S) of the header's element type (float16 or bfloat16,
-// best_conv.element()) through best_kernels.h's launcher, as
-// torch.nn.functional.conv2d(x, w, None, stride, padding, dilation) computes it (no bias, one group).
+// best_conv.conv2d(x, w, stride=1, padding=0, dilation=1, out=None, bias=None, residual=None,
+// activation="none"): the convolution of channels_last CUDA tensors x (N, C, H, W) and w (K, C, R, S)
+// of the header's element type (float16 or bfloat16, best_conv.element()) through best_kernels.h's
+// launcher, as torch.nn.functional.conv2d(x, w, None, stride, padding, dilation) computes it (one
+// group); with bias (K values), residual (the output's shape, channels_last) or an activation
+// (relu, silu, gelu, hardswish, sigmoid), activation(conv + bias + residual), a problem of that
+// epilogue: the header's fused kernel for it runs, or none.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <pybind11/stl.h>
@@ -40,6 +43,17 @@ std::string shape(const torch::Tensor& t) {
   std::string out = "(";
   for (int64_t i = 0; i < t.dim(); ++i) out += (i ? ", " : "") + std::to_string(t.size(i));
   return out + ")";
+}
+
+// best_kernels::Activation's values, by name.
+const char* const kActivations[] = {"none", "relu", "silu", "gelu", "hardswish", "sigmoid"};
+
+int activation_of(const std::string& name) {
+  for (int i = 0; i < int(sizeof(kActivations) / sizeof(kActivations[0])); ++i) {
+    if (name == kActivations[i]) return i;
+  }
+  require(false, "activation must be one of none, relu, silu, gelu, hardswish, sigmoid, not '", name.substr(0, 40), "'");
+  return 0;
 }
 
 // An int, or a sequence of one or two ints, as (height, width).
@@ -90,8 +104,18 @@ best_conv::Problem problem_of(const torch::Tensor& x, const torch::Tensor& w, co
 }
 
 torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
-                     const py::object& padding, const py::object& dilation, const py::object& out) {
-  const best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
+                     const py::object& padding, const py::object& dilation, const py::object& out,
+                     const py::object& bias, const py::object& residual, const std::string& activation) {
+  best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
+  p.bias = !bias.is_none(), p.add = !residual.is_none(), p.activation = activation_of(activation);
+  torch::Tensor bias_t, residual_t;
+  if (p.bias) {
+    bias_t = bias.cast<torch::Tensor>();
+    require(bias_t.is_cuda() && bias_t.device() == x.device(), "bias must be a CUDA tensor on x's device");
+    require(bias_t.scalar_type() == x.scalar_type(), "bias must be of x's type, got ", c10::toString(bias_t.scalar_type()));
+    require(bias_t.dim() == 1 && bias_t.size(0) == p.k && bias_t.is_contiguous(), "bias must be a contiguous (",
+            p.k, ",) tensor, got ", shape(bias_t));
+  }
   const int64_t out_h = (int64_t(p.h) + 2 * p.pad_h - int64_t(p.dilation_h) * (p.r - 1) - 1) / p.stride_h + 1;
   const int64_t out_w = (int64_t(p.w) + 2 * p.pad_w - int64_t(p.dilation_w) * (p.s - 1) - 1) / p.stride_w + 1;
   require(out_h >= 1 && out_w >= 1, "the ", p.r, "x", p.s,
@@ -107,11 +131,18 @@ torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::o
     require(y.size(0) == p.n && y.size(1) == p.k && y.size(2) == out_h && y.size(3) == out_w, "out is ", shape(y),
             ", the output is (", p.n, ", ", p.k, ", ", out_h, ", ", out_w, ")");
   }
+  if (p.add) {
+    residual_t = residual.cast<torch::Tensor>();
+    check_operand(residual_t, "residual", "(N, K, P, Q)");
+    require(residual_t.device() == x.device(), "residual is on another device than x");
+    require(residual_t.sizes() == y.sizes(), "residual is ", shape(residual_t), ", the output is ", shape(y));
+  }
   const size_t bytes = best_conv::workspace_size(p);
   torch::Tensor workspace = torch::empty({int64_t(bytes)}, x.options().dtype(torch::kUInt8));
-  const std::string error = best_conv::conv2d_fprop(p, x.data_ptr(), w.data_ptr(), y.data_ptr(),
-                                                    bytes ? workspace.data_ptr() : nullptr, bytes,
-                                                    c10::cuda::getCurrentCUDAStream().stream());
+  const std::string error = best_conv::conv2d_fprop(
+      p, x.data_ptr(), w.data_ptr(), y.data_ptr(), p.bias ? bias_t.data_ptr() : nullptr,
+      p.add ? residual_t.data_ptr() : nullptr, bytes ? workspace.data_ptr() : nullptr, bytes,
+      c10::cuda::getCurrentCUDAStream().stream());
   require(error.empty(), "best_kernels::conv2d_fprop refused x ", shape(x), ", w ", shape(w),
               ", stride (", p.stride_h, ", ", p.stride_w, "), padding (", p.pad_h, ", ", p.pad_w, "), dilation (",
               p.dilation_h, ", ", p.dilation_w, "): ", error);
@@ -119,19 +150,29 @@ torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::o
 }
 
 py::object kernel_for(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
-                      const py::object& padding, const py::object& dilation) {
-  const char* name = best_conv::kernel_for(problem_of(x, w, stride, padding, dilation));
+                      const py::object& padding, const py::object& dilation, bool bias, bool residual,
+                      const std::string& activation) {
+  best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
+  p.bias = bias, p.add = residual, p.activation = activation_of(activation);
+  const char* name = best_conv::kernel_for(p);
   return name ? py::object(py::str(name)) : py::object(py::none());
 }
 
-// [((n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w), ms), ...]
-py::list profiled() {
+// [((n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w), ms), ...] of the
+// problems of no epilogue; with fused, [(problem, (bias, residual, activation), ms), ...] of the others.
+py::list profiled(bool fused) {
   py::list out;
   for (int i = 0; i < best_conv::profiled_count(); ++i) {
     const best_conv::Problem p = best_conv::profiled(i);
-    out.append(py::make_tuple(py::make_tuple(p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h,
-                                             p.stride_w, p.dilation_h, p.dilation_w),
-                              best_conv::profiled_ms(i)));
+    if ((p.bias || p.add || p.activation != 0) != fused) continue;
+    py::tuple problem = py::make_tuple(p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                                       p.dilation_h, p.dilation_w);
+    if (fused) {
+      out.append(py::make_tuple(problem, py::make_tuple(p.bias, p.add, kActivations[p.activation]),
+                                best_conv::profiled_ms(i)));
+    } else {
+      out.append(py::make_tuple(problem, best_conv::profiled_ms(i)));
+    }
   }
   return out;
 }
@@ -141,12 +182,17 @@ py::list profiled() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "Convolutions through the launcher of kernelgen's best_kernels.h";
   m.def("conv2d", &conv2d,
-        "conv2d(x, w, stride=1, padding=0, dilation=1, out=None): channels_last CUDA tensors of the header's "
-        "element type; the output is written to out when given (a channels_last tensor of the output's shape)",
+        "conv2d(x, w, stride=1, padding=0, dilation=1, out=None, bias=None, residual=None, activation='none'): "
+        "channels_last CUDA tensors of the header's element type; the output is written to out when given (a "
+        "channels_last tensor of the output's shape); with bias, residual or an activation, "
+        "activation(conv + bias + residual) by a fused kernel",
         py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1,
-        py::arg("out") = py::none());
+        py::arg("out") = py::none(), py::arg("bias") = py::none(), py::arg("residual") = py::none(),
+        py::arg("activation") = "none");
   m.def("kernel_for", &kernel_for, "the kernel conv2d would run, or None", py::arg("x"), py::arg("w"),
-        py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
-  m.def("profiled", &profiled, "the problems of best_kernels.h and their profiled times (ms)");
+        py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("bias") = false,
+        py::arg("residual") = false, py::arg("activation") = "none");
+  m.def("profiled", &profiled, "the problems of best_kernels.h and their profiled times (ms); fused=True: "
+        "those of an epilogue, with it", py::arg("fused") = false);
   m.def("element", &best_conv::element, "the header's element type: f16 or bf16");
 }

@@ -1,0 +1,107 @@
+"""examples/torch_extension/swap.py on the CPU, with an extension that computes what best_conv's
+fused call computes with PyTorch's ops: every convolution chain it covers (batch norm folded,
+residual add, activation) becomes one call, the swapped model computes what the model does, and a
+chain it does not cover, or a value with another use, stays PyTorch's."""
+
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch): the module swap is PyTorch code")
+F = torch.nn.functional
+sys.path.insert(0, str(ROOT / "examples" / "torch_extension"))
+from swap import FusedConv2d, swap  # noqa: E402
+
+
+class Extension:
+    """best_conv's interface: conv2d(x, w, stride, padding, dilation, bias=, residual=, activation=) and
+    kernel_for(...), on any device; ``covers(epilogue)`` says which chains the header holds."""
+
+    def __init__(self, covers=lambda epilogue: True):
+        self.covers, self.calls = covers, []
+
+    def kernel_for(self, x, w, stride, padding, dilation, bias=False, residual=False, activation="none"):
+        steps = (["bias"] if bias else []) + (["add"] if residual else []) + ([activation] if activation != "none" else [])
+        return "kernel" if self.covers("+".join(steps)) else None
+
+    def conv2d(self, x, w, stride=1, padding=0, dilation=1, bias=None, residual=None, activation="none"):
+        self.calls.append((tuple(w.shape), bias is not None, residual is not None, activation))
+        y = F.conv2d(x, w, bias, stride, padding, dilation)
+        y = y + residual if residual is not None else y
+        return y if activation == "none" else torch.sigmoid(y) if activation == "sigmoid" else getattr(F, activation)(y)
+
+
+class Block(torch.nn.Module):
+    """A residual block as torchvision's: conv-bn-relu, conv-bn, a downsampling conv-bn, add, relu;
+    and a SiLU head whose input is also returned (two uses: not fused past the batch norm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16)
+        self.conv2, self.bn2 = torch.nn.Conv2d(16, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16)
+        self.down = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 1, bias=False), torch.nn.BatchNorm2d(16))
+        self.relu = torch.nn.ReLU()
+        self.head, self.act = torch.nn.Conv2d(16, 8, 1), torch.nn.SiLU()
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += self.down(x)
+        out = self.relu(out)
+        head = self.head(out)
+        return self.depthwise(self.act(head)), head
+
+
+def trained(model):
+    """``model`` in eval mode with batch norm statistics that are not the identity."""
+    torch.manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5), m.bias.data.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+def test_every_covered_chain_is_one_call_and_the_swapped_model_computes_the_same():
+    model, x = trained(Block()), torch.randn(2, 8, 12, 12)
+    ext = Extension()
+    swapped, report = swap(model, ext, x)
+    assert report["swapped"] == {"bias+relu": 1, "bias+add+relu": 1, "bias": 2}
+    assert [target for target, _ in report["left"]] == ["depthwise"], "a grouped convolution stays PyTorch's"
+    assert sum(isinstance(m, FusedConv2d) for m in swapped.modules()) == 4
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in swapped.modules()), "batch norms folded"
+    with torch.no_grad():
+        expected, got = model(x), swapped(x)
+    for e, g in zip(expected, got):
+        assert torch.allclose(e, g, atol=1e-5, rtol=1e-5)
+    assert (16, 16, 3, 3) in [c[0] for c in ext.calls if c[2] and c[3] == "relu"], "conv2 + bn2 + add + relu"
+    assert any(c[0] == (8, 16, 1, 1) and c[1] and not c[2] and c[3] == "none" for c in ext.calls), \
+        "the head's SiLU stays PyTorch's: its input is returned too"
+
+
+def test_a_chain_the_header_does_not_cover_stays_pytorchs():
+    model, x = trained(Block()), torch.randn(2, 8, 12, 12)
+    swapped, report = swap(model, Extension(covers=lambda e: e not in ("bias+add+relu", "bias+add")), x)
+    assert report["swapped"] == {"bias+relu": 1, "bias": 3}, "conv2 and its batch norm: the start of its chain"
+    with torch.no_grad():
+        assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
+    none = Extension(covers=lambda e: e == "bias+relu")
+    swapped, report = swap(model, none, x)
+    assert report["swapped"] == {"bias+relu": 1}
+    assert ("conv2", "no kernel of the header for it (epilogue bias+add+relu)") in report["left"]
+    assert ("head", "no kernel of the header for it (epilogue bias)") in report["left"]
+    with torch.no_grad():
+        assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
+    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in swapped.modules()), "conv2's batch norm is PyTorch's"
+
+
+def test_a_torchvision_resnet_is_swapped_whole():
+    torchvision = pytest.importorskip("torchvision", reason="needs torchvision")
+    model, x = trained(torchvision.models.resnet18(weights=None)), torch.randn(1, 3, 64, 64)
+    swapped, report = swap(model, Extension(), x)
+    assert report["swapped"] == {"bias+relu": 9, "bias+add+relu": 8, "bias": 3} and report["left"] == []
+    with torch.no_grad():
+        assert torch.allclose(model(x), swapped(x), atol=1e-4, rtol=1e-4)
