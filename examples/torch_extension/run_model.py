@@ -1,0 +1,148 @@
+"""A whole model through best_kernels.h: the model with every convolution chain the header covers
+swapped for one fused call (swap.py), checked against PyTorch's output, and its forward pass timed
+in a CUDA graph against PyTorch eager and torch.compile, each timed the same way.
+
+    python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--no-compile]
+
+(after python setup.py build_ext --inplace with the set's library; needs a GPU.) The model is
+torchvision's, built without weights (none is downloaded), in eval mode, channels_last, of the
+header's element type (best_conv.element()), its batch norms given statistics that are not the
+identity (seeded) so that folding them is exercised. The input is uniform in [-1, 1). PyTorch eager
+runs with cuDNN's benchmark mode; torch.compile with mode="max-autotune-no-cudagraphs" (its own CUDA
+graphs would nest in the timing's). Each forward pass is captured once in a CUDA graph and replayed;
+the figure is the median over --repeats batches of replays (each batch about 20 ms), after a rest
+of REST_S. The output check: the largest element difference against eager's, relative to eager's
+largest element (max_rel_error), within TOLERANCE.
+
+One row a (model, batch) is written into profile_results/<set>/<gpu>/model.csv (a row of the same
+model and batch replaced): model, batch, swapped_ms, eager_ms, compiled_ms, max_rel_error, and what
+it ran on and what was swapped. Exit status 0 when the output matched.
+"""
+
+import argparse
+import csv
+import datetime
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import best_conv
+from swap import swap
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "site_scons"))
+from kernelgen.importer import no_weights  # noqa: E402
+from kernelgen.results import gpu_dir  # noqa: E402
+
+DTYPE = {"f16": torch.half, "bf16": torch.bfloat16}[best_conv.element()]
+TOLERANCE = {"f16": 2e-2, "bf16": 8e-2}[best_conv.element()]  # a whole network's rounding, not one layer's
+REST_S = 0.5
+COLUMNS = ["model", "batch", "swapped_ms", "eager_ms", "compiled_ms", "max_rel_error", "swapped", "left",
+           "gpu", "torch", "dtype", "measured_at"]
+
+
+def build(name: str, batch: int):
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(name, **no_weights(torchvision, name)).eval()
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.1, 0.1), m.running_var.uniform_(0.8, 1.2)
+            m.weight.data.uniform_(0.8, 1.2), m.bias.data.uniform_(-0.1, 0.1)
+    model = model.to(device="cuda", dtype=DTYPE, memory_format=torch.channels_last)
+    x = torch.empty(batch, 3, 224, 224, device="cuda", dtype=DTYPE).uniform_(-1, 1)
+    return model, x.contiguous(memory_format=torch.channels_last)
+
+
+def graph_ms(forward, x, repeats: int) -> float:
+    """The median time of one replay of ``forward(x)`` captured in a CUDA graph."""
+    with torch.no_grad():
+        for _ in range(3):
+            forward(x)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            forward(x)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        torch.cuda.synchronize()
+        count = max(1, int(20.0 / max(start.elapsed_time(stop), 1e-3)))
+        time.sleep(REST_S)
+        times = []
+        for _ in range(repeats):
+            start.record()
+            for _ in range(count):
+                graph.replay()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) / count)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def write_row(path: Path, row: dict) -> None:
+    rows = []
+    if path.is_file():
+        with path.open(newline="") as f:
+            rows = [r for r in csv.DictReader(f) if (r["model"], r["batch"]) != (row["model"], str(row["batch"]))]
+    rows.append(row)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--set", default=None, help="the set whose results folder gets model.csv "
+                        "(default: <model>_b<batch>)")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (its autotuning is long)")
+    args = parser.parse_args()
+    torch.backends.cudnn.benchmark = True
+    model, x = build(args.model, args.batch)
+    swapped, report = swap(model, best_conv, x)
+    with torch.no_grad():
+        expected, got = model(x).float(), swapped(x).float()
+    error = float((got - expected).abs().max() / expected.abs().max())
+    print(f"{args.model} batch {args.batch}: swapped {sum(report['swapped'].values())} chains "
+          f"({', '.join(f'{n} {e}' for e, n in sorted(report['swapped'].items()))}), "
+          f"{len(report['left'])} convolutions left to PyTorch; max_rel_error {error:.2e}", flush=True)
+    for target, why in report["left"]:
+        print(f"  left: {target}: {why}")
+    eager_ms = graph_ms(model, x, args.repeats)
+    swapped_ms = graph_ms(swapped, x, args.repeats)
+    compiled_ms = float("nan")
+    if not args.no_compile:
+        compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
+        compiled_ms = graph_ms(compiled, x, args.repeats)
+    print(f"  swapped {swapped_ms:.4f} ms, eager {eager_ms:.4f} ms ({swapped_ms / eager_ms:.2f}x), compiled "
+          f"{compiled_ms:.4f} ms ({swapped_ms / compiled_ms:.2f}x)")
+    gpu = torch.cuda.get_device_name()
+    row = {"model": args.model, "batch": args.batch, "swapped_ms": f"{swapped_ms:.6g}", "eager_ms": f"{eager_ms:.6g}",
+           "compiled_ms": f"{compiled_ms:.6g}", "max_rel_error": f"{error:.3g}",
+           "swapped": " ".join(f"{e}:{n}" for e, n in sorted(report["swapped"].items())), "left": len(report["left"]),
+           "gpu": gpu, "torch": torch.__version__, "dtype": best_conv.element(),
+           "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    out = gpu_dir(ROOT / "profile_results", args.set or f"{args.model}_b{args.batch}", gpu) / "model.csv"
+    write_row(out, row)
+    print(f"  -> {out}")
+    ok = error <= TOLERANCE
+    if not ok:
+        print(f"  output differs from PyTorch's: max_rel_error {error:.2e} > {TOLERANCE}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
