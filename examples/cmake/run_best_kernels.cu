@@ -5,7 +5,9 @@
 // graph and replayed, the GPU's time (`ms`, beside the profiler's and their ratio), and launched
 // back to back from the host, the host's cost per launch included (`launches ms`). Then one
 // problem that was not profiled (the first layer with another batch), which runs the launcher's
-// fallback kernel. Exit status 0 when every output matched.
+// fallback kernel. A problem of an epilogue (best_kernels::Epilogue) is given a bias and a residual
+// filled as the other operands and checked against the reference through the same epilogue.
+// Exit status 0 when every output matched.
 //
 //   run_best_kernels [--repeats N]
 //
@@ -87,6 +89,26 @@ __global__ void reference(Conv2dFpropProblem p, int pp, int qq, const Element* x
   }
 }
 
+// The reference through the problem's epilogue: + bias[k], + residual, the activation, in fp32.
+__global__ void apply_epilogue(best_kernels::Epilogue e, size_t count, int channels, const Element* bias,
+                               const Element* residual, float* y) {
+  using best_kernels::Activation;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    float v = y[i];
+    if (e.bias) v += float(bias[i % channels]);
+    if (e.add) v += float(residual[i]);
+    switch (e.activation) {
+      case Activation::kNone: break;
+      case Activation::kRelu: v = fmaxf(v, 0.0f); break;
+      case Activation::kSilu: v = v / (1.0f + expf(-v)); break;
+      case Activation::kGelu: v = 0.5f * v * (1.0f + erff(v * 0.70710678f)); break;
+      case Activation::kHardswish: v = v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f; break;
+      case Activation::kSigmoid: v = 1.0f / (1.0f + expf(-v)); break;
+    }
+    y[i] = v;
+  }
+}
+
 struct Errors {
   double squared_error, squared_reference;
   unsigned int max_error_bits, max_reference_bits;  // non-negative floats order as their bits do
@@ -133,10 +155,11 @@ struct Case {
 
   const char* kernel() const { return is_gemm ? best_kernels::kernel_for(gemm) : best_kernels::kernel_for(conv); }
   size_t workspace() const { return is_gemm ? best_kernels::workspace_size(gemm) : best_kernels::workspace_size(conv); }
-  best_kernels::Status run(const Element* x, const Element* w, Element* y, void* workspace, size_t bytes,
-                      cudaStream_t stream) const {
-    return is_gemm ? best_kernels::gemm(gemm, x, w, y, workspace, bytes, stream)
-                   : best_kernels::conv2d_fprop(conv, x, w, y, workspace, bytes, stream);
+  const best_kernels::Epilogue& epilogue() const { return is_gemm ? gemm.epilogue : conv.epilogue; }
+  best_kernels::Status run(const Element* x, const Element* w, Element* y, const Element* bias, const Element* residual,
+                           void* workspace, size_t bytes, cudaStream_t stream) const {
+    return is_gemm ? best_kernels::gemm(gemm, x, w, y, bias, residual, workspace, bytes, stream)
+                   : best_kernels::conv2d_fprop(conv, x, w, y, bias, residual, workspace, bytes, stream);
   }
 };
 
@@ -156,7 +179,10 @@ class Runner {
   bool run(const Case& c) {
     const Conv2dFpropProblem& p = c.conv;
     const size_t x_bytes = round_up(x_elements(p) * 2), w_bytes = round_up(w_elements(p) * 2);
-    const size_t y_bytes = round_up(y_elements(p) * 2), set_bytes = x_bytes + w_bytes + y_bytes;
+    const best_kernels::Epilogue& epilogue = c.epilogue();
+    const size_t y_bytes = round_up(y_elements(p) * 2);
+    const size_t b_bytes = epilogue.bias ? round_up(size_t(p.k) * 2) : 0, r_bytes = epilogue.add ? y_bytes : 0;
+    const size_t set_bytes = x_bytes + w_bytes + y_bytes + b_bytes + r_bytes;
     const size_t sets = std::max<size_t>(1, (4 * size_t(l2_bytes_) + set_bytes - 1) / set_bytes);
     const size_t workspace_bytes = c.workspace();
     char* pool = nullptr;
@@ -165,22 +191,29 @@ class Runner {
     check(cudaMalloc(&pool, sets * set_bytes), "cudaMalloc operands");
     check(cudaMalloc(&expected, y_elements(p) * sizeof(float)), "cudaMalloc reference");
     if (workspace_bytes) check(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc workspace");
-    std::vector<const Element*> xs, ws;
+    std::vector<const Element*> xs, ws, bs, rs;
     std::vector<Element*> ys;
     for (size_t i = 0; i < sets; ++i) {
       char* base = pool + i * set_bytes;
       xs.push_back(reinterpret_cast<Element*>(base));
       ws.push_back(reinterpret_cast<Element*>(base + x_bytes));
       ys.push_back(reinterpret_cast<Element*>(base + x_bytes + w_bytes));
-      fill<<<1024, 256, 0, stream_>>>(const_cast<Element*>(xs[i]), x_elements(p), uint32_t(2 * i + 1));
-      fill<<<1024, 256, 0, stream_>>>(const_cast<Element*>(ws[i]), w_elements(p), uint32_t(2 * i + 2));
+      bs.push_back(epilogue.bias ? reinterpret_cast<Element*>(base + x_bytes + w_bytes + y_bytes) : nullptr);
+      rs.push_back(epilogue.add ? reinterpret_cast<Element*>(base + x_bytes + w_bytes + y_bytes + b_bytes) : nullptr);
+      fill<<<1024, 256, 0, stream_>>>(const_cast<Element*>(xs[i]), x_elements(p), uint32_t(4 * i + 1));
+      fill<<<1024, 256, 0, stream_>>>(const_cast<Element*>(ws[i]), w_elements(p), uint32_t(4 * i + 2));
+      if (bs[i]) fill<<<1024, 256, 0, stream_>>>(const_cast<Element*>(bs[i]), size_t(p.k), uint32_t(4 * i + 3));
+      if (rs[i]) fill<<<1024, 256, 0, stream_>>>(const_cast<Element*>(rs[i]), y_elements(p), uint32_t(4 * i + 4));
     }
     check(cudaMemsetAsync(ys[0], 0xff, y_elements(p) * 2, stream_), "poison the output");  // NaN
     reference<<<4096, 256, 0, stream_>>>(p, out_p(p), out_q(p), xs[0], ws[0], expected);
+    if (epilogue.bias || epilogue.add || epilogue.activation != best_kernels::Activation::kNone) {
+      apply_epilogue<<<1024, 256, 0, stream_>>>(epilogue, y_elements(p), p.k, bs[0], rs[0], expected);
+    }
     check(cudaGetLastError(), "reference launch");
 
     const char* kernel = c.kernel();
-    best_kernels::Status status = c.run(xs[0], ws[0], ys[0], workspace, workspace_bytes, stream_);
+    best_kernels::Status status = c.run(xs[0], ws[0], ys[0], bs[0], rs[0], workspace, workspace_bytes, stream_);
     bool ok = status == best_kernels::Status::kSuccess;
     double ms = 0, launches_ms = 0, rel_l2 = 0, rel_max = 0;
     if (ok) {
@@ -193,8 +226,8 @@ class Runner {
       rel_l2 = std::sqrt(e.squared_error / std::max(e.squared_reference, 1e-30));
       rel_max = as_float(e.max_error_bits) / std::max(as_float(e.max_reference_bits), 1e-30f);
       ok = e.nonfinite == 0 && rel_l2 <= kTolerance && rel_max <= kTolerance;
-      ms = time(c, xs, ws, ys, workspace, workspace_bytes, true);
-      launches_ms = time(c, xs, ws, ys, workspace, workspace_bytes, false);
+      ms = time(c, xs, ws, ys, bs, rs, workspace, workspace_bytes, true);
+      launches_ms = time(c, xs, ws, ys, bs, rs, workspace, workspace_bytes, false);
     }
     std::printf("%-24s %-8.4f %-11.4f %-8s %-6s %-9.2e %-9.2e %s %s\n", c.label.c_str(), ms, launches_ms,
                 c.profiled_ms > 0 ? std::to_string(c.profiled_ms).substr(0, 6).c_str() : "-",
@@ -212,12 +245,14 @@ class Runner {
   // The median over `repeats_` batches of the time per launch, each batch about 1 ms: replayed
   // from a CUDA graph (`graph`), or launched from the host.
   double time(const Case& c, const std::vector<const Element*>& xs, const std::vector<const Element*>& ws,
-              const std::vector<Element*>& ys, void* workspace, size_t workspace_bytes, bool graph) {
+              const std::vector<Element*>& ys, const std::vector<const Element*>& bs,
+              const std::vector<const Element*>& rs, void* workspace, size_t workspace_bytes, bool graph) {
     size_t next = 0;
     auto launch = [&](int count) {
       for (int i = 0; i < count; ++i, ++next) {
         const size_t set = next % xs.size();
-        if (c.run(xs[set], ws[set], ys[set], workspace, workspace_bytes, stream_) != best_kernels::Status::kSuccess) {
+        if (c.run(xs[set], ws[set], ys[set], bs[set], rs[set], workspace, workspace_bytes, stream_) !=
+            best_kernels::Status::kSuccess) {
           std::fprintf(stderr, "run_best_kernels: %s: a timed launch failed\n", c.label.c_str());
           std::exit(2);
         }
