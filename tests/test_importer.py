@@ -527,7 +527,9 @@ def test_resnet50s_epilogues_are_recorded_and_written_only_when_asked(torch_nets
     counts = collections.Counter()
     for p in problems:
         counts[p.epilogue] += p.count
-    assert counts == {"bias+relu": 33, "bias+add+relu": 16, "bias": 5}
+    assert counts == {"bias+relu": 32, "bias+add+relu": 16, "bias": 5, "": 1}, \
+        "the 3-channel first layer's bias+relu is left unfused: no fused kernel takes 3 channels"
+    assert "channels no multiple of 8 (the fused kernels move 16-byte rows): bias+relu 1 call(s)." in fused
     downsample = [p for p in problems if p.op == "conv2d_fprop" and (p.h, p.c, p.k, p.r) == (56, 64, 256, 1)]
     assert sorted((p.epilogue, p.count) for p in downsample) == [("bias", 1), ("bias+add+relu", 3)], \
         "the same shape is two workloads: the bottleneck's end and the downsample"
@@ -582,3 +584,22 @@ def test_the_plan_groups_by_epilogue_only_when_the_lines_say_it():
     split = importer.plan_workloads(calls, epilogues=True)
     assert [(p.epilogue, p.count) for p in split.problems] == [("bias+relu", 2), ("bias", 1)] and split.written
     assert importer.workload_line(split.problems[0]).endswith(" epilogue=bias+relu count=2 dtype=f16")
+
+
+def test_the_lines_say_only_what_a_fused_kernel_computes_and_the_file_names_the_rest():
+    conv = importer.Call("conv2d", (2, 8, 6, 6), (8, 8, 3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    calls = [dataclasses.replace(conv, epilogue="bias+relu+add"),  # an add after the activation
+             dataclasses.replace(conv, weight=(8, 1, 3, 3), groups=8, epilogue="bias+silu"),  # depthwise
+             dataclasses.replace(conv, input=(2, 3, 6, 6), weight=(8, 3, 3, 3), epilogue="bias+relu"),  # 3 channels
+             dataclasses.replace(conv, epilogue="bias+add+relu")]
+    plan = importer.plan_workloads(calls, epilogues=True)
+    assert [p.epilogue for p in plan.problems] == ["bias+relu", "", "", "bias+add+relu"]
+    assert plan.unfused == {("bias+relu+add", "a residual add after the activation"): 1,
+                            ("bias+silu", "a grouped convolution's (no fused kernel is grouped)"): 1,
+                            ("bias+relu", "channels no multiple of 8 (the fused kernels move 16-byte rows)"): 1}
+    text = importer.workload_text(plan, parse_request("resnet50", 2, name="r", epilogues="1"), "torch x")
+    left = next(line for line in text.splitlines() if line.startswith("# Left unfused"))
+    assert left == ("# Left unfused (PyTorch runs these steps after the kernel, and the lines leave them out): "
+                    "a grouped convolution's (no fused kernel is grouped): bias+silu 1; a residual add after the "
+                    "activation: bias+relu+add 1; channels no multiple of 8 (the fused kernels move 16-byte rows): "
+                    "bias+relu 1 call(s).")

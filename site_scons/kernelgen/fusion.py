@@ -17,6 +17,7 @@ The profiler gives a fused kernel its bias and residual through ``kernelgen::Fus
 from dataclasses import replace
 
 from .ops.common import ACTIVATIONS
+from .vocab import DATA_TYPES
 
 # The activation of an epilogue: its CUTLASS functor (cutlass/epilogue/thread/activation.h),
 # applied in fp32; "" for an epilogue without one.
@@ -60,6 +61,24 @@ def refuses(epilogue: str) -> str | None:
     if act and "add" in order and order.index("add") > order.index(act):
         return f"epilogue={epilogue}: a residual add after the activation (fused kernels add it before)"
     return None
+
+
+def fusible_part(epilogue: str, groups: int = 1, channels: tuple = (), dtype: str = "f16") -> tuple:
+    """(what of ``epilogue`` a fused kernel computes, why the rest is left unfused or ""): a grouped
+    convolution's none (no fused kernel is grouped), nor one whose ``channels`` (input and output;
+    a GEMM's K and N) are no multiple of the fused families' alignment (16 bytes: TMA); an add after
+    the activation and what follows it stay unfused."""
+    if not epilogue:
+        return "", ""
+    if groups > 1:
+        return "", "a grouped convolution's (no fused kernel is grouped)"
+    alignment = 128 // DATA_TYPES[dtype].bits
+    if any(c % alignment for c in channels):
+        return "", f"channels no multiple of {alignment} (the fused kernels move 16-byte rows)"
+    if refuses(epilogue):
+        order = steps(epilogue)
+        return "+".join(order[:order.index("add")]), "a residual add after the activation"
+    return epilogue, ""
 
 
 def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str) -> str:

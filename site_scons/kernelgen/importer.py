@@ -40,6 +40,7 @@ from pathlib import Path
 
 from . import inputs
 from .errors import KernelgenError, shorten
+from .fusion import fusible_part
 from .ops.common import ACTIVATIONS, INT_MAX, ascii_integer
 from .render import write_generated
 from .vocab import DATA_TYPES
@@ -226,10 +227,16 @@ def why_not_profiled(call: Call) -> str:
     return ""
 
 
+def _fusion_of(call: Call, dtype: str) -> tuple:
+    """``fusion.fusible_part``'s arguments for ``call``: its epilogue, groups, channels in and out."""
+    channels = tuple(reversed(call.weight)) if call.op == "linear" else (call.input[1], call.weight[0])
+    return call.epilogue, call.groups, channels, dtype
+
+
 def to_problem(call: Call, dtype: str, epilogues: bool = False):
     """The workload a profilable call is: Conv2dProblem or GemmProblem, in ``dtype``; with
-    ``epilogues``, of the call's epilogue."""
-    epilogue = call.epilogue if epilogues else ""
+    ``epilogues``, of what of the call's epilogue a fused kernel computes (``fusion.fusible_part``)."""
+    epilogue = fusible_part(*_fusion_of(call, dtype))[0] if epilogues else ""
     if call.op == "linear":
         out_features, in_features = call.weight
         return GemmProblem(m=math.prod(call.input[:-1]), n=out_features, k=in_features, dtype=dtype,
@@ -270,6 +277,7 @@ class Plan:
     skipped_flops: list = field(default_factory=list)  # call_flops of each skipped call
     epilogues: dict = field(default_factory=dict)  # epilogue -> profiled calls that run it (record_calls)
     written: bool = False  # whether the lines say their epilogues (EPILOGUES=1)
+    unfused: dict = field(default_factory=dict)  # (epilogue, why) -> calls whose epilogue is left unfused, in part
 
 
 def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = False) -> Plan:
@@ -279,7 +287,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
         raise ModelError(f"DTYPE={dtype!r}: expected one of {', '.join(DTYPES)}")
     counts, first = {}, {}
     skipped_counts, skipped_first = {}, {}
-    dtypes, skipped_flops, chains = set(), [], {}
+    dtypes, skipped_flops, chains, unfused = set(), [], {}, {}
     for call in calls:
         if call.op not in OPS:
             raise ModelError(f"recorded call of unknown operation {call.op!r}")
@@ -291,6 +299,9 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
             continue
         problem = to_problem(call, dtype, epilogues)
         chains[call.epilogue] = chains.get(call.epilogue, 0) + 1
+        why = fusible_part(*_fusion_of(call, dtype))[1]
+        if why:
+            unfused[(call.epilogue, why)] = unfused.get((call.epilogue, why), 0) + 1
         if problem.op == "conv2d_fprop" and (problem.p < 1 or problem.q < 1):
             raise ModelError(f"recorded {describe(call)} has no output")
         counts[problem.name] = counts.get(problem.name, 0) + 1
@@ -300,7 +311,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
     skipped = [(reason, text, n) for (reason, text), n in skipped_counts.items()]
     conv_calls = sum(1 for c in calls if c.op in CONV_OPS)
     linear_calls = sum(1 for c in calls if c.op == "linear")
-    return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops, chains, epilogues)
+    return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops, chains, epilogues, unfused)
 
 
 def workload_line(problem) -> str:
@@ -373,6 +384,12 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
                      "a batch norm in eval mode is a bias): "
                      + ", ".join(f"{e} {n}" for e, n in fused)
                      + (f", none {plan.epilogues['']}" if plan.epilogues.get("") else "") + " call(s).")
+        if plan.unfused:
+            lines.append("# Left unfused (PyTorch runs these steps after the kernel"
+                         + (", and the lines leave them out" if plan.written else "") + "): "
+                         + "; ".join(f"{why}: " + ", ".join(f"{e} {n}" for (e, w), n in sorted(plan.unfused.items())
+                                                              if w == why)
+                                     for why in sorted({w for _, w in plan.unfused})) + " call(s).")
     lines += [workload_line(p) for p in plan.problems]
     if plan.skipped:
         lines.append("# Not profiled (the tool profiles 2-D convolutions on NCHW batches, grouped and depthwise "
