@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT, invocations, write_manifest
 from kernelgen import ops, results
 from kernelgen.errors import WorkloadError
+from kernelgen.fusion import with_fused
 from kernelgen.profile import Runner, profile
 from kernelgen.reduce import build_header, load_set, select_best
 from kernelgen.report import layer
@@ -105,7 +106,8 @@ def test_every_kernel_of_the_catalog_has_an_op_and_an_element_type_and_serves_th
     assert {(k.op, k.element) for k in CATALOG} == {(op, e) for op in ("conv2d_fprop", "gemm", "conv2d_fprop_grouped")
                                                     for e in ("f16", "bf16")}
     for path in sorted((ROOT / "kernel_specs" / "workloads").glob("*.txt")):
-        ops.check_served(load_workloads(str(path), path.parent)[2], CATALOG, path)
+        problems = load_workloads(str(path), path.parent)[2]
+        ops.check_served(problems, with_fused(CATALOG, problems), path)  # a set of epilogues: their fused variants
 
 
 @pytest.mark.parametrize("text, message", UNSERVED, ids=UNSERVED_IDS)
