@@ -97,17 +97,9 @@ def epilogue_cpp(epilogue: str) -> str:
 
 
 def fusible(kernel) -> bool:
-    """Whether ``kernel``'s family can be built with a fused epilogue: those whose epilogue is
-    CUTLASS's SM90 builder's (not the TMA store stages of profiler/epilogue_sm90.h)."""
-    from .families.conv2d_sm90 import Conv2dFpropSm90
-    from .families.conv2d_sm90_persistent import Conv2dFpropSm90Persistent
-    from .families.gemm_sm90 import GemmSm90
-
-    if type(kernel) is Conv2dFpropSm90:
-        return not kernel.fusion
-    if type(kernel) in (GemmSm90, Conv2dFpropSm90Persistent):
-        return not kernel.fusion and kernel.store_stages is None
-    return False
+    """Whether ``kernel`` can be built with a fused epilogue (its descriptor's ``fusible``: those of
+    the families whose epilogue is CUTLASS's SM90 builder's, not yet fused)."""
+    return bool(getattr(kernel, "fusible", False))
 
 
 def fused(kernel, epilogue: str):

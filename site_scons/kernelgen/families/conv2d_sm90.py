@@ -62,6 +62,11 @@ class Conv2dFpropSm90:
     template = TEMPLATE
 
     @property
+    def fusible(self) -> bool:
+        """Whether a fused variant can be made of it (kernelgen.fusion): any not yet fused."""
+        return not self.fusion
+
+    @property
     def op(self) -> str:
         """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_ops)."""
         return fused_ops((self.kernel_op,), self.fusion)[0]

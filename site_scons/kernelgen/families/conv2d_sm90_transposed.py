@@ -26,6 +26,7 @@ class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
     template = TEMPLATE
     family_includes = INCLUDES
     name_suffix = "_transposed"
+    fuses = False  # its own adapter (conv_sm90_transposed.h) takes no epilogue operands
 
 
 def _check(path, entry, spec):

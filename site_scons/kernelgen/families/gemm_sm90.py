@@ -107,6 +107,13 @@ class GemmSm90:
     fused_adapter = "kernelgen::FusedGemmOperation3x", "fused_adapter_3x.h"
     fused_stream_k_adapter = "kernelgen::FusedGemmStreamKOperation3x", "fused_adapter_3x.h"
 
+    fuses = True  # its template and adapters take a fusion operation (kernelgen.fusion)
+
+    @property
+    def fusible(self) -> bool:
+        """Whether a fused variant can be made of it: CUTLASS's builder's epilogue (no store stages)."""
+        return self.fuses and not self.fusion and self.store_stages is None
+
     @property
     def op(self) -> str:
         """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_ops)."""
