@@ -124,7 +124,7 @@ def test_a_search_build_profiles_fused_candidates_and_the_header_keys_them_by_th
 
 
 def test_the_library_baseline_runs_the_epilogue_pytorchs_way(monkeypatch):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch): the library baselines are PyTorch calls")
     from kernelgen.ops import common
 
     monkeypatch.setattr(common, "DEVICE", "cpu")
