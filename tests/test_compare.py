@@ -277,3 +277,21 @@ def test_compare_chooses_as_the_header_does_each_kernel_at_its_own_tolerance(tmp
             rows.append(row)
         results.write_csv(tmp_path / f"{problem.name}.csv", rows)
     assert compare.chosen_kernels(manifest, tmp_path, problems) == ["slow", "fast"]
+
+
+def test_a_fused_layer_is_timed_against_the_fastest_of_the_librarys_paths(monkeypatch):
+    paths = {"unfused": 0.9, "fused": 0.6}
+    monkeypatch.setattr(ops.conv2d_fprop, "baseline_call", lambda torch, p, l2: ("unfused", 3))
+    monkeypatch.setattr(ops.conv2d_fprop, "fused_baselines", lambda torch, p, l2: [("cudnn fused", "fused", 3)])
+    monkeypatch.setattr(compare, "time_graph", lambda torch, call, sets: (paths[call], 0, 0))
+    monkeypatch.setattr(compare, "time_calls", lambda torch, call, sets: (2 * paths[call], 0, 0))
+    monkeypatch.setattr(compare, "time_kernels", lambda torch, call, sets: (paths[call] - 0.1, call))
+    torch = types.SimpleNamespace(no_grad=contextlib.nullcontext)
+    fused = Conv2dProblem(n=1, h=8, w=8, c=8, k=8, r=3, s=3, epilogue="bias+add+relu")
+    assert compare.time_library(torch, fused, 1 << 20) == ("cudnn fused", 1.2, 0.6, 0.5, "fused")
+    paths["unfused"] = 0.5
+    assert compare.time_library(torch, fused, 1 << 20)[:3] == ("cudnn + torch", 1.0, 0.5)
+    plain = Conv2dProblem(n=1, h=8, w=8, c=8, k=8, r=3, s=3)
+    assert compare.time_library(torch, plain, 1 << 20)[0] == "cudnn", "a plain layer: the library's one path"
+    labels = {"cudnn + torch", "cublas + torch", "cudnn fused", "cublaslt epilogue", "cudnn", "cublas"}
+    assert labels <= set(compare.LIBRARY_NAMES), "every path the report may name"

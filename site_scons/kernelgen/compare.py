@@ -43,7 +43,10 @@ from .render import write_generated
 from .report import layer
 from .results import gpu_dir
 
-LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
+# What each baseline path (ops' BASELINE, and for a problem of an epilogue those of time_library) is called.
+LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS", "cudnn + torch": "cuDNN + PyTorch's epilogue ops",
+                 "cudnn fused": "cuDNN fused", "cublas + torch": "cuBLAS + PyTorch's epilogue ops",
+                 "cublaslt epilogue": "cuBLASLt epilogue"}
 REPEATS = 20
 BATCH_MS = 1.0
 WARMUP = 5
