@@ -17,6 +17,7 @@ The profiler gives a fused kernel its bias and residual through ``kernelgen::Fus
 from dataclasses import replace
 
 from .ops.common import ACTIVATIONS
+from .ops.common import epilogue_steps as steps
 from .vocab import DATA_TYPES
 
 # The activation of an epilogue: its CUTLASS functor (cutlass/epilogue/thread/activation.h),
@@ -38,10 +39,6 @@ FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/th
 ACTIVATION_ENUMERATORS = {"": "kNone", "relu": "kRelu", "silu": "kSilu", "gelu": "kGelu", "hardswish": "kHardswish",
                           "sigmoid": "kSigmoid"}
 assert set(ACTIVATION_ENUMERATORS) == set(ACTIVATION_FUNCTORS)
-
-
-def steps(epilogue: str) -> list:
-    return epilogue.split("+") if epilogue else []
 
 
 def activation(epilogue: str) -> str:

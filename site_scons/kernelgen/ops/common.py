@@ -47,6 +47,17 @@ def parse_epilogue(path, lineno, text: str) -> str:
     return text
 
 
+def epilogue_steps(epilogue: str) -> list:
+    """An epilogue's steps in the network's order ([] for none)."""
+    return epilogue.split("+") if epilogue else []
+
+
+def steps_after_bias(epilogue: str) -> list:
+    """The steps a library runs after a convolution or linear layer that adds the epilogue's bias itself."""
+    steps = epilogue_steps(epilogue)
+    return steps[1:] if steps[:1] == ["bias"] else steps
+
+
 def epilogue_suffix(epilogue: str) -> str:
     """What a workload's name says of its epilogue: ``_e<steps joined by _>``, nothing for none."""
     return f"_e{epilogue.replace('+', '_')}" if epilogue else ""
@@ -61,7 +72,7 @@ def fused_ops(ops: tuple, epilogue: str) -> tuple:
 def epilogue_bytes(epilogue: str, channels: int, outputs: int, size: int) -> int:
     """The bytes an epilogue reads besides the product's: the bias (one a channel) and the residual
     (one an output element)."""
-    steps = epilogue.split("+") if epilogue else []
+    steps = epilogue_steps(epilogue)
     return size * (channels * ("bias" in steps) + outputs * ("add" in steps))
 
 
@@ -127,7 +138,7 @@ def epilogue_tensors(torch, epilogue: str, channels: int, outputs, dtype) -> tup
     """(bias, residual) of ``epilogue`` for a baseline: a bias of ``channels`` values where it has
     one, a residual like ``outputs`` (a tensor of the output's shape and layout) where it adds one,
     else None; uniform in [-1, 1) as the profiler fills its operands."""
-    order = epilogue.split("+") if epilogue else []
+    order = epilogue_steps(epilogue)
     bias = torch.empty(channels, device=DEVICE, dtype=dtype).uniform_(-1, 1) if "bias" in order else None
     residual = torch.empty_like(outputs).uniform_(-1, 1) if "add" in order else None
     return bias, residual

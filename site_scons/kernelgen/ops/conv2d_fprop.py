@@ -18,7 +18,7 @@ from ..errors import WorkloadError
 from ..vocab import DATA_TYPES
 from . import common
 from .common import (apply_epilogue, check_products, check_sizes, epilogue_bytes, epilogue_suffix, epilogue_tensors,
-                     fused_ops, operand_sets, read_values, torch_dtype)
+                     fused_ops, operand_sets, read_values, steps_after_bias, torch_dtype)
 
 OP = "conv2d_fprop"
 KERNEL_OPS = ("conv2d_fprop", "gemm")  # GEMM kernels run the 1x1 stride-1 unpadded layers (unsupported on others)
@@ -173,8 +173,7 @@ def baseline_call(torch, problem, l2_bytes: int):
     of an epilogue's problem, the convolution with its bias, then PyTorch's ops for the rest
     (``apply_epilogue``), as an unfused network runs it."""
     F, operands, args = _baseline_operands(torch, problem, l2_bytes)
-    rest = problem.epilogue.split("+")[1:] if problem.epilogue.startswith("bias") else \
-        (problem.epilogue.split("+") if problem.epilogue else [])
+    rest = steps_after_bias(problem.epilogue)
 
     def call(i):
         x, w, bias, residual = operands[i]

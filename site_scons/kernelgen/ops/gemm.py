@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..vocab import DATA_TYPES
 from . import common
 from .common import (apply_epilogue, check_products, check_sizes, epilogue_bytes, epilogue_suffix, epilogue_tensors,
-                     fused_ops, operand_sets, read_values, torch_dtype)
+                     fused_ops, operand_sets, read_values, steps_after_bias, torch_dtype)
 from .conv2d_fprop import Conv2dProblem
 
 OP = "gemm"
@@ -84,8 +84,7 @@ def baseline_call(torch, problem, l2_bytes: int):
     """(call(i), operand sets) of torch.nn.functional.linear on ``problem``'s operands; of an
     epilogue's problem, the linear layer with its bias, then PyTorch's ops for the rest."""
     operands = _baseline_operands(torch, problem, l2_bytes)
-    rest = problem.epilogue.split("+")[1:] if problem.epilogue.startswith("bias") else \
-        (problem.epilogue.split("+") if problem.epilogue else [])
+    rest = steps_after_bias(problem.epilogue)
 
     def call(i):
         a, b, bias, residual = operands[i]
