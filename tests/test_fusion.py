@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, requires_gpu
+from conftest import ROOT, requires_gpu, requires_nvcc
 from kernelgen import fusion, render
 from kernelgen.cost_model import serves
 from kernelgen.families.conv2d_sm90 import Conv2dFpropSm90
@@ -93,15 +93,24 @@ FUSED_SET = ("conv2d_fprop n=8 h=14 w=14 c=64 k=128 r=1 s=1 epilogue=bias+add+re
              "gemm m=64 n=256 k=128 epilogue=bias+gelu\n")
 
 
-def test_a_search_build_profiles_fused_candidates_and_the_header_keys_them_by_their_epilogue(tmp_path):
-    import pandas as pd
-
-    from kernelgen import results
-
+@pytest.fixture(scope="module")
+def fused_set(tmp_path_factory):
+    """FUSED_SET profiled (fake nvcc and profiler) and its header built: (project, BUILD)."""
+    tmp_path = tmp_path_factory.mktemp("fused-set")
     project, tools = make_fake_build(tmp_path)
     (project / "kernel_specs" / "workloads" / "fz.txt").write_text(FUSED_SET)
     common = ["WORKLOADS=fz", "TOP=2", "SPECS=kernel_specs/families", f"NVCC={tools.nvcc}", f"BUILD={tmp_path / 'build'}"]
     run(project, "profile", *common)
+    run(project, "best_kernels.h", *common)
+    return project, tmp_path / "build"
+
+
+def test_a_search_build_profiles_fused_candidates_and_the_header_keys_them_by_their_epilogue(fused_set):
+    import pandas as pd
+
+    from kernelgen import results
+
+    project, build = fused_set
     folder = project / "profile_results" / "fz" / "nvidia_h200"
     frame = pd.concat([results.read_csv(p) for p in sorted(folder.glob("*.csv"))])
     suffixes = {"conv2d_fprop_f16_n8_h14_w14_c64_k128_r1_s1_pad0x0_str1x1_dil1x1_ebias_add_relu": "_ebias_add_relu",
@@ -110,17 +119,92 @@ def test_a_search_build_profiles_fused_candidates_and_the_header_keys_them_by_th
     assert set(frame["workload"]) == set(suffixes) and (frame["status"] == "ok").all()
     assert all(k.endswith(suffixes[w]) for w, k in zip(frame["workload"], frame["kernel"])), \
         "each layer measured with kernels fused for its epilogue"
-    run(project, "best_kernels.h", *common)
-    header = (tmp_path / "build" / "sets" / "fz" / "best_kernels.h").read_text()
+    header = (build / "sets" / "fz" / "best_kernels.h").read_text()
     assert "{8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1, 1, {true, true, Activation::kRelu}}" in header
     assert "{8, 14, 14, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, {true, false, Activation::kRelu}}" in header
     assert "{64, 256, 128, {true, false, Activation::kGelu}}" in header
-    launcher = (tmp_path / "build" / "sets" / "fz" / "best_kernels_launcher.cu").read_text()
+    launcher = (build / "sets" / "fz" / "best_kernels_launcher.cu").read_text()
     table = launcher[launcher.index("constexpr Epilogue kEpilogueOf[] = {"):]
     assert "{}" not in table[:table.index("};")], "every kernel of a fused set computes an epilogue"
-    cutlass = (tmp_path / "build" / "sets" / "fz" / "best_kernels_cutlass.h").read_text()
+    cutlass = (build / "sets" / "fz" / "best_kernels_cutlass.h").read_text()
     assert "struct Conv2dFprop<8," not in cutlass and "LinCombPerColBiasEltAct" in cutlass, \
         "fused kernels' types, looked up at run time only"
+
+
+# The fused set's launcher with every kernel a fused operation that never touches the GPU: what
+# each launch returns, one line a case (LAUNCHES), for conv 0 (bias+add+relu), conv 1 (bias+relu).
+LAUNCH_PROGRAM = """\
+#include "best_kernels_launcher.cu"
+
+#include <cstdio>
+
+namespace kernelgen {
+class Stub final : public FusedOperation {
+ public:
+  std::string can_implement(const Conv2dProblem&) override { return {}; }
+  size_t workspace_bytes(const Conv2dProblem&) override { return 0; }
+  void set_epilogue(const std::vector<EpilogueOperands>&) override {}
+  std::string prepare(const Conv2dProblem&, const std::vector<Conv2dBinding>&, cudaStream_t) override { return {}; }
+  bool run(size_t, cudaStream_t) override { return true; }
+};
+%s
+}  // namespace kernelgen
+
+int main() {
+  using namespace best_kernels;
+  auto* x = reinterpret_cast<Element*>(0x10000);
+  auto* w = reinterpret_cast<Element*>(0x20000);
+  auto* y = reinterpret_cast<Element*>(0x30000);
+  auto* bias = reinterpret_cast<const Element*>(0x40000);
+  auto* residual = reinterpret_cast<const Element*>(0x50000);
+  auto* off = reinterpret_cast<const Element*>(0x40002);
+  const Conv2dFpropProblem add = kConv2dFprop[0].problem, relu = kConv2dFprop[1].problem;
+  Conv2dFpropProblem plain = add;
+  plain.epilogue = {};
+  const Status statuses[] = {
+      conv2d_fprop(add, x, w, y, bias, residual, nullptr, 0, nullptr),
+      conv2d_fprop(add, x, w, y, nullptr, residual, nullptr, 0, nullptr),
+      conv2d_fprop(add, x, w, y, bias, nullptr, nullptr, 0, nullptr),
+      conv2d_fprop(relu, x, w, y, bias, residual, nullptr, 0, nullptr),
+      conv2d_fprop(relu, x, w, y, bias, nullptr, nullptr, 0, nullptr),
+      conv2d_fprop(add, x, w, y, off, residual, nullptr, 0, nullptr),
+      conv2d_fprop(add, x, w, y, bias, off, nullptr, 0, nullptr),
+      conv2d_fprop(plain, x, w, y, nullptr, nullptr, nullptr, 0, nullptr),
+      conv2d_fprop(plain, x, w, y, nullptr, nullptr, nullptr, 0, nullptr),
+  };
+  for (Status status : statuses) std::printf("%%s\\n", status_string(status));
+  std::printf("%%s\\n", kernel_for(plain) ? kernel_for(plain) : "none");
+}
+"""
+LAUNCHES = [  # (case, what the launch returns)
+    ("bias and residual given", "Success"),
+    ("bias missing", "Error Invalid Problem"),
+    ("residual missing", "Error Invalid Problem"),
+    ("a residual the epilogue does not read", "Error Invalid Problem"),
+    ("bias+relu with its bias", "Success"),
+    ("bias 2 bytes off 16-byte alignment", "Error Misaligned Operand"),
+    ("residual 2 bytes off 16-byte alignment", "Error Misaligned Operand"),
+    ("the same sizes without the epilogue: no fused kernel runs it", "Error Not Supported"),
+    ("asked again", "Error Not Supported"),
+    ("kernel_for the plain problem", "none"),
+]
+
+
+@requires_nvcc
+def test_the_launcher_runs_a_fused_problem_with_exactly_its_epilogues_operands(fused_set, tmp_path):
+    import re
+
+    sets = fused_set[1] / "sets" / "fz"
+    launcher = (sets / "best_kernels_launcher.cu").read_text()
+    names = re.findall(r"^std::unique_ptr<Operation> make_(\w+)\(\);$", launcher, re.MULTILINE)
+    stubs = "".join(f"std::unique_ptr<Operation> make_{n}() {{ return std::make_unique<Stub>(); }}\n" for n in names)
+    (tmp_path / "launches.cu").write_text(LAUNCH_PROGRAM % stubs)
+    build = subprocess.run(["nvcc", "-std=c++17", f"-I{sets}", f"-I{ROOT / 'profiler'}", str(tmp_path / "launches.cu"),
+                            "-o", str(tmp_path / "launches")], capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(tmp_path / "launches")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert list(zip([case for case, _ in LAUNCHES], out.stdout.splitlines())) == LAUNCHES
 
 
 def test_the_library_baseline_runs_the_epilogue_pytorchs_way(monkeypatch):
@@ -146,6 +230,49 @@ def test_the_library_baseline_runs_the_epilogue_pytorchs_way(monkeypatch):
     assert [lib for lib, _, _ in gemm.fused_baselines(torch, GemmProblem(m=4, n=8, k=16, dtype="f32",
                                                                          epilogue="bias+gelu"), 1 << 10)] == \
         ["cublaslt epilogue"]
+
+
+MANIFEST = """#include "operation.h"
+namespace kernelgen {
+const std::vector<Registration>& registry() { static std::vector<Registration> none; return none; }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def bare_profiler(tmp_path_factory):
+    """The profiler with no kernel linked: its job file and options are read before any GPU is asked."""
+    from kernelgen.variables import default_cutlass_root
+
+    folder = tmp_path_factory.mktemp("bare-profiler")
+    (folder / "manifest.cu").write_text(MANIFEST)
+    profiler = ROOT / "profiler"
+    out = subprocess.run(["nvcc", "-std=c++17", f"-I{profiler}", f"-I{default_cutlass_root()}/include",
+                          "-gencode=arch=compute_90a,code=sm_90a", str(profiler / "main.cu"),
+                          str(profiler / "reference.cu"), str(folder / "manifest.cu"), "-o", str(folder / "profiler"),
+                          "-ldl"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return folder
+
+
+@requires_nvcc
+@pytest.mark.parametrize("job, options, message", [
+    ("workload a conv2d_fprop f16 1 8 8 8 8 1 1 0 0 1 1 1 1 bias+foo", [], "jobs.txt:1: unknown epilogue bias+foo"),
+    ("workload a conv2d_fprop f16 1 8 8 8 8 1 1 0 0 1 1 1 1 bias+add+relu+silu+gelu", [],
+     "jobs.txt:1: unknown epilogue bias+add+relu+silu+gelu"),  # more steps than an epilogue holds
+    ("workload a conv2d_fprop_grouped f16 1 8 8 8 8 1 1 0 0 1 1 1 1 2 relu", [],
+     "jobs.txt:1: more than 14 integers after conv2d_fprop_grouped"),
+    ("workload a gemm f16 8 8 8 relu extra", [], "jobs.txt:1: more than one epilogue"),
+    ("workload a gemm f16 8 8 8 9", [], "jobs.txt:1: more than 3 integers after gemm"),
+    ("workload a gemm f16 8 8 8 bias", ["--hold-ms", "-1"], "--hold-ms and --rest-ms must be 0 to 60000"),
+    ("workload a gemm f16 8 8 8 bias", ["--rest-ms", "60001"], "--hold-ms and --rest-ms must be 0 to 60000"),
+])
+def test_the_profiler_refuses_a_bad_epilogue_or_hold_in_one_line_before_asking_the_gpu(bare_profiler, job, options,
+                                                                                        message):
+    (bare_profiler / "jobs.txt").write_text(job + "\n")
+    out = subprocess.run([str(bare_profiler / "profiler"), "--jobs", "jobs.txt", *options], cwd=bare_profiler,
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (2, f"fatal\t{message}\n")
 
 
 EPILOGUES = ("bias+relu", "bias+add+relu", "bias+add", "bias+silu", "bias+gelu", "bias+hardswish", "bias+sigmoid")
