@@ -41,6 +41,14 @@ def test_serves_never_refuses_a_kernel_that_ran_ok(samples):
     assert refused == []
 
 
+def test_a_fused_sets_rows_are_samples_of_its_fused_kernels_on_its_fused_layers(samples):
+    """The fit and the record take the fused sets' rows, each as the fused variant it measured
+    (the epilogue of its layer), not only the sets' plain kernels."""
+    fused = [(k, p) for k, p, _, stem in samples if stem == "resnet50_b256_fused" and p.epilogue]
+    assert len(fused) > 100
+    assert all(k.fusion == p.epilogue and k.name.endswith("_e" + p.epilogue.replace("+", "_")) for k, p in fused)
+
+
 def test_serves_refuses_what_can_implement_refused(catalog):
     """Most unsupported rows of the committed CSVs are refused by ``serves`` too (what it lets
     through costs a compile, never a wrong choice)."""

@@ -453,13 +453,14 @@ def _fit_corrections(model: Model, samples: list) -> dict:
 
 def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) -> list:
     """[(kernel, problem, ms, set)] of every verified ok row of ``gpu`` under ``results_root``
-    whose kernel is in ``kernels_by_name``, timed from a CUDA graph."""
+    whose kernel is in ``kernels_by_name`` (or is the fused variant of one for an epilogue of the
+    row's set), timed from a CUDA graph."""
+    from .fusion import epilogues, with_fused
     from .reduce import load_set, verified
     from .results import gpus_with_results
     from .vocab import verify_tolerance
     from .workloads import load_workloads
 
-    tolerances = {name: verify_tolerance(k) for name, k in kernels_by_name.items()}
 
     samples = []
     for set_file in sorted(Path(sets_dir).glob("*.txt")):
@@ -467,11 +468,15 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
         if gpu not in gpus_with_results(folder):
             continue
         problems = load_workloads(set_file.stem, sets_dir)[2]
+        kernels = kernels_by_name
+        if epilogues(problems):
+            kernels = {k.name: k for k in with_fused(list(kernels_by_name.values()), problems)}
+        tolerances = {name: verify_tolerance(k) for name, k in kernels.items()}
         frame = load_set(folder / gpu, problems)
         frame = frame[frame["kernel"].isin(tolerances)]
         frame = frame[(frame["status"] == "ok") & (frame["timing"] == "graph") & verified(frame, tolerances)]
         by_name = {p.name: p for p in problems}
-        samples += [(kernels_by_name[row.kernel], by_name[row.workload], float(row.runtime_ms), set_file.stem)
+        samples += [(kernels[row.kernel], by_name[row.workload], float(row.runtime_ms), set_file.stem)
                     for row in frame.itertuples(index=False)]
     return samples
 
