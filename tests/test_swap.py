@@ -16,19 +16,21 @@ from swap import FusedConv2d, swap  # noqa: E402
 
 
 class Extension:
-    """best_conv's interface: conv2d(x, w, stride, padding, dilation, bias=, residual=, activation=) and
-    kernel_for(...), on any device; ``covers(epilogue)`` says which chains the header holds."""
+    """best_conv's interface: conv2d(x, w, stride, padding, dilation, bias=, residual=, activation=,
+    groups=) and kernel_for(...), on any device; ``covers(epilogue)`` says which chains of one group
+    the header holds, ``grouped(epilogue)`` which of several (as the header's depthwise and grouped
+    kernels: none of an epilogue)."""
 
-    def __init__(self, covers=lambda epilogue: True):
-        self.covers, self.calls = covers, []
+    def __init__(self, covers=lambda epilogue: True, grouped=lambda epilogue: epilogue == ""):
+        self.covers, self.grouped, self.calls = covers, grouped, []
 
-    def kernel_for(self, x, w, stride, padding, dilation, bias=False, residual=False, activation="none"):
+    def kernel_for(self, x, w, stride, padding, dilation, bias=False, residual=False, activation="none", groups=1):
         steps = (["bias"] if bias else []) + (["add"] if residual else []) + ([activation] if activation != "none" else [])
-        return "kernel" if self.covers("+".join(steps)) else None
+        return "kernel" if (self.covers if groups == 1 else self.grouped)("+".join(steps)) else None
 
-    def conv2d(self, x, w, stride=1, padding=0, dilation=1, bias=None, residual=None, activation="none"):
-        self.calls.append((tuple(w.shape), bias is not None, residual is not None, activation))
-        y = F.conv2d(x, w, bias, stride, padding, dilation)
+    def conv2d(self, x, w, stride=1, padding=0, dilation=1, bias=None, residual=None, activation="none", groups=1):
+        self.calls.append((tuple(w.shape), bias is not None, residual is not None, activation, groups))
+        y = F.conv2d(x, w, bias, stride, padding, dilation, groups)
         y = y + residual if residual is not None else y
         return y if activation == "none" else torch.sigmoid(y) if activation == "sigmoid" else getattr(F, activation)(y)
 
@@ -70,7 +72,8 @@ def test_every_covered_chain_is_one_call_and_the_swapped_model_computes_the_same
     ext = Extension()
     swapped, report = swap(model, ext, x)
     assert report["swapped"] == {"bias+relu": 1, "bias+add+relu": 1, "bias": 2}
-    assert [target for target, _ in report["left"]] == ["depthwise"], "a grouped convolution stays PyTorch's"
+    assert report["left"] == [("depthwise", "no kernel of the header for it (epilogue bias)")], \
+        "a depthwise convolution with a bias of its own, and no depthwise kernel takes one: PyTorch's"
     assert sum(isinstance(m, FusedConv2d) for m in swapped.modules()) == 4
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in swapped.modules()), "batch norms folded"
     with torch.no_grad():
@@ -105,3 +108,35 @@ def test_a_torchvision_resnet_is_swapped_whole():
     assert report["swapped"] == {"bias+relu": 9, "bias+add+relu": 8, "bias": 3} and report["left"] == []
     with torch.no_grad():
         assert torch.allclose(model(x), swapped(x), atol=1e-4, rtol=1e-4)
+
+
+class Mobile(torch.nn.Module):
+    """An inverted residual block's start: a depthwise convolution, a batch norm, SiLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.depthwise, self.bn = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False), torch.nn.BatchNorm2d(16)
+        self.grouped = torch.nn.Conv2d(16, 32, 1, groups=4, bias=False)
+
+    def forward(self, x):
+        return self.grouped(F.silu(self.bn(self.depthwise(x))))
+
+
+def test_a_grouped_convolution_no_kernel_of_an_epilogue_takes_is_swapped_alone_and_its_batch_norm_stays():
+    model, x = trained(Mobile()), torch.randn(2, 16, 10, 10)
+    ext = Extension()
+    swapped, report = swap(model, ext, x)
+    assert report == {"swapped": {"none": 2}, "left": []}
+    assert ext.calls == [], "swapping runs nothing"
+    with torch.no_grad():
+        expected, got = model(x), swapped(x)
+    assert torch.allclose(expected, got, atol=1e-5, rtol=1e-5)
+    assert sorted((c[0], c[4]) for c in ext.calls) == [((16, 1, 3, 3), 16), ((32, 4, 1, 1), 4)]
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in swapped.modules()) == 1, "the batch norm is PyTorch's"
+    # where a kernel takes the epilogue, the batch norm is folded into it as for one group
+    folded = Extension(grouped=lambda epilogue: True)
+    swapped, report = swap(model, folded, x)
+    assert report["swapped"] == {"bias+silu": 1, "none": 1}
+    with torch.no_grad():
+        assert torch.allclose(model(x), swapped(x), atol=1e-5, rtol=1e-5)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in swapped.modules())

@@ -12,8 +12,8 @@ namespace best_conv {
 namespace {
 
 best_kernels::Conv2dFpropProblem convert(const Problem& p) {
-  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, 1,
-          {p.bias, p.add, static_cast<best_kernels::Activation>(p.activation)}};
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
+          p.groups, {p.bias, p.add, static_cast<best_kernels::Activation>(p.activation)}};
 }
 
 }  // namespace
@@ -40,7 +40,7 @@ int profiled_count() { return BEST_KERNELS_CONV2D_FPROP_COUNT; }
 Problem profiled(int index) {
   const best_kernels::Conv2dFpropProblem& p = best_kernels::kConv2dFprop[index].problem;
   return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
-          p.epilogue.bias, p.epilogue.add, static_cast<int>(p.epilogue.activation)};
+          p.epilogue.bias, p.epilogue.add, static_cast<int>(p.epilogue.activation), p.groups};
 }
 
 double profiled_ms(int index) { return best_kernels::kConv2dFprop[index].runtime_ms; }

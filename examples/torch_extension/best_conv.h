@@ -8,11 +8,13 @@ namespace best_conv {
 // A forward convolution: NHWC activations, KRSC filters, NPQK output (best_kernels::Conv2dFpropProblem),
 // and what its output goes through after the product (best_kernels::Epilogue): a bias, a residual
 // added before the activation, the activation (best_kernels::Activation's value: 0 none, 1 relu,
-// 2 silu, 3 gelu, 4 hardswish, 5 sigmoid).
+// 2 silu, 3 gelu, 4 hardswish, 5 sigmoid); groups splits c and k into that many convolutions
+// (filters KRS(C/groups); groups = c = k: depthwise).
 struct Problem {
   int n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
   bool bias = false, add = false;
   int activation = 0;
+  int groups = 1;
 };
 
 size_t workspace_size(const Problem& problem);

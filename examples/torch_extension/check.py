@@ -31,17 +31,23 @@ DTYPE = {"f16": torch.half, "bf16": torch.bfloat16}[best_conv.element()]
 TOLERANCE = {"f16": 1e-3, "bf16": 8e-3}[best_conv.element()]
 
 
-def operands(n, h, w, c, k, r, s):
+def operands(n, h, w, c, k, r, s, groups=1):
     x = torch.empty(n, c, h, w, device="cuda").uniform_(-1, 1).to(DTYPE).to(memory_format=torch.channels_last)
-    wt = torch.empty(k, c, r, s, device="cuda").uniform_(-1, 1).to(DTYPE).to(memory_format=torch.channels_last)
+    wt = torch.empty(k, c // groups, r, s, device="cuda").uniform_(-1, 1).to(DTYPE).to(
+        memory_format=torch.channels_last)
     return x, wt
 
 
-def operand_sets(n, h, w, c, k, r, s, p, q):
+def unpack(problem):
+    """(the 13 sizes of a problem, its groups): best_conv.profiled()'s problems end with groups."""
+    return tuple(problem[:13]), (problem[13] if len(problem) > 13 else 1)
+
+
+def operand_sets(n, h, w, c, k, r, s, p, q, groups=1):
     """Copies of (x, w, y) covering four times the L2 cache (at least one), laid out as the profiler
     lays them: one allocation, each set's x, w and y back to back, each 256-byte aligned."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    shapes = [(n, h, w, c), (k, r, s, c), (n, p, q, k)]  # NHWC, KRSC, NPQK
+    shapes = [(n, h, w, c), (k, r, s, c // groups), (n, p, q, k)]  # NHWC, KRS(C/groups), NPQK
     sizes = [2 * a * b * e * f for a, b, e, f in shapes]
     offsets = [0]
     for size in sizes:
@@ -112,27 +118,27 @@ def measure(label, problem, profiled_ms, repeats) -> dict:
     keeps its first output for verify(), whose float32 reference runs once every problem is
     timed: no timing follows a reference convolution, the heaviest work of this script, which
     can leave the GPU at the lower clocks of its power limit."""
-    n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
+    (n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w), groups = unpack(problem)
     p = (h + 2 * pad_h - dil_h * (r - 1) - 1) // stride_h + 1
     q = (w + 2 * pad_w - dil_w * (s - 1) - 1) // stride_w + 1
-    sets = operand_sets(n, h, w, c, k, r, s, p, q)
+    sets = operand_sets(n, h, w, c, k, r, s, p, q, groups)
     x, wt, _ = sets[0]
     args = ((stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
-    kernel = best_conv.kernel_for(x, wt, *args)
-    y = best_conv.conv2d(x, wt, *args)
-    written = best_conv.conv2d(x, wt, *args, out=sets[0][2])
+    kernel = best_conv.kernel_for(x, wt, *args, groups=groups)
+    y = best_conv.conv2d(x, wt, *args, groups=groups)
+    written = best_conv.conv2d(x, wt, *args, out=sets[0][2], groups=groups)
     same = written.data_ptr() == sets[0][2].data_ptr() and torch.equal(written, y)  # out= writes the same output
     # Each call writes its set's output, as the profiler's launches do.
-    ours = lambda i: best_conv.conv2d(sets[i][0], sets[i][1], *args, out=sets[i][2])  # noqa: E731
+    ours = lambda i: best_conv.conv2d(sets[i][0], sets[i][1], *args, out=sets[i][2], groups=groups)  # noqa: E731
     ours_ms, calls_ms = (time_ms(ours, len(sets), repeats, graph) for graph in (True, False))
-    torch_ms = time_ms(lambda i: F.conv2d(sets[i][0], sets[i][1], None, *args), len(sets), repeats, True)
-    return {"label": label, "x": x, "w": wt, "args": args, "y": y, "same": same, "kernel": kernel,
+    torch_ms = time_ms(lambda i: F.conv2d(sets[i][0], sets[i][1], None, *args, groups), len(sets), repeats, True)
+    return {"label": label, "x": x, "w": wt, "args": args, "groups": groups, "y": y, "same": same, "kernel": kernel,
             "ms": ours_ms, "calls_ms": calls_ms, "torch_ms": torch_ms, "profiled_ms": profiled_ms}
 
 
 def verify(m: dict) -> bool:
     """Prints a measured problem's row, its output checked against the float32 reference."""
-    expected = F.conv2d(m["x"].float(), m["w"].float(), None, *m["args"])
+    expected = F.conv2d(m["x"].float(), m["w"].float(), None, *m["args"], m["groups"])
     error = (m["y"].float() - expected)
     rel_l2 = (error.norm() / expected.norm()).item()
     rel_max = (error.abs().max() / expected.abs().max()).item()
@@ -151,27 +157,27 @@ def chained(label, problem, rounds=20) -> bool:
     follows the one before it on the GPU with no gap. A kernel launched with programmatic
     dependent launch (a _pdl kernel) may start while the first still writes y1; it must wait for
     it. Each y2 is checked against the float32 convolution of the y1 it was given."""
-    n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
-    x, wt = operands(n, h, w, c, k, r, s)
-    wt = wt / (r * s * c) ** 0.5  # keeps y1 and y2 of the order of x
+    (n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w), groups = unpack(problem)
+    x, wt = operands(n, h, w, c, k, r, s, groups)
+    wt = wt / (r * s * c // groups) ** 0.5  # keeps y1 and y2 of the order of x
     args = ((stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
     pairs = [(torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))) for _ in range(rounds)]
-    best_conv.conv2d(x, wt, *args)  # prepared once outside the capture
+    best_conv.conv2d(x, wt, *args, groups=groups)  # prepared once outside the capture
     replay = torch.cuda.CUDAGraph()
     with torch.cuda.graph(replay, capture_error_mode="relaxed"):
         for y1, y2 in pairs:
-            best_conv.conv2d(x, wt, *args, out=y1)
-            best_conv.conv2d(y1, wt, *args, out=y2)
+            best_conv.conv2d(x, wt, *args, out=y1, groups=groups)
+            best_conv.conv2d(y1, wt, *args, out=y2, groups=groups)
     replay.replay()
     torch.cuda.synchronize()
     errors = []
     for y1, y2 in pairs:
-        expected = F.conv2d(y1.float(), wt.float(), None, *args)
+        expected = F.conv2d(y1.float(), wt.float(), None, *args, groups)
         errors.append(((y2.float() - expected).norm() / expected.norm()).item())
     ok = all(e <= TOLERANCE for e in errors)  # a NaN left in y1 or y2 fails it too
     worst = max(errors, key=lambda e: e if e == e else float("inf"))
     print(f"{label:<40} {'ok' if ok else 'MISMATCH'}: worst relative L2 error {worst:.2e} over {rounds} "
-          f"back-to-back pairs, {best_conv.kernel_for(x, wt, *args)}", flush=True)
+          f"back-to-back pairs, {best_conv.kernel_for(x, wt, *args, groups=groups)}", flush=True)
     return ok
 
 
@@ -200,7 +206,7 @@ def main() -> int:
     measured.append(measure("3x3, 96 channels", (2, 20, 20, 96, 128, 3, 3, 1, 1, 1, 1, 1, 1), 0, repeats))
     ok = [verify(m) for m in measured]
     for i, (problem, _) in enumerate(profiled):  # layers that can run on their own output
-        n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w = problem
+        (n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w), _ = unpack(problem)
         if c == k and stride_h == stride_w == 1 and 2 * pad_h == dil_h * (r - 1) and 2 * pad_w == dil_w * (s - 1):
             ok.append(chained(f"conv {i} on its own output", problem))
 
@@ -216,6 +222,9 @@ def main() -> int:
         refuses("channels of x and w differ", lambda: best_conv.conv2d(x, wt[:, :32].contiguous(
             memory_format=torch.channels_last), 1, 1)),
         refuses("stride 0", lambda: best_conv.conv2d(x, wt, 0, 1)),
+        refuses("groups not dividing the channels", lambda: best_conv.conv2d(x, wt[:, :2].contiguous(
+            memory_format=torch.channels_last), 1, 1, groups=3)),
+        refuses("groups 0", lambda: best_conv.conv2d(x, wt, 1, 1, groups=0)),
         refuses("padding of three values", lambda: best_conv.conv2d(x, wt, 1, (1, 1, 1))),
         refuses("filter larger than the input", lambda: best_conv.conv2d(x, wt, 1, 0, 9)),
         refuses("x 2 bytes off 16-byte alignment", lambda: best_conv.conv2d(

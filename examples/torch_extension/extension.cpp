@@ -1,8 +1,8 @@
 // best_conv.conv2d(x, w, stride=1, padding=0, dilation=1, out=None, bias=None, residual=None,
-// activation="none"): the convolution of channels_last CUDA tensors x (N, C, H, W) and w (K, C, R, S)
-// of the header's element type (float16 or bfloat16, best_conv.element()) through best_kernels.h's
-// launcher, as torch.nn.functional.conv2d(x, w, None, stride, padding, dilation) computes it (one
-// group); with bias (K values), residual (the output's shape, channels_last) or an activation
+// activation="none", groups=1): the convolution of channels_last CUDA tensors x (N, C, H, W) and
+// w (K, C/groups, R, S) of the header's element type (float16 or bfloat16, best_conv.element())
+// through best_kernels.h's launcher, as torch.nn.functional.conv2d(x, w, None, stride, padding,
+// dilation, groups) computes it; with bias (K values), residual (the output's shape, channels_last) or an activation
 // (relu, silu, gelu, hardswish, sigmoid), activation(conv + bias + residual), a problem of that
 // epilogue: the header's fused kernel for it runs, or none.
 #include <c10/cuda/CUDAGuard.h>
@@ -91,22 +91,29 @@ void check_operand(const torch::Tensor& t, const char* name, const char* dims) {
 }
 
 best_conv::Problem problem_of(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
-                              const py::object& padding, const py::object& dilation) {
+                              const py::object& padding, const py::object& dilation, int64_t groups) {
   check_operand(x, "x", "(N, C, H, W)");
-  check_operand(w, "w", "(K, C, R, S)");
+  check_operand(w, "w", "(K, C/groups, R, S)");
   require(x.device() == w.device(), "x and w are on different devices");
-  require(w.size(1) == x.size(1), "w has ", w.size(1), " input channels, x has ", x.size(1));
+  require(groups >= 1 && groups <= x.size(1), "groups must be from 1 to x's ", x.size(1), " channels, got ", groups);
+  require(x.size(1) % groups == 0 && w.size(0) % groups == 0, "groups ", groups, " must divide x's ", x.size(1),
+          " channels and w's ", w.size(0), " filters");
+  require(w.size(1) * groups == x.size(1), "w has ", w.size(1), " input channels a group, x has ", x.size(1),
+          " in ", groups, " group(s)");
   auto [stride_h, stride_w] = pair(stride, "stride", 1);
   auto [pad_h, pad_w] = pair(padding, "padding", 0);
   auto [dilation_h, dilation_w] = pair(dilation, "dilation", 1);
-  return {int(x.size(0)), int(x.size(2)), int(x.size(3)), int(x.size(1)), int(w.size(0)), int(w.size(2)),
-          int(w.size(3)), pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w};
+  best_conv::Problem p{int(x.size(0)), int(x.size(2)), int(x.size(3)), int(x.size(1)), int(w.size(0)),
+                       int(w.size(2)), int(w.size(3)), pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w};
+  p.groups = int(groups);
+  return p;
 }
 
 torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
                      const py::object& padding, const py::object& dilation, const py::object& out,
-                     const py::object& bias, const py::object& residual, const std::string& activation) {
-  best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
+                     const py::object& bias, const py::object& residual, const std::string& activation,
+                     int64_t groups) {
+  best_conv::Problem p = problem_of(x, w, stride, padding, dilation, groups);
   p.bias = !bias.is_none(), p.add = !residual.is_none(), p.activation = activation_of(activation);
   torch::Tensor bias_t, residual_t;
   if (p.bias) {
@@ -145,28 +152,28 @@ torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::o
       c10::cuda::getCurrentCUDAStream().stream());
   require(error.empty(), "best_kernels::conv2d_fprop refused x ", shape(x), ", w ", shape(w),
               ", stride (", p.stride_h, ", ", p.stride_w, "), padding (", p.pad_h, ", ", p.pad_w, "), dilation (",
-              p.dilation_h, ", ", p.dilation_w, "): ", error);
+              p.dilation_h, ", ", p.dilation_w, "), groups ", p.groups, ": ", error);
   return y;
 }
 
 py::object kernel_for(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
                       const py::object& padding, const py::object& dilation, bool bias, bool residual,
-                      const std::string& activation) {
-  best_conv::Problem p = problem_of(x, w, stride, padding, dilation);
+                      const std::string& activation, int64_t groups) {
+  best_conv::Problem p = problem_of(x, w, stride, padding, dilation, groups);
   p.bias = bias, p.add = residual, p.activation = activation_of(activation);
   const char* name = best_conv::kernel_for(p);
   return name ? py::object(py::str(name)) : py::object(py::none());
 }
 
-// [((n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w), ms), ...] of the
-// problems of no epilogue; with fused, [(problem, (bias, residual, activation), ms), ...] of the others.
+// [((n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w, groups), ms), ...] of
+// the problems of no epilogue; with fused, [(problem, (bias, residual, activation), ms), ...] of the others.
 py::list profiled(bool fused) {
   py::list out;
   for (int i = 0; i < best_conv::profiled_count(); ++i) {
     const best_conv::Problem p = best_conv::profiled(i);
     if ((p.bias || p.add || p.activation != 0) != fused) continue;
     py::tuple problem = py::make_tuple(p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
-                                       p.dilation_h, p.dilation_w);
+                                       p.dilation_h, p.dilation_w, p.groups);
     if (fused) {
       out.append(py::make_tuple(problem, py::make_tuple(p.bias, p.add, kActivations[p.activation]),
                                 best_conv::profiled_ms(i)));
@@ -182,16 +189,16 @@ py::list profiled(bool fused) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "Convolutions through the launcher of kernelgen's best_kernels.h";
   m.def("conv2d", &conv2d,
-        "conv2d(x, w, stride=1, padding=0, dilation=1, out=None, bias=None, residual=None, activation='none'): "
-        "channels_last CUDA tensors of the header's element type; the output is written to out when given (a "
-        "channels_last tensor of the output's shape); with bias, residual or an activation, "
+        "conv2d(x, w, stride=1, padding=0, dilation=1, out=None, bias=None, residual=None, activation='none', "
+        "groups=1): channels_last CUDA tensors of the header's element type; the output is written to out when "
+        "given (a channels_last tensor of the output's shape); with bias, residual or an activation, "
         "activation(conv + bias + residual) by a fused kernel",
         py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1,
         py::arg("out") = py::none(), py::arg("bias") = py::none(), py::arg("residual") = py::none(),
-        py::arg("activation") = "none");
+        py::arg("activation") = "none", py::arg("groups") = 1);
   m.def("kernel_for", &kernel_for, "the kernel conv2d would run, or None", py::arg("x"), py::arg("w"),
         py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("bias") = false,
-        py::arg("residual") = false, py::arg("activation") = "none");
+        py::arg("residual") = false, py::arg("activation") = "none", py::arg("groups") = 1);
   m.def("profiled", &profiled, "the problems of best_kernels.h and their profiled times (ms); fused=True: "
         "those of an epilogue, with it", py::arg("fused") = false);
   m.def("element", &best_conv::element, "the header's element type: f16 or bf16");

@@ -2,13 +2,14 @@
 fused call of the extension (best_conv), the rest left to PyTorch.
 
 A chain is what the importer records (kernelgen.importer.Chains) and a fused kernel computes: a
-Conv2d of one group, then in this order a BatchNorm2d in eval mode (folded into the filter and a
-bias, as the convolution's own bias is), a residual add, an activation (ReLU, SiLU, GELU of erf,
-Hardswish, Sigmoid); a step joins the chain only where the value before it has no other use. A
-chain is swapped when ``ext.kernel_for`` names a kernel for it (its problem and epilogue, shapes
-taken from running ``example`` through the model once): the header's chosen kernel where it was
-profiled, a fallback kernel of the same epilogue where not. Linear layers and everything else stay
-PyTorch's.
+Conv2d (grouped and depthwise ones too), then in this order a BatchNorm2d in eval mode (folded into
+the filter and a bias, as the convolution's own bias is), a residual add, an activation (ReLU,
+SiLU, GELU of erf, Hardswish, Sigmoid); a step joins the chain only where the value before it has no
+other use. A chain is swapped when ``ext.kernel_for`` names a kernel for it (its problem and
+epilogue, shapes taken from running ``example`` through the model once): the header's chosen kernel
+where it was profiled, a fallback kernel of the same epilogue where not; where no kernel takes even
+the bias (the depthwise and grouped kernels write a bare result), the convolution alone is swapped
+and its batch norm stays PyTorch's. Linear layers and everything else stay PyTorch's.
 
     swapped, report = swap(model, best_conv, x)    # report: what was swapped, by epilogue, and what not
 """
@@ -32,9 +33,10 @@ ADDS = (operator.add, torch.add, operator.iadd)
 class FusedConv2d(torch.nn.Module):
     """One fused call of ``ext.conv2d``: activation(conv(x, weight) + bias + residual)."""
 
-    def __init__(self, ext, weight, bias, stride, padding, dilation, activation: str):
+    def __init__(self, ext, weight, bias, stride, padding, dilation, activation: str, groups: int = 1):
         super().__init__()
         self.ext, self.stride, self.padding, self.dilation, self.activation = ext, stride, padding, dilation, activation
+        self.groups = groups
         self.register_buffer("weight", weight.contiguous(memory_format=torch.channels_last))
         self.register_buffer("bias", bias)
 
@@ -42,7 +44,7 @@ class FusedConv2d(torch.nn.Module):
         cl = torch.channels_last
         return self.ext.conv2d(x.contiguous(memory_format=cl), self.weight, self.stride, self.padding, self.dilation,
                                bias=self.bias, residual=None if residual is None else residual.contiguous(memory_format=cl),
-                               activation=self.activation)
+                               activation=self.activation, groups=self.groups)
 
 
 def _module(gm, node, kinds):
@@ -130,31 +132,40 @@ def swap(model, ext, example):
         if not _module(gm, node, torch.nn.Conv2d):
             continue
         conv = gm.get_submodule(node.target)
-        if conv.groups != 1 or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
-            left.append((node.target, "groups, padding mode or string padding the extension does not take"))
+        if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+            left.append((node.target, "a padding mode or string padding the extension does not take"))
             continue
         bn, steps = _chain(gm, node)
         weight, bias = _folded(conv, None if bn is None else gm.get_submodule(bn.target))
         x_meta = node.args[0].meta["tensor_meta"]
         probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device).contiguous(
             memory_format=torch.channels_last)
-        w_probe = weight.contiguous(memory_format=torch.channels_last)
+
+        def covers(w, bias, residual, activation):
+            return ext.kernel_for(probe, w.contiguous(memory_format=torch.channels_last), conv.stride, conv.padding,
+                                  conv.dilation, bias=bias is not None, residual=residual is not None,
+                                  activation=activation, groups=conv.groups) is not None
+
         # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
         for kept in range(len(steps), -1, -1):
             residual = next((other for step, _, other, _ in steps[:kept] if step == "add"), None)
             activation = next((act for step, _, _, act in steps[:kept] if step == "act"), "none")
-            if ext.kernel_for(probe, w_probe, conv.stride, conv.padding, conv.dilation, bias=bias is not None,
-                              residual=residual is not None, activation=activation) is not None:
+            if covers(weight, bias, residual, activation):
                 break
         else:
-            whole = _epilogue(bias, next((o for s, _, o, _ in steps if s == "add"), None),
-                              next((a for s, _, _, a in steps if s == "act"), "none"))
-            left.append((node.target, f"no kernel of the header for it (epilogue {whole})"))
-            continue
+            if bn is not None and conv.bias is None and covers(conv.weight, None, None, "none"):
+                # no kernel takes the folded bias: the convolution alone, its batch norm left to PyTorch
+                weight, bias, bn, kept, residual, activation = conv.weight.detach(), None, None, 0, None, "none"
+            else:
+                whole = _epilogue(bias, next((o for s, _, o, _ in steps if s == "add"), None),
+                                  next((a for s, _, _, a in steps if s == "act"), "none"))
+                left.append((node.target, f"no kernel of the header for it (epilogue {whole})"))
+                continue
         nodes = [node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps[:kept]]
         epilogue = _epilogue(bias, residual, activation)
         name = f"fused_{node.target.replace('.', '_')}"
-        gm.add_submodule(name, FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation))
+        gm.add_submodule(name, FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation,
+                                           conv.groups))
         last = nodes[-1]
         with gm.graph.inserting_after(last):
             fused = gm.graph.call_module(name, (node.args[0],) + ((residual,) if residual is not None else ()))
