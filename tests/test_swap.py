@@ -71,10 +71,10 @@ def test_every_covered_chain_is_one_call_and_the_swapped_model_computes_the_same
     model, x = trained(Block()), torch.randn(2, 8, 12, 12)
     ext = Extension()
     swapped, report = swap(model, ext, x)
-    assert report["swapped"] == {"bias+relu": 1, "bias+add+relu": 1, "bias": 2}
-    assert report["left"] == [("depthwise", "no kernel of the header for it (epilogue bias)")], \
-        "a depthwise convolution with a bias of its own, and no depthwise kernel takes one: PyTorch's"
-    assert sum(isinstance(m, FusedConv2d) for m in swapped.modules()) == 4
+    assert report["swapped"] == {"bias+relu": 1, "bias+add+relu": 1, "bias": 2, "none+pytorch_bias": 1}, \
+        "a depthwise convolution with a bias of its own, which no depthwise kernel takes: added after it"
+    assert report["left"] == []
+    assert sum(isinstance(m, FusedConv2d) for m in swapped.modules()) == 5
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in swapped.modules()), "batch norms folded"
     with torch.no_grad():
         expected, got = model(x), swapped(x)
@@ -88,12 +88,14 @@ def test_every_covered_chain_is_one_call_and_the_swapped_model_computes_the_same
 def test_a_chain_the_header_does_not_cover_stays_pytorchs():
     model, x = trained(Block()), torch.randn(2, 8, 12, 12)
     swapped, report = swap(model, Extension(covers=lambda e: e not in ("bias+add+relu", "bias+add")), x)
-    assert report["swapped"] == {"bias+relu": 1, "bias": 3}, "conv2 and its batch norm: the start of its chain"
+    assert report["swapped"] == {"bias+relu": 1, "bias": 3, "none+pytorch_bias": 1}, \
+        "conv2 and its batch norm: the start of its chain"
     with torch.no_grad():
         assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
-    none = Extension(covers=lambda e: e == "bias+relu")
+    none = Extension(covers=lambda e: e == "bias+relu", grouped=lambda e: False)
     swapped, report = swap(model, none, x)
     assert report["swapped"] == {"bias+relu": 1}
+    assert ("depthwise", "no kernel of the header for it (epilogue bias)") in report["left"]
     assert ("conv2", "no kernel of the header for it (epilogue bias+add+relu)") in report["left"]
     assert ("head", "no kernel of the header for it (epilogue bias)") in report["left"]
     with torch.no_grad():

@@ -8,8 +8,9 @@ SiLU, GELU of erf, Hardswish, Sigmoid); a step joins the chain only where the va
 other use. A chain is swapped when ``ext.kernel_for`` names a kernel for it (its problem and
 epilogue, shapes taken from running ``example`` through the model once): the header's chosen kernel
 where it was profiled, a fallback kernel of the same epilogue where not; where no kernel takes even
-the bias (the depthwise and grouped kernels write a bare result), the convolution alone is swapped
-and its batch norm stays PyTorch's. Linear layers and everything else stay PyTorch's.
+the bias (the depthwise and grouped kernels write a bare result), the convolution alone is swapped,
+its own bias added after it and its batch norm left to PyTorch. Linear layers and everything else
+stay PyTorch's.
 
     swapped, report = swap(model, best_conv, x)    # report: what was swapped, by epilogue, and what not
 """
@@ -31,20 +32,24 @@ ADDS = (operator.add, torch.add, operator.iadd)
 
 
 class FusedConv2d(torch.nn.Module):
-    """One fused call of ``ext.conv2d``: activation(conv(x, weight) + bias + residual)."""
+    """One fused call of ``ext.conv2d``: activation(conv(x, weight) + bias + residual); with
+    ``bias_after``, that bias added by PyTorch after the call (a kernel that takes no bias)."""
 
-    def __init__(self, ext, weight, bias, stride, padding, dilation, activation: str, groups: int = 1):
+    def __init__(self, ext, weight, bias, stride, padding, dilation, activation: str, groups: int = 1,
+                 bias_after=None):
         super().__init__()
         self.ext, self.stride, self.padding, self.dilation, self.activation = ext, stride, padding, dilation, activation
         self.groups = groups
         self.register_buffer("weight", weight.contiguous(memory_format=torch.channels_last))
         self.register_buffer("bias", bias)
+        self.register_buffer("bias_after", None if bias_after is None else bias_after.view(1, -1, 1, 1))
 
     def forward(self, x, residual=None):
         cl = torch.channels_last
-        return self.ext.conv2d(x.contiguous(memory_format=cl), self.weight, self.stride, self.padding, self.dilation,
-                               bias=self.bias, residual=None if residual is None else residual.contiguous(memory_format=cl),
-                               activation=self.activation, groups=self.groups)
+        y = self.ext.conv2d(x.contiguous(memory_format=cl), self.weight, self.stride, self.padding, self.dilation,
+                            bias=self.bias, residual=None if residual is None else residual.contiguous(memory_format=cl),
+                            activation=self.activation, groups=self.groups)
+        return y if self.bias_after is None else y + self.bias_after
 
 
 def _module(gm, node, kinds):
@@ -123,7 +128,8 @@ def _epilogue(bias, residual, activation) -> str:
 
 def swap(model, ext, example):
     """(a torch.fx.GraphModule running ``model``'s covered chains through ``ext``, report): the
-    report counts the swapped chains by epilogue and names the convolutions left to PyTorch, with why.
+    report counts the swapped chains by epilogue (``...+pytorch_bias``: the convolution's own bias added by
+    PyTorch after the call) and names the convolutions left to PyTorch, with why.
     ``model`` is not changed."""
     gm = torch.fx.symbolic_trace(copy.deepcopy(model))
     ShapeProp(gm).propagate(example)
@@ -147,25 +153,28 @@ def swap(model, ext, example):
                                   activation=activation, groups=conv.groups) is not None
 
         # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
+        bias_after = None
         for kept in range(len(steps), -1, -1):
             residual = next((other for step, _, other, _ in steps[:kept] if step == "add"), None)
             activation = next((act for step, _, _, act in steps[:kept] if step == "act"), "none")
             if covers(weight, bias, residual, activation):
                 break
         else:
-            if bn is not None and conv.bias is None and covers(conv.weight, None, None, "none"):
-                # no kernel takes the folded bias: the convolution alone, its batch norm left to PyTorch
+            if bias is not None and covers(conv.weight, None, None, "none"):
+                # no kernel takes the bias: the convolution alone, its own bias added after it, its
+                # batch norm left to PyTorch
                 weight, bias, bn, kept, residual, activation = conv.weight.detach(), None, None, 0, None, "none"
+                bias_after = None if conv.bias is None else conv.bias.detach()
             else:
                 whole = _epilogue(bias, next((o for s, _, o, _ in steps if s == "add"), None),
                                   next((a for s, _, _, a in steps if s == "act"), "none"))
                 left.append((node.target, f"no kernel of the header for it (epilogue {whole})"))
                 continue
         nodes = [node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps[:kept]]
-        epilogue = _epilogue(bias, residual, activation)
+        epilogue = _epilogue(bias, residual, activation) + ("+pytorch_bias" if bias_after is not None else "")
         name = f"fused_{node.target.replace('.', '_')}"
         gm.add_submodule(name, FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation,
-                                           conv.groups))
+                                           conv.groups, bias_after))
         last = nodes[-1]
         with gm.graph.inserting_after(last):
             fused = gm.graph.call_module(name, (node.args[0],) + ((residual,) if residual is not None else ()))
