@@ -30,9 +30,34 @@ class Extension:
 
     def conv2d(self, x, w, stride=1, padding=0, dilation=1, bias=None, residual=None, activation="none", groups=1):
         self.calls.append((tuple(w.shape), bias is not None, residual is not None, activation, groups))
-        y = F.conv2d(x, w, bias, stride, padding, dilation, groups)
-        y = y + residual if residual is not None else y
-        return y if activation == "none" else torch.sigmoid(y) if activation == "sigmoid" else getattr(F, activation)(y)
+        return self._epilogue(F.conv2d(x, w, bias, stride, padding, dilation, groups), residual, activation)
+
+
+class LinearExtension(Extension):
+    """And best_conv's linear(x, w, bias=, residual=, activation=) and linear_kernel_for(...):
+    ``linears(epilogue)`` says which of their chains the header holds."""
+
+    def __init__(self, linears=lambda epilogue: True, **kwargs):
+        super().__init__(**kwargs)
+        self.linears = linears
+
+    def linear_kernel_for(self, x, w, bias=False, residual=False, activation="none"):
+        assert x.is_contiguous() and w.is_contiguous() and x.shape[-1] == w.shape[1]
+        steps = (["bias"] if bias else []) + (["add"] if residual else []) + ([activation] if activation != "none" else [])
+        return "kernel" if self.linears("+".join(steps)) else None
+
+    def linear(self, x, w, bias=None, residual=None, activation="none"):
+        assert x.is_contiguous() and w.is_contiguous()
+        self.calls.append((tuple(w.shape), bias is not None, residual is not None, activation, "linear"))
+        return self._epilogue(F.linear(x, w, bias), residual, activation)
+
+
+def _epilogue(y, residual, activation):
+    y = y + residual if residual is not None else y
+    return y if activation == "none" else torch.sigmoid(y) if activation == "sigmoid" else getattr(F, activation)(y)
+
+
+Extension._epilogue = staticmethod(_epilogue)
 
 
 class Block(torch.nn.Module):
@@ -128,7 +153,7 @@ def test_a_grouped_convolution_no_kernel_of_an_epilogue_takes_is_swapped_alone_a
     model, x = trained(Mobile()), torch.randn(2, 16, 10, 10)
     ext = Extension()
     swapped, report = swap(model, ext, x)
-    assert report == {"swapped": {"none": 2}, "left": []}
+    assert (report["swapped"], report["left"]) == ({"none": 2}, [])
     assert ext.calls == [], "swapping runs nothing"
     with torch.no_grad():
         expected, got = model(x), swapped(x)
@@ -142,3 +167,60 @@ def test_a_grouped_convolution_no_kernel_of_an_epilogue_takes_is_swapped_alone_a
     with torch.no_grad():
         assert torch.allclose(model(x), swapped(x), atol=1e-5, rtol=1e-5)
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in swapped.modules())
+
+
+class Mlp(torch.nn.Module):
+    """A transformer block's MLP as torchvision's: Linear, GELU, Dropout, Linear, Dropout, the
+    residual added; and a head of no bias whose input is also returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Dropout(0.1),
+                                       torch.nn.Linear(64, 16), torch.nn.Dropout(0.1))
+        self.head = torch.nn.Linear(16, 8, bias=False)
+
+    def forward(self, x):
+        y = x + self.mlp(x)
+        return self.head(y), y
+
+
+def test_linear_chains_are_one_call_each_through_dropouts_in_eval_mode():
+    model, x = Mlp().eval(), torch.randn(2, 5, 16)
+    ext = LinearExtension()
+    swapped, report = swap(model, ext, x)
+    assert report["linear"] == {"bias+gelu": 1, "bias+add": 1, "none": 1} and report["linear_left"] == []
+    assert not any(isinstance(m, (torch.nn.Linear, torch.nn.Dropout, torch.nn.GELU)) for m in swapped.modules())
+    with torch.no_grad():
+        for e, g in zip(model(x), swapped(x)):
+            assert torch.allclose(e, g, atol=1e-5, rtol=1e-5)
+    assert sorted(c[:4] for c in ext.calls) == [((8, 16), False, False, "none"), ((16, 64), True, True, "none"),
+                                                ((64, 16), True, False, "gelu")]
+    # a header without the fused chains: the bias alone, else the product alone and PyTorch's bias
+    partial = LinearExtension(linears=lambda e: e in ("bias", ""))
+    swapped, report = swap(model, partial, x)
+    assert report["linear"] == {"bias": 2, "none": 1}
+    with torch.no_grad():
+        assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
+    bare = LinearExtension(linears=lambda e: e == "")
+    swapped, report = swap(model, bare, x)
+    assert report["linear"] == {"none+pytorch_bias": 2, "none": 1}
+    with torch.no_grad():
+        assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
+    none = LinearExtension(linears=lambda e: False)
+    _, report = swap(model, none, x)
+    assert report["linear"] == {} and [t for t, _ in report["linear_left"]] == ["mlp.0", "mlp.3", "head"]
+    _, report = swap(model, Extension(), x)
+    assert "linear" not in report or report["linear"] == {}, "an extension without linear leaves them all"
+
+
+def test_a_torchvision_vision_transformer_and_convnext_are_swapped():
+    torchvision = pytest.importorskip("torchvision", reason="needs torchvision")
+    for name, size, linears in (("vit_b_16", 224, {"bias+gelu": 12, "bias+add": 12, "bias": 1}),
+                                ("convnext_tiny", 64, {"bias+gelu": 18, "bias": 19})):
+        torch.manual_seed(0)
+        model, x = trained(torchvision.models.get_model(name, weights=None, num_classes=10)), torch.randn(1, 3, size, size)
+        swapped, report = swap(model, LinearExtension(), x)
+        assert report["linear"] == linears and report["linear_left"] == [], name
+        with torch.no_grad():
+            expected, got = model(x), swapped(x)
+        assert torch.allclose(expected, got, atol=1e-4, rtol=1e-4), name

@@ -16,6 +16,14 @@ best_kernels::Conv2dFpropProblem convert(const Problem& p) {
           p.groups, {p.bias, p.add, static_cast<best_kernels::Activation>(p.activation)}};
 }
 
+best_kernels::GemmProblem convert(const GemmProblem& p) {
+  return {p.m, p.n, p.k, {p.bias, p.add, static_cast<best_kernels::Activation>(p.activation)}};
+}
+
+const char* status_text(best_kernels::Status status) {
+  return status == best_kernels::Status::kSuccess ? "" : best_kernels::status_string(status);
+}
+
 }  // namespace
 
 const char* element() { return std::is_same_v<best_kernels::Element, __nv_bfloat16> ? "bf16" : "f16"; }
@@ -31,7 +39,20 @@ const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, v
       convert(problem), static_cast<const E*>(x), static_cast<const E*>(w), static_cast<E*>(y),
       static_cast<const E*>(bias), static_cast<const E*>(residual), workspace, workspace_bytes,
       static_cast<cudaStream_t>(stream));
-  return status == best_kernels::Status::kSuccess ? "" : best_kernels::status_string(status);
+  return status_text(status);
+}
+
+size_t workspace_size(const GemmProblem& problem) { return best_kernels::workspace_size(convert(problem)); }
+
+const char* kernel_for(const GemmProblem& problem) { return best_kernels::kernel_for(convert(problem)); }
+
+const char* gemm(const GemmProblem& problem, const void* a, const void* b, void* d, const void* bias,
+                 const void* residual, void* workspace, size_t workspace_bytes, void* stream) {
+  using E = best_kernels::Element;
+  return status_text(best_kernels::gemm(convert(problem), static_cast<const E*>(a), static_cast<const E*>(b),
+                                        static_cast<E*>(d), static_cast<const E*>(bias),
+                                        static_cast<const E*>(residual), workspace, workspace_bytes,
+                                        static_cast<cudaStream_t>(stream)));
 }
 
 #if BEST_KERNELS_CONV2D_FPROP_COUNT
@@ -48,6 +69,21 @@ double profiled_ms(int index) { return best_kernels::kConv2dFprop[index].runtime
 int profiled_count() { return 0; }
 Problem profiled(int) { return {}; }
 double profiled_ms(int) { return 0; }
+#endif
+
+#if BEST_KERNELS_GEMM_COUNT
+int profiled_gemm_count() { return BEST_KERNELS_GEMM_COUNT; }
+
+GemmProblem profiled_gemm(int index) {
+  const best_kernels::GemmProblem& p = best_kernels::kGemm[index].problem;
+  return {p.m, p.n, p.k, p.epilogue.bias, p.epilogue.add, static_cast<int>(p.epilogue.activation)};
+}
+
+double profiled_gemm_ms(int index) { return best_kernels::kGemm[index].runtime_ms; }
+#else
+int profiled_gemm_count() { return 0; }
+GemmProblem profiled_gemm(int) { return {}; }
+double profiled_gemm_ms(int) { return 0; }
 #endif
 
 }  // namespace best_conv

@@ -27,6 +27,23 @@ const char* kernel_for(const Problem& problem);
 const char* conv2d_fprop(const Problem& problem, const void* x, const void* w, void* y, const void* bias,
                          const void* residual, void* workspace, size_t workspace_bytes, void* stream);
 
+// A GEMM D (m x n) = A (m x k) B^T, all row-major (best_kernels::GemmProblem): a linear layer's
+// input rows times its weight (n x k), with the epilogue as a convolution's (bias n values).
+struct GemmProblem {
+  int m, n, k;
+  bool bias = false, add = false;
+  int activation = 0;
+};
+
+size_t workspace_size(const GemmProblem& problem);
+
+// The kernel gemm runs for `problem`, or nullptr when none of the header's kernels can.
+const char* kernel_for(const GemmProblem& problem);
+
+// best_kernels::gemm on device tensors of element(); empty on success, else the launcher's status.
+const char* gemm(const GemmProblem& problem, const void* a, const void* b, void* d, const void* bias,
+                 const void* residual, void* workspace, size_t workspace_bytes, void* stream);
+
 // The element type of best_kernels.h's operands: "f16" or "bf16".
 const char* element();
 
@@ -34,5 +51,8 @@ const char* element();
 int profiled_count();
 Problem profiled(int index);
 double profiled_ms(int index);
+int profiled_gemm_count();
+GemmProblem profiled_gemm(int index);
+double profiled_gemm_ms(int index);
 
 }  // namespace best_conv

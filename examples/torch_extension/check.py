@@ -1,5 +1,6 @@
 """Checks best_conv.conv2d against torch.nn.functional.conv2d on every problem of best_kernels.h
-and on a few it was not profiled on, and times both with CUDA events; a bad input must raise.
+and on a few it was not profiled on, and best_conv.linear against torch.nn.functional.linear on its
+GEMM problems, and times both with CUDA events; a bad input must raise.
 
     python check.py [--repeats N]      (after python setup.py build_ext --inplace; needs a GPU)
 
@@ -181,6 +182,26 @@ def chained(label, problem, rounds=20) -> bool:
     return ok
 
 
+def linear_checked(label, problem, profiled_ms, repeats) -> bool:
+    """best_conv.linear on a GEMM problem of the header (m, n, k), timed as measure() times a
+    convolution and checked against torch.nn.functional.linear in float32."""
+    m, n, k = problem
+    x = torch.empty(m, k, device="cuda").uniform_(-1, 1).to(DTYPE)
+    wt = torch.empty(n, k, device="cuda").uniform_(-1, 1).to(DTYPE)
+    y = best_conv.linear(x, wt)
+    ours_ms = time_ms(lambda i: best_conv.linear(x, wt, out=y), 1, repeats, True)
+    torch_ms = time_ms(lambda i: F.linear(x, wt), 1, repeats, True)
+    expected = F.linear(x.float(), wt.float())
+    error = y.float() - expected
+    rel_l2, rel_max = (error.norm() / expected.norm()).item(), (error.abs().max() / expected.abs().max()).item()
+    ok = bool(torch.isfinite(y).all()) and rel_l2 <= TOLERANCE and rel_max <= TOLERANCE
+    shown = f"{profiled_ms:.4f}" if profiled_ms else "-"
+    ratio = f"{ours_ms / profiled_ms:.2f}" if profiled_ms else "-"
+    print(f"{label:<22} {ours_ms:8.4f} {shown:>8} {ratio:>5} {'-':>8} {torch_ms:8.4f} {rel_l2:9.2e} {rel_max:9.2e} "
+          f"{'ok' if ok else 'MISMATCH'} {best_conv.linear_kernel_for(x, wt)}", flush=True)
+    return ok
+
+
 def refuses(label, call) -> bool:
     try:
         call()
@@ -210,8 +231,16 @@ def main() -> int:
         if c == k and stride_h == stride_w == 1 and 2 * pad_h == dil_h * (r - 1) and 2 * pad_w == dil_w * (s - 1):
             ok.append(chained(f"conv {i} on its own output", problem))
 
+    gemms = [(problem, ms) for problem, epilogue, ms in best_conv.profiled_gemms() if epilogue == (False, False, "none")]
+    ok += [linear_checked(f"linear {i}", problem, ms, repeats) for i, (problem, ms) in enumerate(gemms)]
+
     x, wt = operands(2, 16, 16, 64, 64, 3, 3)
+    rows = torch.zeros(4, 64, device="cuda", dtype=DTYPE)
     ok += [
+        refuses("linear: features of x and w differ", lambda: best_conv.linear(rows, torch.zeros(
+            8, 32, device="cuda", dtype=DTYPE))),
+        refuses("linear: w not contiguous", lambda: best_conv.linear(rows, torch.zeros(
+            64, 8, device="cuda", dtype=DTYPE).t())),
         refuses("float32 x", lambda: best_conv.conv2d(x.float(), wt, 1, 1)),
         refuses("out of the wrong shape", lambda: best_conv.conv2d(
             x, wt, 1, 1, out=torch.empty(2, 64, 15, 16, device="cuda", dtype=DTYPE).to(memory_format=torch.channels_last))),

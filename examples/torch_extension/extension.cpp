@@ -39,11 +39,12 @@ void require(bool ok, const Parts&... parts) {
   throw std::invalid_argument(message);
 }
 
-std::string shape(const torch::Tensor& t) {
+std::string shape(c10::IntArrayRef sizes) {
   std::string out = "(";
-  for (int64_t i = 0; i < t.dim(); ++i) out += (i ? ", " : "") + std::to_string(t.size(i));
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
   return out + ")";
 }
+std::string shape(const torch::Tensor& t) { return shape(t.sizes()); }
 
 // best_kernels::Activation's values, by name.
 const char* const kActivations[] = {"none", "relu", "silu", "gelu", "hardswish", "sigmoid"};
@@ -165,6 +166,88 @@ py::object kernel_for(const torch::Tensor& x, const torch::Tensor& w, const py::
   return name ? py::object(py::str(name)) : py::object(py::none());
 }
 
+// A row-major CUDA matrix (or batch of rows: x's leading dimensions are the GEMM's m) of the header's
+// element type.
+void check_matrix(const torch::Tensor& t, const char* name, const char* dims, bool two_d) {
+  require(t.is_cuda(), name, " must be a CUDA tensor");
+  const bool bf16 = std::string(best_conv::element()) == "bf16";
+  require(t.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kHalf), name, " must be ", bf16 ? "bfloat16" : "float16",
+          ", got ", c10::toString(t.scalar_type()));
+  require(two_d ? t.dim() == 2 : t.dim() >= 2, name, " must be ", dims, ", got ", t.dim(), "-D");
+  require(t.is_contiguous(), name, " must be contiguous (", name, ".contiguous())");
+  require(t.numel() >= 1 && t.numel() <= (int64_t(1) << 31) - 1, name, " has ", t.numel(), " elements");
+}
+
+best_conv::GemmProblem gemm_of(const torch::Tensor& x, const torch::Tensor& w, bool bias, bool residual,
+                               const std::string& activation) {
+  check_matrix(x, "x", "(..., in_features) with at least 2 dimensions", false);
+  check_matrix(w, "w", "(out_features, in_features)", true);
+  require(x.device() == w.device(), "x and w are on different devices");
+  require(x.size(-1) == w.size(1), "x has ", x.size(-1), " features, w takes ", w.size(1));
+  best_conv::GemmProblem p{int(x.numel() / x.size(-1)), int(w.size(0)), int(w.size(1))};
+  p.bias = bias, p.add = residual, p.activation = activation_of(activation);
+  return p;
+}
+
+// best_conv.linear(x, w, out=None, bias=None, residual=None, activation="none"): x @ w.T (as
+// torch.nn.functional.linear(x, w)) through best_kernels::gemm, x's leading dimensions its rows;
+// with bias (out_features values), residual (the output's shape) or an activation, a problem of
+// that epilogue.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const py::object& out, const py::object& bias,
+                     const py::object& residual, const std::string& activation) {
+  const best_conv::GemmProblem p = gemm_of(x, w, !bias.is_none(), !residual.is_none(), activation);
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes.back() = p.n;
+  torch::Tensor bias_t, residual_t, y;
+  if (p.bias) {
+    bias_t = bias.cast<torch::Tensor>();
+    require(bias_t.is_cuda() && bias_t.device() == x.device(), "bias must be a CUDA tensor on x's device");
+    require(bias_t.scalar_type() == x.scalar_type(), "bias must be of x's type, got ", c10::toString(bias_t.scalar_type()));
+    require(bias_t.dim() == 1 && bias_t.size(0) == p.n && bias_t.is_contiguous(), "bias must be a contiguous (",
+            p.n, ",) tensor, got ", shape(bias_t));
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  if (out.is_none()) {
+    y = torch::empty(sizes, x.options());
+  } else {
+    y = out.cast<torch::Tensor>();
+    check_matrix(y, "out", "of the output's shape", false);
+    require(y.device() == x.device(), "out is on another device than x");
+    require(y.sizes() == c10::IntArrayRef(sizes), "out is ", shape(y), ", the output is ", shape(sizes));
+  }
+  if (p.add) {
+    residual_t = residual.cast<torch::Tensor>();
+    check_matrix(residual_t, "residual", "of the output's shape", false);
+    require(residual_t.device() == x.device(), "residual is on another device than x");
+    require(residual_t.sizes() == y.sizes(), "residual is ", shape(residual_t), ", the output is ", shape(y));
+  }
+  const size_t bytes = best_conv::workspace_size(p);
+  torch::Tensor workspace = torch::empty({int64_t(bytes)}, x.options().dtype(torch::kUInt8));
+  const std::string error = best_conv::gemm(p, x.data_ptr(), w.data_ptr(), y.data_ptr(),
+                                            p.bias ? bias_t.data_ptr() : nullptr, p.add ? residual_t.data_ptr() : nullptr,
+                                            bytes ? workspace.data_ptr() : nullptr, bytes,
+                                            c10::cuda::getCurrentCUDAStream().stream());
+  require(error.empty(), "best_kernels::gemm refused m ", p.m, ", n ", p.n, ", k ", p.k, ": ", error);
+  return y;
+}
+
+py::object linear_kernel_for(const torch::Tensor& x, const torch::Tensor& w, bool bias, bool residual,
+                             const std::string& activation) {
+  const char* name = best_conv::kernel_for(gemm_of(x, w, bias, residual, activation));
+  return name ? py::object(py::str(name)) : py::object(py::none());
+}
+
+// [((m, n, k), (bias, residual, activation), ms), ...]: the header's GEMM problems.
+py::list profiled_gemms() {
+  py::list out;
+  for (int i = 0; i < best_conv::profiled_gemm_count(); ++i) {
+    const best_conv::GemmProblem p = best_conv::profiled_gemm(i);
+    out.append(py::make_tuple(py::make_tuple(p.m, p.n, p.k), py::make_tuple(p.bias, p.add, kActivations[p.activation]),
+                              best_conv::profiled_gemm_ms(i)));
+  }
+  return out;
+}
+
 // [((n, h, w, c, k, r, s, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w, groups), ms), ...] of
 // the problems of no epilogue; with fused, [(problem, (bias, residual, activation), ms), ...] of the others.
 py::list profiled(bool fused) {
@@ -201,5 +284,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("residual") = false, py::arg("activation") = "none", py::arg("groups") = 1);
   m.def("profiled", &profiled, "the problems of best_kernels.h and their profiled times (ms); fused=True: "
         "those of an epilogue, with it", py::arg("fused") = false);
+  m.def("linear", &linear,
+        "linear(x, w, out=None, bias=None, residual=None, activation='none'): x @ w.T of contiguous CUDA tensors "
+        "of the header's element type (x's leading dimensions its rows) through best_kernels::gemm; with bias, "
+        "residual or an activation, activation(x @ w.T + bias + residual) by a fused kernel",
+        py::arg("x"), py::arg("w"), py::arg("out") = py::none(), py::arg("bias") = py::none(),
+        py::arg("residual") = py::none(), py::arg("activation") = "none");
+  m.def("linear_kernel_for", &linear_kernel_for, "the kernel linear would run, or None", py::arg("x"), py::arg("w"),
+        py::arg("bias") = false, py::arg("residual") = false, py::arg("activation") = "none");
+  m.def("profiled_gemms", &profiled_gemms, "the GEMM problems of best_kernels.h, their epilogues and profiled times (ms)");
   m.def("element", &best_conv::element, "the header's element type: f16 or bf16");
 }

@@ -116,10 +116,12 @@ def main() -> int:
     with torch.no_grad():
         expected, got = model(x).float(), swapped(x).float()
     error = float((got - expected).abs().max() / expected.abs().max())
-    print(f"{args.model} batch {args.batch}: swapped {sum(report['swapped'].values())} chains "
-          f"({', '.join(f'{n} {e}' for e, n in sorted(report['swapped'].items()))}), "
-          f"{len(report['left'])} convolutions left to PyTorch; max_rel_error {error:.2e}", flush=True)
-    for target, why in report["left"]:
+    print(f"{args.model} batch {args.batch}: swapped {sum(report['swapped'].values())} convolution chains "
+          f"({', '.join(f'{n} {e}' for e, n in sorted(report['swapped'].items()))}) and "
+          f"{sum(report['linear'].values())} linear ({', '.join(f'{n} {e}' for e, n in sorted(report['linear'].items()))}), "
+          f"{len(report['left'])} convolutions and {len(report['linear_left'])} linear layers left to PyTorch; "
+          f"max_rel_error {error:.2e}", flush=True)
+    for target, why in report["left"] + report["linear_left"]:
         print(f"  left: {target}: {why}")
     eager_ms = graph_ms(model, x, args.repeats)
     swapped_ms = graph_ms(swapped, x, args.repeats)
@@ -132,7 +134,9 @@ def main() -> int:
     gpu = torch.cuda.get_device_name()
     row = {"model": args.model, "batch": args.batch, "swapped_ms": f"{swapped_ms:.6g}", "eager_ms": f"{eager_ms:.6g}",
            "compiled_ms": f"{compiled_ms:.6g}", "max_rel_error": f"{error:.3g}",
-           "swapped": " ".join(f"{e}:{n}" for e, n in sorted(report["swapped"].items())), "left": len(report["left"]),
+           "swapped": " ".join([f"{e}:{n}" for e, n in sorted(report["swapped"].items())]
+                               + [f"linear/{e}:{n}" for e, n in sorted(report["linear"].items())]),
+           "left": len(report["left"]) + len(report["linear_left"]),
            "gpu": gpu, "torch": torch.__version__, "dtype": best_conv.element(),
            "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     out = gpu_dir(ROOT / "profile_results", args.set or f"{args.model}_b{args.batch}", gpu) / "model.csv"

@@ -1,5 +1,5 @@
-"""swap(model, ext, example): the model with every convolution chain the header covers run by one
-fused call of the extension (best_conv), the rest left to PyTorch.
+"""swap(model, ext, example): the model with every convolution and linear chain the header covers
+run by one fused call of the extension (best_conv), the rest left to PyTorch.
 
 A chain is what the importer records (kernelgen.importer.Chains) and a fused kernel computes: a
 Conv2d (grouped and depthwise ones too), then in this order a BatchNorm2d in eval mode (folded into
@@ -9,8 +9,10 @@ other use. A chain is swapped when ``ext.kernel_for`` names a kernel for it (its
 epilogue, shapes taken from running ``example`` through the model once): the header's chosen kernel
 where it was profiled, a fallback kernel of the same epilogue where not; where no kernel takes even
 the bias (the depthwise and grouped kernels write a bare result), the convolution alone is swapped,
-its own bias added after it and its batch norm left to PyTorch. Linear layers and everything else
-stay PyTorch's.
+its own bias added after it and its batch norm left to PyTorch. A Linear layer's chain (its bias,
+a residual add, an activation; Dropout in eval mode and Identity passed over) is swapped likewise
+for one call of ``ext.linear`` (best_kernels::gemm, the input's leading dimensions its rows).
+Everything else stays PyTorch's.
 
     swapped, report = swap(model, best_conv, x)    # report: what was swapped, by epilogue, and what not
 """
@@ -52,6 +54,23 @@ class FusedConv2d(torch.nn.Module):
         return y if self.bias_after is None else y + self.bias_after
 
 
+class FusedLinear(torch.nn.Module):
+    """One fused call of ``ext.linear``: activation(x @ weight.T + bias + residual); with
+    ``bias_after``, that bias added by PyTorch after the call."""
+
+    def __init__(self, ext, weight, bias, activation: str, bias_after=None):
+        super().__init__()
+        self.ext, self.activation = ext, activation
+        self.register_buffer("weight", weight.contiguous())
+        self.register_buffer("bias", bias)
+        self.register_buffer("bias_after", bias_after)
+
+    def forward(self, x, residual=None):
+        y = self.ext.linear(x.contiguous(), self.weight, bias=self.bias,
+                            residual=None if residual is None else residual.contiguous(), activation=self.activation)
+        return y if self.bias_after is None else y + self.bias_after
+
+
 def _module(gm, node, kinds):
     return node.op == "call_module" and isinstance(gm.get_submodule(node.target), kinds)
 
@@ -88,21 +107,41 @@ def _residual(node, value, shape):
     return other if meta is not None and tuple(meta.shape) == shape else None
 
 
-def _chain(gm, conv_node):
-    """(the batch norm node or None, [(step, node, residual node or None, activation)]) after a conv:
-    the steps that may follow it, in order, each ("add", ...) or ("act", ...)."""
-    value, bn, steps = conv_node, None, []
-    shape = tuple(conv_node.meta["tensor_meta"].shape)
+def _passthrough(gm, node) -> bool:
+    """Whether ``node`` passes its input on unchanged: an Identity, or a Dropout in eval mode."""
+    if node.op != "call_module":
+        return False
+    module = gm.get_submodule(node.target)
+    return isinstance(module, torch.nn.Identity) or (isinstance(module, torch.nn.Dropout) and not module.training)
+
+
+def _chain(gm, first, norm: bool):
+    """(the batch norm node or None, [(step, node, residual node or None, activation)]) after a
+    layer (a batch norm only where ``norm``): the steps that may follow it, in order, each ("add",
+    ...), ("act", ...) or ("pass", ...) (a node that passes its input on, as a Dropout in eval mode)."""
+    value, bn, steps = first, None, []
+    shape = tuple(first.meta["tensor_meta"].shape)
     nxt = _only_user(value)
-    if nxt is not None and _module(gm, nxt, torch.nn.BatchNorm2d) and not gm.get_submodule(nxt.target).training \
+    if norm and nxt is not None and _module(gm, nxt, torch.nn.BatchNorm2d) and not gm.get_submodule(nxt.target).training \
             and gm.get_submodule(nxt.target).track_running_stats:
         bn, value = nxt, nxt
         nxt = _only_user(value)
+
+    def passing():
+        nonlocal value, nxt
+        while nxt is not None and _passthrough(gm, nxt):
+            steps.append(("pass", nxt, None, "none"))
+            value, nxt = nxt, _only_user(nxt)
+
+    passing()
     if nxt is not None and (other := _residual(nxt, value, shape)) is not None:
         steps.append(("add", nxt, other, "none"))
         value, nxt = nxt, _only_user(nxt)
+        passing()
     if nxt is not None and (act := _activation(gm, nxt)) is not None:
         steps.append(("act", nxt, None, act))
+        value, nxt = nxt, _only_user(nxt)
+        passing()
     return bn, steps
 
 
@@ -126,64 +165,115 @@ def _epilogue(bias, residual, activation) -> str:
     return "+".join(steps) or "none"
 
 
+def _longest_covered(steps, bias, covers):
+    """(kept, residual, activation) of the longest start of ``steps`` that ``covers(bias, residual,
+    activation)`` holds, or None."""
+    for kept in range(len(steps), -1, -1):
+        residual = next((other for step, _, other, _ in steps[:kept] if step == "add"), None)
+        activation = next((act for step, _, _, act in steps[:kept] if step == "act"), "none")
+        if covers(bias, residual, activation):
+            return kept, residual, activation
+    return None
+
+
+def _whole(bias, steps) -> str:
+    return _epilogue(bias, next((o for s, _, o, _ in steps if s == "add"), None),
+                     next((a for s, _, _, a in steps if s == "act"), "none"))
+
+
+def _replace(gm, nodes, name, module, args):
+    """Runs ``module`` on ``args`` in place of ``nodes`` (the first the layer, the last the chain's end)."""
+    gm.add_submodule(name, module)
+    last = nodes[-1]
+    with gm.graph.inserting_after(last):
+        fused = gm.graph.call_module(name, args)
+    fused.meta = dict(last.meta)  # its shape, for the chains after it
+    last.replace_all_uses_with(fused)
+    for dead in reversed(nodes):
+        gm.graph.erase_node(dead)
+
+
+def _swap_conv(gm, node, ext):
+    """The epilogue ``node``'s chain was swapped with, or (None, why it was left)."""
+    conv = gm.get_submodule(node.target)
+    if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+        return None, "a padding mode or string padding the extension does not take"
+    bn, steps = _chain(gm, node, norm=True)
+    weight, bias = _folded(conv, None if bn is None else gm.get_submodule(bn.target))
+    x_meta = node.args[0].meta["tensor_meta"]
+    probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device).contiguous(
+        memory_format=torch.channels_last)
+
+    def covers(w, bias, residual, activation):
+        return ext.kernel_for(probe, w.contiguous(memory_format=torch.channels_last), conv.stride, conv.padding,
+                              conv.dilation, bias=bias is not None, residual=residual is not None,
+                              activation=activation, groups=conv.groups) is not None
+
+    # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
+    bias_after, found = None, _longest_covered(steps, bias, lambda *e: covers(weight, *e))
+    if found is None:
+        if bias is None or not covers(conv.weight, None, None, "none"):
+            return None, f"no kernel of the header for it (epilogue {_whole(bias, steps)})"
+        # no kernel takes the bias: the convolution alone, its own bias added after it, its batch
+        # norm left to PyTorch
+        weight, bias, bn, found = conv.weight.detach(), None, None, (0, None, "none")
+        bias_after = None if conv.bias is None else conv.bias.detach()
+    kept, residual, activation = found
+    nodes = [node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps[:kept]]
+    module = FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation, conv.groups,
+                         bias_after)
+    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", module,
+             (node.args[0],) + ((residual,) if residual is not None else ()))
+    return _epilogue(bias, residual, activation) + ("+pytorch_bias" if bias_after is not None else ""), None
+
+
+def _swap_linear(gm, node, ext):
+    """As _swap_conv, for a Linear layer and best_conv.linear."""
+    linear = gm.get_submodule(node.target)
+    _, steps = _chain(gm, node, norm=False)
+    weight = linear.weight.detach().contiguous()
+    bias = None if linear.bias is None else linear.bias.detach()
+    x_meta = node.args[0].meta["tensor_meta"]
+    probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device)
+
+    def covers(bias, residual, activation):
+        return ext.linear_kernel_for(probe, weight, bias=bias is not None, residual=residual is not None,
+                                     activation=activation) is not None
+
+    bias_after, found = None, _longest_covered(steps, bias, covers)
+    if found is None:
+        if bias is None or not covers(None, None, "none"):
+            return None, f"no kernel of the header for it (epilogue {_whole(bias, steps)})"
+        bias, bias_after, found = None, bias, (0, None, "none")  # the bias added after it by PyTorch
+    kept, residual, activation = found
+    nodes = [node] + [n for _, n, _, _ in steps[:kept]]
+    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", FusedLinear(ext, weight, bias, activation, bias_after),
+             (node.args[0],) + ((residual,) if residual is not None else ()))
+    return _epilogue(bias, residual, activation) + ("+pytorch_bias" if bias_after is not None else ""), None
+
+
 def swap(model, ext, example):
     """(a torch.fx.GraphModule running ``model``'s covered chains through ``ext``, report): the
-    report counts the swapped chains by epilogue (``...+pytorch_bias``: the convolution's own bias added by
-    PyTorch after the call) and names the convolutions left to PyTorch, with why.
+    report counts the swapped chains by epilogue (``...+pytorch_bias``: the layer's own bias added
+    by PyTorch after the call), the convolutions' in "swapped", the linear layers' in "linear" (where
+    ``ext`` has ``linear``), and names those left to PyTorch, with why ("left", "linear_left").
     ``model`` is not changed."""
     gm = torch.fx.symbolic_trace(copy.deepcopy(model))
     ShapeProp(gm).propagate(example)
-    swapped, left = Counter(), []
+    report = {"swapped": Counter(), "left": [], "linear": Counter(), "linear_left": []}
+    linears = hasattr(ext, "linear_kernel_for")
     for node in list(gm.graph.nodes):
-        if not _module(gm, node, torch.nn.Conv2d):
-            continue
-        conv = gm.get_submodule(node.target)
-        if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
-            left.append((node.target, "a padding mode or string padding the extension does not take"))
-            continue
-        bn, steps = _chain(gm, node)
-        weight, bias = _folded(conv, None if bn is None else gm.get_submodule(bn.target))
-        x_meta = node.args[0].meta["tensor_meta"]
-        probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device).contiguous(
-            memory_format=torch.channels_last)
-
-        def covers(w, bias, residual, activation):
-            return ext.kernel_for(probe, w.contiguous(memory_format=torch.channels_last), conv.stride, conv.padding,
-                                  conv.dilation, bias=bias is not None, residual=residual is not None,
-                                  activation=activation, groups=conv.groups) is not None
-
-        # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
-        bias_after = None
-        for kept in range(len(steps), -1, -1):
-            residual = next((other for step, _, other, _ in steps[:kept] if step == "add"), None)
-            activation = next((act for step, _, _, act in steps[:kept] if step == "act"), "none")
-            if covers(weight, bias, residual, activation):
-                break
+        if _module(gm, node, torch.nn.Conv2d):
+            counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv(gm, node, ext)
+        elif linears and _module(gm, node, torch.nn.Linear):
+            counts, lefts, (epilogue, why) = report["linear"], report["linear_left"], _swap_linear(gm, node, ext)
         else:
-            if bias is not None and covers(conv.weight, None, None, "none"):
-                # no kernel takes the bias: the convolution alone, its own bias added after it, its
-                # batch norm left to PyTorch
-                weight, bias, bn, kept, residual, activation = conv.weight.detach(), None, None, 0, None, "none"
-                bias_after = None if conv.bias is None else conv.bias.detach()
-            else:
-                whole = _epilogue(bias, next((o for s, _, o, _ in steps if s == "add"), None),
-                                  next((a for s, _, _, a in steps if s == "act"), "none"))
-                left.append((node.target, f"no kernel of the header for it (epilogue {whole})"))
-                continue
-        nodes = [node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps[:kept]]
-        epilogue = _epilogue(bias, residual, activation) + ("+pytorch_bias" if bias_after is not None else "")
-        name = f"fused_{node.target.replace('.', '_')}"
-        gm.add_submodule(name, FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation,
-                                           conv.groups, bias_after))
-        last = nodes[-1]
-        with gm.graph.inserting_after(last):
-            fused = gm.graph.call_module(name, (node.args[0],) + ((residual,) if residual is not None else ()))
-        fused.meta = dict(last.meta)  # its shape, for the chains after it
-        last.replace_all_uses_with(fused)
-        for dead in reversed(nodes):
-            gm.graph.erase_node(dead)
-        swapped[epilogue] += 1
+            continue
+        if epilogue is None:
+            lefts.append((node.target, why))
+        else:
+            counts[epilogue] += 1
     gm.graph.lint()
     gm.recompile()
     gm.delete_all_unused_submodules()
-    return gm, {"swapped": dict(swapped), "left": left}
+    return gm, {key: dict(value) if isinstance(value, Counter) else value for key, value in report.items()}
