@@ -34,7 +34,7 @@ void append(std::string& out, T part) {
 template <typename... Parts>
 void require(bool ok, const Parts&... parts) {
   if (ok) return;
-  std::string message = "best_conv.conv2d: ";
+  std::string message = "best_conv: ";
   (append(message, parts), ...);
   throw std::invalid_argument(message);
 }
