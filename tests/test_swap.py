@@ -96,7 +96,7 @@ def test_every_covered_chain_is_one_call_and_the_swapped_model_computes_the_same
     model, x = trained(Block()), torch.randn(2, 8, 12, 12)
     ext = Extension()
     swapped, report = swap(model, ext, x)
-    assert report["swapped"] == {"bias+relu": 1, "bias+add+relu": 1, "bias": 2, "none+pytorch_bias": 1}, \
+    assert report["swapped"] == {"bias+relu": 1, "bias+add+relu": 1, "bias": 2, "none+after:bias": 1}, \
         "a depthwise convolution with a bias of its own, which no depthwise kernel takes: added after it"
     assert report["left"] == []
     assert sum(isinstance(m, FusedConv2d) for m in swapped.modules()) == 5
@@ -113,7 +113,7 @@ def test_every_covered_chain_is_one_call_and_the_swapped_model_computes_the_same
 def test_a_chain_the_header_does_not_cover_stays_pytorchs():
     model, x = trained(Block()), torch.randn(2, 8, 12, 12)
     swapped, report = swap(model, Extension(covers=lambda e: e not in ("bias+add+relu", "bias+add")), x)
-    assert report["swapped"] == {"bias+relu": 1, "bias": 3, "none+pytorch_bias": 1}, \
+    assert report["swapped"] == {"bias+relu": 1, "bias": 3, "none+after:bias": 1}, \
         "conv2 and its batch norm: the start of its chain"
     with torch.no_grad():
         assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
@@ -203,7 +203,7 @@ def test_linear_chains_are_one_call_each_through_dropouts_in_eval_mode():
         assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
     bare = LinearExtension(linears=lambda e: e == "")
     swapped, report = swap(model, bare, x)
-    assert report["linear"] == {"none+pytorch_bias": 2, "none": 1}
+    assert report["linear"] == {"none+after:bias": 2, "none": 1}
     with torch.no_grad():
         assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(model(x), swapped(x)))
     none = LinearExtension(linears=lambda e: False)
@@ -224,3 +224,31 @@ def test_a_torchvision_vision_transformer_and_convnext_are_swapped():
         with torch.no_grad():
             expected, got = model(x), swapped(x)
         assert torch.allclose(expected, got, atol=1e-4, rtol=1e-4), name
+
+
+class PassExtension(LinearExtension):
+    """And best_conv's bias_activation_(y, bias, activation): one pass after a kernel of no epilogue."""
+
+    def bias_activation_(self, y, bias, activation="none"):
+        shape = [1] * y.dim()
+        shape[1 if y.dim() == 4 else -1] = -1
+        self.calls.append(((bias.shape[0],), True, False, activation, "after"))
+        return _epilogue(y + bias.view(shape), None, activation)
+
+
+def test_where_no_kernel_takes_the_bias_the_batch_norm_is_folded_and_bias_and_activation_follow_in_one_pass():
+    model, x = trained(Mobile()), torch.randn(2, 16, 10, 10)
+    ext = PassExtension()
+    swapped, report = swap(model, ext, x)
+    assert (report["swapped"], report["left"]) == ({"none+after:bias+silu": 1, "none": 1}, [])
+    assert not any(isinstance(m, (torch.nn.BatchNorm2d, torch.nn.SiLU)) for m in swapped.modules())
+    with torch.no_grad():
+        assert torch.allclose(model(x), swapped(x), atol=1e-5, rtol=1e-5)
+    assert [c for c in ext.calls if c[4] == "after"] == [((16,), True, False, "silu", "after")]
+    # a linear layer whose kernel takes no bias: the bias and the GELU after it, in one pass
+    mlp, rows = Mlp().eval(), torch.randn(2, 5, 16)
+    bare = PassExtension(linears=lambda e: e == "")
+    swapped, report = swap(mlp, bare, rows)
+    assert report["linear"] == {"none+after:bias+gelu": 1, "none+after:bias": 1, "none": 1}
+    with torch.no_grad():
+        assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(mlp(rows), swapped(rows)))

@@ -25,6 +25,8 @@ for call in (
     lambda: best_conv.linear(torch.zeros(4, 64, dtype=half), torch.zeros(8, 64, dtype=half)),
     lambda: best_conv.linear_kernel_for(torch.zeros(4, 64, dtype=half), torch.zeros(8, 64, dtype=half)),
     lambda: best_conv.conv2d(torch.zeros(1, 8, 4, 4, dtype=half), torch.zeros(8, 1, 3, 3, dtype=half), groups=8),
+    lambda: best_conv.bias_activation_(torch.zeros(2, 8, dtype=half), torch.zeros(8, dtype=half), "silu"),
+    lambda: best_conv.linear(torch.zeros(4, 64, dtype=half), torch.zeros(8, 64, dtype=half), activation="tanh"),
 ):
     try:
         call()
@@ -68,4 +70,6 @@ def test_the_extension_builds_against_a_sets_library_lists_its_problems_and_refu
     assert got["element"] == "f16" and got["convs"] == [] and got["fused"] == []
     assert [(tuple(p), tuple(e)) for p, e, _ in got["gemms"]] == [((256, 1000, 2048), (False, False, "none"))]
     assert got["gemms"][0][2] > 0
-    assert got["refusals"] == ["best_conv: x must be a CUDA tensor"] * 3
+    assert got["refusals"] == ["best_conv: x must be a CUDA tensor"] * 3 + [
+        "best_conv: y must be a CUDA tensor",
+        "best_conv: activation must be one of none, relu, silu, gelu, hardswish, sigmoid, not 'tanh'"]

@@ -44,6 +44,11 @@ const char* kernel_for(const GemmProblem& problem);
 const char* gemm(const GemmProblem& problem, const void* a, const void* b, void* d, const void* bias,
                  const void* residual, void* workspace, size_t workspace_bytes, void* stream);
 
+// y = activation(y + bias[channel]) in place, over `elements` values whose channel is the index
+// modulo k (NHWC, or any layout with the channels innermost): what follows a kernel that takes no
+// epilogue, in one pass. Empty on success, else CUDA's error.
+const char* bias_activation(void* y, const void* bias, int k, size_t elements, int activation, void* stream);
+
 // The element type of best_kernels.h's operands: "f16" or "bf16".
 const char* element();
 

@@ -180,12 +180,13 @@ void check_matrix(const torch::Tensor& t, const char* name, const char* dims, bo
 
 best_conv::GemmProblem gemm_of(const torch::Tensor& x, const torch::Tensor& w, bool bias, bool residual,
                                const std::string& activation) {
+  const int act = activation_of(activation);
   check_matrix(x, "x", "(..., in_features) with at least 2 dimensions", false);
   check_matrix(w, "w", "(out_features, in_features)", true);
   require(x.device() == w.device(), "x and w are on different devices");
   require(x.size(-1) == w.size(1), "x has ", x.size(-1), " features, w takes ", w.size(1));
   best_conv::GemmProblem p{int(x.numel() / x.size(-1)), int(w.size(0)), int(w.size(1))};
-  p.bias = bias, p.add = residual, p.activation = activation_of(activation);
+  p.bias = bias, p.add = residual, p.activation = act;
   return p;
 }
 
@@ -235,6 +236,29 @@ py::object linear_kernel_for(const torch::Tensor& x, const torch::Tensor& w, boo
                              const std::string& activation) {
   const char* name = best_conv::kernel_for(gemm_of(x, w, bias, residual, activation));
   return name ? py::object(py::str(name)) : py::object(py::none());
+}
+
+// best_conv.bias_activation_(y, bias, activation="none"): y = activation(y + bias) in place, one
+// pass, the bias one value a channel: y a channels_last (N, K, H, W) tensor, or a contiguous one
+// whose last dimension is K (a linear layer's output); returns y.
+torch::Tensor bias_activation_(const torch::Tensor& y, const torch::Tensor& bias, const std::string& activation) {
+  const int act = activation_of(activation);
+  require(y.is_cuda(), "y must be a CUDA tensor");
+  const bool bf16 = std::string(best_conv::element()) == "bf16";
+  require(y.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kHalf), "y must be ", bf16 ? "bfloat16" : "float16",
+          ", got ", c10::toString(y.scalar_type()));
+  const bool nhwc = y.dim() == 4 && y.is_contiguous(torch::MemoryFormat::ChannelsLast);
+  require(nhwc || (y.dim() >= 1 && y.is_contiguous()), "y must be channels_last (N, K, H, W) or contiguous");
+  const int64_t k = nhwc ? y.size(1) : y.size(-1);
+  require(bias.is_cuda() && bias.device() == y.device(), "bias must be a CUDA tensor on y's device");
+  require(bias.scalar_type() == y.scalar_type(), "bias must be of y's type, got ", c10::toString(bias.scalar_type()));
+  require(bias.dim() == 1 && bias.size(0) == k && bias.is_contiguous(), "bias must be a contiguous (", k,
+          ",) tensor, got ", shape(bias));
+  const c10::cuda::CUDAGuard guard(y.device());
+  const std::string error = best_conv::bias_activation(y.data_ptr(), bias.data_ptr(), int(k), size_t(y.numel()), act,
+                                                       c10::cuda::getCurrentCUDAStream().stream());
+  require(error.empty(), "bias_activation_: ", error);
+  return y;
 }
 
 // [((m, n, k), (bias, residual, activation), ms), ...]: the header's GEMM problems.
@@ -293,5 +317,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear_kernel_for", &linear_kernel_for, "the kernel linear would run, or None", py::arg("x"), py::arg("w"),
         py::arg("bias") = false, py::arg("residual") = false, py::arg("activation") = "none");
   m.def("profiled_gemms", &profiled_gemms, "the GEMM problems of best_kernels.h, their epilogues and profiled times (ms)");
+  m.def("bias_activation_", &bias_activation_,
+        "bias_activation_(y, bias, activation='none'): y = activation(y + bias) in place, one pass (y channels_last "
+        "(N, K, H, W), or contiguous with K last); returns y", py::arg("y"), py::arg("bias"),
+        py::arg("activation") = "none");
   m.def("element", &best_conv::element, "the header's element type: f16 or bf16");
 }

@@ -8,8 +8,10 @@ SiLU, GELU of erf, Hardswish, Sigmoid); a step joins the chain only where the va
 other use. A chain is swapped when ``ext.kernel_for`` names a kernel for it (its problem and
 epilogue, shapes taken from running ``example`` through the model once): the header's chosen kernel
 where it was profiled, a fallback kernel of the same epilogue where not; where no kernel takes even
-the bias (the depthwise and grouped kernels write a bare result), the convolution alone is swapped,
-its own bias added after it and its batch norm left to PyTorch. A Linear layer's chain (its bias,
+the bias (the depthwise and grouped kernels write a bare result), the convolution is swapped with
+its batch norm folded in and the bias and the activation that follows it added after the call in
+one pass (``ext.bias_activation_``; an extension without it: the convolution alone, its own bias
+added after it by PyTorch, its batch norm left to PyTorch). A Linear layer's chain (its bias,
 a residual add, an activation; Dropout in eval mode and Identity passed over) is swapped likewise
 for one call of ``ext.linear`` (best_kernels::gemm, the input's leading dimensions its rows).
 Everything else stays PyTorch's.
@@ -33,34 +35,53 @@ ACTIVATION_FUNCTIONS = {F.relu: "relu", torch.relu: "relu", F.silu: "silu", F.ha
 ADDS = (operator.add, torch.add, operator.iadd)
 
 
-class FusedConv2d(torch.nn.Module):
+ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu, "hardswish": F.hardswish, "sigmoid": torch.sigmoid}
+
+
+class _After(torch.nn.Module):
+    """What follows a layer's call where its kernel takes no bias: activation(y + bias_after), the
+    bias one value a channel (``channel_dim`` of y), in one pass of ``ext.bias_activation_`` where
+    the extension has it, else PyTorch's ops."""
+
+    def _after(self, y, channel_dim):
+        if self.bias_after is None:
+            return y
+        if hasattr(self.ext, "bias_activation_"):
+            return self.ext.bias_activation_(y, self.bias_after, self.after_activation)
+        shape = [1] * y.dim()
+        shape[channel_dim] = -1
+        y = y + self.bias_after.view(shape)
+        return y if self.after_activation == "none" else ACTIVATIONS[self.after_activation](y)
+
+
+class FusedConv2d(_After):
     """One fused call of ``ext.conv2d``: activation(conv(x, weight) + bias + residual); with
-    ``bias_after``, that bias added by PyTorch after the call (a kernel that takes no bias)."""
+    ``bias_after``, after_activation(that + bias_after) after the call (a kernel that takes no bias)."""
 
     def __init__(self, ext, weight, bias, stride, padding, dilation, activation: str, groups: int = 1,
-                 bias_after=None):
+                 bias_after=None, after_activation: str = "none"):
         super().__init__()
         self.ext, self.stride, self.padding, self.dilation, self.activation = ext, stride, padding, dilation, activation
-        self.groups = groups
+        self.groups, self.after_activation = groups, after_activation
         self.register_buffer("weight", weight.contiguous(memory_format=torch.channels_last))
         self.register_buffer("bias", bias)
-        self.register_buffer("bias_after", None if bias_after is None else bias_after.view(1, -1, 1, 1))
+        self.register_buffer("bias_after", bias_after)
 
     def forward(self, x, residual=None):
         cl = torch.channels_last
         y = self.ext.conv2d(x.contiguous(memory_format=cl), self.weight, self.stride, self.padding, self.dilation,
                             bias=self.bias, residual=None if residual is None else residual.contiguous(memory_format=cl),
                             activation=self.activation, groups=self.groups)
-        return y if self.bias_after is None else y + self.bias_after
+        return self._after(y, 1)
 
 
-class FusedLinear(torch.nn.Module):
+class FusedLinear(_After):
     """One fused call of ``ext.linear``: activation(x @ weight.T + bias + residual); with
-    ``bias_after``, that bias added by PyTorch after the call."""
+    ``bias_after``, after_activation(that + bias_after) after the call."""
 
-    def __init__(self, ext, weight, bias, activation: str, bias_after=None):
+    def __init__(self, ext, weight, bias, activation: str, bias_after=None, after_activation: str = "none"):
         super().__init__()
-        self.ext, self.activation = ext, activation
+        self.ext, self.activation, self.after_activation = ext, activation, after_activation
         self.register_buffer("weight", weight.contiguous())
         self.register_buffer("bias", bias)
         self.register_buffer("bias_after", bias_after)
@@ -68,7 +89,7 @@ class FusedLinear(torch.nn.Module):
     def forward(self, x, residual=None):
         y = self.ext.linear(x.contiguous(), self.weight, bias=self.bias,
                             residual=None if residual is None else residual.contiguous(), activation=self.activation)
-        return y if self.bias_after is None else y + self.bias_after
+        return self._after(y, -1)
 
 
 def _module(gm, node, kinds):
@@ -193,6 +214,23 @@ def _replace(gm, nodes, name, module, args):
         gm.graph.erase_node(dead)
 
 
+def _after_steps(steps) -> tuple:
+    """(steps taken, activation) of what a bias added after the layer can take with it: the first
+    activation, where no residual add comes before it."""
+    for i, (step, _, _, activation) in enumerate(steps):
+        if step == "act":
+            return i + 1, activation
+        if step != "pass":
+            break
+    return 0, "none"
+
+
+def _swapped(bias, residual, activation, bias_after, after_activation) -> str:
+    """The report's name of a swapped chain: the kernel's epilogue, and what follows its call."""
+    after = f"+after:{_epilogue(bias_after, None, after_activation)}" if bias_after is not None else ""
+    return _epilogue(bias, residual, activation) + after
+
+
 def _swap_conv(gm, node, ext):
     """The epilogue ``node``'s chain was swapped with, or (None, why it was left)."""
     conv = gm.get_submodule(node.target)
@@ -210,21 +248,24 @@ def _swap_conv(gm, node, ext):
                               activation=activation, groups=conv.groups) is not None
 
     # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
-    bias_after, found = None, _longest_covered(steps, bias, lambda *e: covers(weight, *e))
+    after, found = (None, "none"), _longest_covered(steps, bias, lambda *e: covers(weight, *e))
     if found is None:
-        if bias is None or not covers(conv.weight, None, None, "none"):
+        if bias is None or not covers(weight, None, None, "none"):
             return None, f"no kernel of the header for it (epilogue {_whole(bias, steps)})"
-        # no kernel takes the bias: the convolution alone, its own bias added after it, its batch
-        # norm left to PyTorch
-        weight, bias, bn, found = conv.weight.detach(), None, None, (0, None, "none")
-        bias_after = None if conv.bias is None else conv.bias.detach()
+        if hasattr(ext, "bias_activation_"):
+            # no kernel takes the bias: the convolution (its batch norm folded in), then the bias
+            # and the activation after it in one pass
+            kept, after_activation = _after_steps(steps)
+            after, bias, found = (bias, after_activation), None, (kept, None, "none")
+        else:  # the convolution alone, its own bias added after it, its batch norm left to PyTorch
+            weight, bias, bn, found = conv.weight.detach(), None, None, (0, None, "none")
+            after = (None if conv.bias is None else conv.bias.detach(), "none")
     kept, residual, activation = found
     nodes = [node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps[:kept]]
-    module = FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation, conv.groups,
-                         bias_after)
+    module = FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation, conv.groups, *after)
     _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", module,
              (node.args[0],) + ((residual,) if residual is not None else ()))
-    return _epilogue(bias, residual, activation) + ("+pytorch_bias" if bias_after is not None else ""), None
+    return _swapped(bias, residual, activation, *after), None
 
 
 def _swap_linear(gm, node, ext):
@@ -240,22 +281,24 @@ def _swap_linear(gm, node, ext):
         return ext.linear_kernel_for(probe, weight, bias=bias is not None, residual=residual is not None,
                                      activation=activation) is not None
 
-    bias_after, found = None, _longest_covered(steps, bias, covers)
+    after, found = (None, "none"), _longest_covered(steps, bias, covers)
     if found is None:
         if bias is None or not covers(None, None, "none"):
             return None, f"no kernel of the header for it (epilogue {_whole(bias, steps)})"
-        bias, bias_after, found = None, bias, (0, None, "none")  # the bias added after it by PyTorch
+        # the product alone, then its bias (and, in one pass where the extension has it, the activation)
+        kept, after_activation = _after_steps(steps) if hasattr(ext, "bias_activation_") else (0, "none")
+        after, bias, found = (bias, after_activation), None, (kept, None, "none")
     kept, residual, activation = found
     nodes = [node] + [n for _, n, _, _ in steps[:kept]]
-    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", FusedLinear(ext, weight, bias, activation, bias_after),
+    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", FusedLinear(ext, weight, bias, activation, *after),
              (node.args[0],) + ((residual,) if residual is not None else ()))
-    return _epilogue(bias, residual, activation) + ("+pytorch_bias" if bias_after is not None else ""), None
+    return _swapped(bias, residual, activation, *after), None
 
 
 def swap(model, ext, example):
     """(a torch.fx.GraphModule running ``model``'s covered chains through ``ext``, report): the
-    report counts the swapped chains by epilogue (``...+pytorch_bias``: the layer's own bias added
-    by PyTorch after the call), the convolutions' in "swapped", the linear layers' in "linear" (where
+    report counts the swapped chains by epilogue (``...+after:bias+silu``: a bias and activation
+    after the call, its kernel taking none), the convolutions' in "swapped", the linear layers' in "linear" (where
     ``ext`` has ``linear``), and names those left to PyTorch, with why ("left", "linear_left").
     ``model`` is not changed."""
     gm = torch.fx.symbolic_trace(copy.deepcopy(model))
