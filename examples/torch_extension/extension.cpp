@@ -91,6 +91,18 @@ void check_operand(const torch::Tensor& t, const char* name, const char* dims) {
   }
 }
 
+// A bias operand: a contiguous (k,) CUDA tensor of `like`'s type on its device (`like` named
+// `name` in the messages); an undefined tensor where `bias` is None.
+torch::Tensor bias_operand(const py::object& bias, const torch::Tensor& like, const char* name, int64_t k) {
+  if (bias.is_none()) return {};
+  const torch::Tensor t = bias.cast<torch::Tensor>();
+  require(t.is_cuda() && t.device() == like.device(), "bias must be a CUDA tensor on ", name, "'s device");
+  require(t.scalar_type() == like.scalar_type(), "bias must be of ", name, "'s type, got ", c10::toString(t.scalar_type()));
+  require(t.dim() == 1 && t.size(0) == k && t.is_contiguous(), "bias must be a contiguous (", k, ",) tensor, got ",
+          shape(t));
+  return t;
+}
+
 best_conv::Problem problem_of(const torch::Tensor& x, const torch::Tensor& w, const py::object& stride,
                               const py::object& padding, const py::object& dilation, int64_t groups) {
   check_operand(x, "x", "(N, C, H, W)");
@@ -116,14 +128,7 @@ torch::Tensor conv2d(const torch::Tensor& x, const torch::Tensor& w, const py::o
                      int64_t groups) {
   best_conv::Problem p = problem_of(x, w, stride, padding, dilation, groups);
   p.bias = !bias.is_none(), p.add = !residual.is_none(), p.activation = activation_of(activation);
-  torch::Tensor bias_t, residual_t;
-  if (p.bias) {
-    bias_t = bias.cast<torch::Tensor>();
-    require(bias_t.is_cuda() && bias_t.device() == x.device(), "bias must be a CUDA tensor on x's device");
-    require(bias_t.scalar_type() == x.scalar_type(), "bias must be of x's type, got ", c10::toString(bias_t.scalar_type()));
-    require(bias_t.dim() == 1 && bias_t.size(0) == p.k && bias_t.is_contiguous(), "bias must be a contiguous (",
-            p.k, ",) tensor, got ", shape(bias_t));
-  }
+  torch::Tensor bias_t = bias_operand(bias, x, "x", p.k), residual_t;
   const int64_t out_h = (int64_t(p.h) + 2 * p.pad_h - int64_t(p.dilation_h) * (p.r - 1) - 1) / p.stride_h + 1;
   const int64_t out_w = (int64_t(p.w) + 2 * p.pad_w - int64_t(p.dilation_w) * (p.s - 1) - 1) / p.stride_w + 1;
   require(out_h >= 1 && out_w >= 1, "the ", p.r, "x", p.s,
@@ -199,14 +204,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const py::o
   const best_conv::GemmProblem p = gemm_of(x, w, !bias.is_none(), !residual.is_none(), activation);
   std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
   sizes.back() = p.n;
-  torch::Tensor bias_t, residual_t, y;
-  if (p.bias) {
-    bias_t = bias.cast<torch::Tensor>();
-    require(bias_t.is_cuda() && bias_t.device() == x.device(), "bias must be a CUDA tensor on x's device");
-    require(bias_t.scalar_type() == x.scalar_type(), "bias must be of x's type, got ", c10::toString(bias_t.scalar_type()));
-    require(bias_t.dim() == 1 && bias_t.size(0) == p.n && bias_t.is_contiguous(), "bias must be a contiguous (",
-            p.n, ",) tensor, got ", shape(bias_t));
-  }
+  torch::Tensor bias_t = bias_operand(bias, x, "x", p.n), residual_t, y;
   const c10::cuda::CUDAGuard guard(x.device());
   if (out.is_none()) {
     y = torch::empty(sizes, x.options());
@@ -250,10 +248,7 @@ torch::Tensor bias_activation_(const torch::Tensor& y, const torch::Tensor& bias
   const bool nhwc = y.dim() == 4 && y.is_contiguous(torch::MemoryFormat::ChannelsLast);
   require(nhwc || (y.dim() >= 1 && y.is_contiguous()), "y must be channels_last (N, K, H, W) or contiguous");
   const int64_t k = nhwc ? y.size(1) : y.size(-1);
-  require(bias.is_cuda() && bias.device() == y.device(), "bias must be a CUDA tensor on y's device");
-  require(bias.scalar_type() == y.scalar_type(), "bias must be of y's type, got ", c10::toString(bias.scalar_type()));
-  require(bias.dim() == 1 && bias.size(0) == k && bias.is_contiguous(), "bias must be a contiguous (", k,
-          ",) tensor, got ", shape(bias));
+  bias_operand(py::cast(bias), y, "y", k);
   const c10::cuda::CUDAGuard guard(y.device());
   const std::string error = best_conv::bias_activation(y.data_ptr(), bias.data_ptr(), int(k), size_t(y.numel()), act,
                                                        c10::cuda::getCurrentCUDAStream().stream());
