@@ -549,6 +549,7 @@ class Net(nn.Module):
         self.bn = nn.BatchNorm2d(8)
         self.c = nn.Conv2d(8, 8, 1)
         self.fc = nn.Linear(8, 4)
+        self.mlp = nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 4), nn.Dropout(0.1))
 
     def forward(self, x):
         y = F.silu(self.a(x))            # conv's own bias, then silu: bias+silu
@@ -556,7 +557,8 @@ class Net(nn.Module):
         w = torch.relu(z) + z            # ... but z is read twice: the relu is not fused
         v = self.c(w)
         v = v * 2.0                      # not an epilogue step: stops the chain at bias
-        return self.fc(v.mean((2, 3)))   # linear with bias, nothing after: bias
+        u = self.fc(v.mean((2, 3)))      # linear with bias, read twice: bias
+        return u + self.mlp(u)           # linear, GELU: bias+gelu; linear, dropout (eval), add: bias+add
 
 
 def fusing():
@@ -572,7 +574,7 @@ def test_a_step_is_fused_only_where_the_value_before_it_has_no_other_use(torch_n
     finally:
         sys.path.remove(str(tmp_path))
     assert [(c.op, c.epilogue) for c in calls] == [("conv2d", "bias+silu"), ("conv2d", "bias"), ("conv2d", "bias"),
-                                                 ("linear", "bias")]
+                                                 ("linear", "bias"), ("linear", "bias+gelu"), ("linear", "bias+add")]
 
 
 def test_the_plan_groups_by_epilogue_only_when_the_lines_say_it():

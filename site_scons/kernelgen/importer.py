@@ -647,7 +647,8 @@ class Chains:
     """What the forward pass runs on each convolution's and linear layer's output that a kernel's
     epilogue could compute (``ops.common.EPILOGUE_STEPS``): a batch norm in eval mode or the
     layer's own bias (a bias), then an activation and a residual add (of a tensor of the output's
-    shape, another layer's output or not), in the order it runs them. A step is fused only where
+    shape, another layer's output or not), in the order it runs them, a dropout in eval mode passed
+    over (a transformer's MLP: linear, dropout, the residual's add). A step is fused only where
     the tensor before it has no other use: a value another op reads must be written. Fed every
     function the recorder sees."""
 
@@ -657,7 +658,7 @@ class Chains:
                  "gelu": ((F, "gelu"),), "hardswish": ((F, "hardswish"),),
                  "sigmoid": ((torch, "sigmoid"), (T, "sigmoid"), (F, "sigmoid")),
                  "add": ((torch, "add"), (T, "add"), (T, "add_"), (T, "__add__"), (T, "__iadd__"), (T, "__radd__")),
-                 "batch_norm": ((F, "batch_norm"),)}
+                 "batch_norm": ((F, "batch_norm"),), "dropout": ((F, "dropout"),)}
         self.steps = {}  # function -> the step it is (a model's torch may lack some, or be a stand-in)
         for step, places in where.items():
             for owner, name in places:
@@ -712,13 +713,18 @@ class Chains:
             training = kwargs.get("training", args[5] if len(args) > 5 else False)
             if stage is not None and not training and stage.steps in ((), ("bias",)):
                 steps = ("bias",)
+        elif step == "dropout":  # in eval mode it passes its input on: the chain goes on through it
+            if stage is not None and not kwargs.get("training", args[2] if len(args) > 2 else True):
+                steps = stage.steps
         elif step in ACTIVATIONS:
             if stage is not None and not any(s in ACTIVATIONS for s in stage.steps):
                 steps = stage.steps + (step,)
         elif step == "add" and len(args) >= 2 and kwargs.get("alpha", 1) == 1:
-            # the first operand that is a chain's goes on; the other, the residual, is read (and so written)
+            # an operand that is a chain's goes on (the first whose value nothing else has read, else
+            # the first); the other, the residual, is read (and so written)
             pair = [(self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))]
-            stage, other = next(((st, b) for st, b in pair if st is not None), (None, None))
+            chained = [(st, b) for st, b in pair if st is not None]
+            stage, other = next((p for p in chained if p[0].uses == 1), chained[0] if chained else (None, None))
             if (stage is not None and "add" not in stage.steps and isinstance(other, self.tensor_type)
                     and tuple(other.shape) == tuple(stage.tensor.shape) and other is not stage.tensor):
                 steps = stage.steps + ("add",)
