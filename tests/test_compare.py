@@ -295,3 +295,16 @@ def test_a_fused_layer_is_timed_against_the_fastest_of_the_librarys_paths(monkey
     assert compare.time_library(torch, plain, 1 << 20)[0] == "cudnn", "a plain layer: the library's one path"
     labels = {"cudnn + torch", "cublas + torch", "cudnn fused", "cublaslt epilogue", "cudnn", "cublas"}
     assert labels <= set(compare.LIBRARY_NAMES), "every path the report may name"
+
+
+def test_fused_layers_compared_with_several_paths_name_the_column_library_and_each_layers_path():
+    rows = [row("cudnn fused", 1.0, 2.0), row("cudnn + torch", 1.0, 4.0), row("cublas + torch", 1.0, 1.0)]
+    rows[0]["library_kernels"] = "nvjet_relubias"
+    text = report(rows)
+    assert "| kernel ms | library ms | library kernels ms | library call by call ms |" in text
+    assert ("`library` is, for each layer, the fastest of the paths it was timed with (cuDNN + PyTorch's epilogue "
+            "ops / cuDNN fused / cuBLAS + PyTorch's epilogue ops; each layer's is named in the list at the end).") in text
+    assert "- 0 (cuDNN fused): `nvjet_relubias`" in text and "- 1 (cuDNN + PyTorch's epilogue ops)\n" in text
+    assert "Against the library in a CUDA graph: network 0.43;" in text and "What the library ran" in text
+    plain = report([row("cudnn", 1.0, 2.0), row("cublas", 1.0, 2.0)])
+    assert "`library` is" not in plain and "| kernel ms | cuDNN / cuBLAS ms |" in plain

@@ -255,10 +255,19 @@ def retime_chosen(manifest: dict, profiler, problems, chosen: list, log) -> dict
         return timed
 
 
+PLAIN = ("cudnn", "cublas")  # the libraries a layer of no epilogue is compared with
+
+
 def libraries(rows: list[dict]) -> str:
     """The libraries the rows were compared with, as the report names them: "cuDNN", "cuDNN / cuBLAS"."""
     used = {r["library"] for r in rows}
     return " / ".join(name for key, name in LIBRARY_NAMES.items() if key in used)
+
+
+def library_label(rows: list[dict]) -> str:
+    """The report's name of the rows' library column: the libraries (``libraries``) where the rows
+    are of plain layers, "library" where fused layers were compared with several paths."""
+    return libraries(rows) if {r["library"] for r in rows} <= set(PLAIN) else "library"
 
 
 def _ms(value: float, digits: int = 4) -> str:
@@ -272,7 +281,8 @@ def network_total(rows: list[dict], column: str) -> float:
 
 def report(rows: list[dict], ceilings: tuple, device, versions: dict, title: str) -> str:
     copy, rate = ceilings
-    lib = libraries(rows)
+    col = library_label(rows)  # the table's name of the library
+    lib = "the library" if col == "library" else col  # the prose's
     calls = sum(r["count"] for r in rows)
     lines = [f"# {title}", "",
              f"Measured {rows[0]['measured_at']} on {device.gpu} (driver {device.driver}, CUDA {device.cuda}, "
@@ -283,9 +293,11 @@ def report(rows: list[dict], ceilings: tuple, device, versions: dict, title: str
              f"CUDA graph (`library_ms`, the figure the ratios use). Cross-check: {lib}'s kernel time from "
              "torch.profiler, the kernels and memsets of one call summed, the median over "
              f"{PROFILED_CALLS} calls. Call by call, as PyTorch runs it, {lib} also pays the host's cost per call. "
-             "The network total of a column is the sum over layers of count x time.", "",
-             f"| # | layer | count | chosen kernel | kernel ms | {lib} ms | {lib} kernels ms | "
-             f"{lib} call by call ms | floor ms | kernel / {lib} | {lib} % of floor |",
+             "The network total of a column is the sum over layers of count x time."
+             + (f" `library` is, for each layer, the fastest of the paths it was timed with ({libraries(rows)}; "
+                "each layer's is named in the list at the end)." if col == "library" else ""), "",
+             f"| # | layer | count | chosen kernel | kernel ms | {col} ms | {col} kernels ms | "
+             f"{col} call by call ms | floor ms | kernel / {col} | {col} % of floor |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows):
         lines.append(f"| {i} | {r['layer']} | {r['count']} | `{r['kernel']}` | {r['kernel_ms']:.4f} | "
@@ -297,15 +309,17 @@ def report(rows: list[dict], ceilings: tuple, device, versions: dict, title: str
     lines.append(f"| network | | {calls} | | {k:.3f} | {g:.3f} | {_ms(t, 3)} | {c:.3f} | {f:.3f} | {k / g:.2f} | "
                  f"{100 * f / g:.0f}% |")
     lines += ["", f"Network total ({calls} layer calls): chosen kernels {k:.3f} ms, {lib} {g:.3f} ms in a CUDA "
-                  f"graph, floor {f:.3f} ms; kernels / {lib} {k / g:.2f}, kernels / floor {k / f:.2f}.", "",
+                  f"graph, floor {f:.3f} ms; kernels / {col} {k / g:.2f}, kernels / floor {k / f:.2f}.", "",
               summary(rows, "library_ms", f"{lib} in a CUDA graph")]
     if not math.isnan(t):
         lines.append(summary(rows, "library_kernel_ms", f"{lib}'s kernel time (torch.profiler)"))
     lines.append(summary(rows, "library_calls_ms", f"{lib} call by call"))
-    ran = [(i, r["library_kernels"]) for i, r in enumerate(rows) if r.get("library_kernels")]
+    ran = [(i, r) for i, r in enumerate(rows) if r.get("library_kernels") or col == "library"]
     if ran:
         lines += ["", f"What {lib} ran, per layer (torch.profiler's names of one call's kernels and memsets):", ""]
-        lines += [f"- {i}: `{names.replace('`', '')}`" for i, names in ran]
+        lines += [f"- {i}" + (f" ({LIBRARY_NAMES.get(r['library'], r['library'])})" if col == "library" else "")
+                  + (f": `{r['library_kernels'].replace('`', '')}`" if r.get("library_kernels") else "")
+                  for i, r in ran]
     return "\n".join(lines) + "\n"
 
 
@@ -328,7 +342,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     width = 0.28
     fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
     ax.bar([i - width for i in x], [r["kernel_ms"] for r in rows], width, label="chosen kernel (CUDA graph)")
-    ax.bar(list(x), [r["library_ms"] for r in rows], width, label=f"{libraries(rows)} (CUDA graph)")
+    ax.bar(list(x), [r["library_ms"] for r in rows], width, label=f"{library_label(rows)} (CUDA graph)")
     ax.bar([i + width for i in x], [r["floor_ms"] for r in rows], width, label="floor")
     ax.set_xticks(list(x))
     ax.set_xticklabels([str(i) for i in x])
@@ -381,7 +395,7 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
             f"by call), floor {floor_ms:.4f} ms")
     text = pd.DataFrame(rows).to_csv(index=False, float_format="%.6g", lineterminator="\n")
     write_generated(out_dir / "compare.csv", text)
-    title = f"{set_name}: chosen kernels vs {libraries(rows)} vs floor"
+    title = f"{set_name}: chosen kernels vs {library_label(rows)} vs floor"
     write_generated(out_dir / "compare.md", report(rows, ceilings, device, versions, title))
     plot(rows, out_dir / "compare.png", title)
     log((out_dir / "compare.md").read_text())
