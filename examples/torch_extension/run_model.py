@@ -2,7 +2,7 @@
 swapped for one fused call (swap.py), checked against PyTorch's output, and its forward pass timed
 in a CUDA graph against PyTorch eager and torch.compile, each timed the same way.
 
-    python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--no-compile]
+    python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--size 224] [--no-compile]
 
 (after python setup.py build_ext --inplace with the set's library; needs a GPU.) The model is
 torchvision's, built without weights (none is downloaded), in eval mode, channels_last, of the
@@ -44,7 +44,7 @@ COLUMNS = ["model", "batch", "swapped_ms", "eager_ms", "compiled_ms", "max_rel_e
            "gpu", "torch", "dtype", "measured_at"]
 
 
-def build(name: str, batch: int):
+def build(name: str, batch: int, size: int = 224):
     import torchvision
 
     torch.manual_seed(0)
@@ -54,7 +54,7 @@ def build(name: str, batch: int):
             m.running_mean.uniform_(-0.1, 0.1), m.running_var.uniform_(0.8, 1.2)
             m.weight.data.uniform_(0.8, 1.2), m.bias.data.uniform_(-0.1, 0.1)
     model = model.to(device="cuda", dtype=DTYPE, memory_format=torch.channels_last)
-    x = torch.empty(batch, 3, 224, 224, device="cuda", dtype=DTYPE).uniform_(-1, 1)
+    x = torch.empty(batch, 3, size, size, device="cuda", dtype=DTYPE).uniform_(-1, 1)
     return model, x.contiguous(memory_format=torch.channels_last)
 
 
@@ -108,10 +108,11 @@ def main() -> int:
     parser.add_argument("--set", default=None, help="the set whose results folder gets model.csv "
                         "(default: <model>_b<batch>)")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--size", type=int, default=224, help="the input's height and width (inception_v3: 299)")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (its autotuning is long)")
     args = parser.parse_args()
     torch.backends.cudnn.benchmark = True
-    model, x = build(args.model, args.batch)
+    model, x = build(args.model, args.batch, args.size)
     swapped, report = swap(model, best_conv, x)
     with torch.no_grad():
         expected, got = model(x).float(), swapped(x).float()
