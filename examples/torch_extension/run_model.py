@@ -111,6 +111,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=224, help="the input's height and width (inception_v3: 299)")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (its autotuning is long)")
     args = parser.parse_args()
+    for name in ("batch", "size", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     torch.backends.cudnn.benchmark = True
     model, x = build(args.model, args.batch, args.size)
     swapped, report = swap(model, best_conv, x)
