@@ -1,6 +1,7 @@
 """examples/torch_extension built for real against a set's library (its one GEMM kernel compiled
 by nvcc): the module imports, lists the header's problems, and refuses bad operands in one line
-before asking for a GPU. Needs PyTorch and nvcc; the GPU checks are check.py's and run_model.py's."""
+before asking for a GPU, and run_model.py refuses bad arguments in one line. Needs PyTorch and nvcc;
+the GPU checks are check.py's and run_model.py's."""
 
 import os
 import shutil
@@ -70,6 +71,13 @@ def test_the_extension_builds_against_a_sets_library_lists_its_problems_and_refu
     assert got["element"] == "f16" and got["convs"] == [] and got["fused"] == []
     assert [(tuple(p), tuple(e)) for p, e, _ in got["gemms"]] == [((256, 1000, 2048), (False, False, "none"))]
     assert got["gemms"][0][2] > 0
+    for argument, message in (("--batch=0", "--batch must be at least 1, got 0"),
+                              ("--size=-3", "--size must be at least 1, got -3"),
+                              ("--repeats=0", "--repeats must be at least 1, got 0")):
+        env_run = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), os.environ.get("PYTHONPATH", "")]))
+        out = subprocess.run([sys.executable, str(EXTENSION / "run_model.py"), argument], cwd=lib, env=env_run,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].endswith(message), out.stderr[-2000:]
     assert got["refusals"] == ["best_conv: x must be a CUDA tensor"] * 3 + [
         "best_conv: y must be a CUDA tensor",
         "best_conv: activation must be one of none, relu, silu, gelu, hardswish, sigmoid, not 'tanh'"]
