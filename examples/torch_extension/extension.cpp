@@ -78,11 +78,16 @@ std::array<int, 2> pair(const py::object& value, const char* name, int least) {
   return {int(values[0]), int(values[1])};
 }
 
-void check_operand(const torch::Tensor& t, const char* name, const char* dims) {
+// A CUDA tensor of the header's element type.
+void check_element(const torch::Tensor& t, const char* name) {
   require(t.is_cuda(), name, " must be a CUDA tensor");
   const bool bf16 = std::string(best_conv::element()) == "bf16";  // best_kernels.h's element type
   require(t.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kHalf), name, " must be ", bf16 ? "bfloat16" : "float16",
           ", got ", c10::toString(t.scalar_type()));
+}
+
+void check_operand(const torch::Tensor& t, const char* name, const char* dims) {
+  check_element(t, name);
   require(t.dim() == 4, name, " must be 4-D ", dims, ", got ", t.dim(), "-D");
   require(t.is_contiguous(torch::MemoryFormat::ChannelsLast), name,
               " must be channels_last (", name, ".to(memory_format=torch.channels_last))");
@@ -174,10 +179,7 @@ py::object kernel_for(const torch::Tensor& x, const torch::Tensor& w, const py::
 // A row-major CUDA matrix (or batch of rows: x's leading dimensions are the GEMM's m) of the header's
 // element type.
 void check_matrix(const torch::Tensor& t, const char* name, const char* dims, bool two_d) {
-  require(t.is_cuda(), name, " must be a CUDA tensor");
-  const bool bf16 = std::string(best_conv::element()) == "bf16";
-  require(t.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kHalf), name, " must be ", bf16 ? "bfloat16" : "float16",
-          ", got ", c10::toString(t.scalar_type()));
+  check_element(t, name);
   require(two_d ? t.dim() == 2 : t.dim() >= 2, name, " must be ", dims, ", got ", t.dim(), "-D");
   require(t.is_contiguous(), name, " must be contiguous (", name, ".contiguous())");
   require(t.numel() >= 1 && t.numel() <= (int64_t(1) << 31) - 1, name, " has ", t.numel(), " elements");
@@ -241,10 +243,7 @@ py::object linear_kernel_for(const torch::Tensor& x, const torch::Tensor& w, boo
 // whose last dimension is K (a linear layer's output); returns y.
 torch::Tensor bias_activation_(const torch::Tensor& y, const torch::Tensor& bias, const std::string& activation) {
   const int act = activation_of(activation);
-  require(y.is_cuda(), "y must be a CUDA tensor");
-  const bool bf16 = std::string(best_conv::element()) == "bf16";
-  require(y.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kHalf), "y must be ", bf16 ? "bfloat16" : "float16",
-          ", got ", c10::toString(y.scalar_type()));
+  check_element(y, "y");
   const bool nhwc = y.dim() == 4 && y.is_contiguous(torch::MemoryFormat::ChannelsLast);
   require(nhwc || (y.dim() >= 1 && y.is_contiguous()), "y must be channels_last (N, K, H, W) or contiguous");
   const int64_t k = nhwc ? y.size(1) : y.size(-1);

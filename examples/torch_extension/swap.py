@@ -41,12 +41,18 @@ ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu, "hardswish": F.ha
 class _After(torch.nn.Module):
     """What follows a layer's call where its kernel takes no bias: activation(y + bias_after), the
     bias one value a channel (``channel_dim`` of y), in one pass of ``ext.bias_activation_`` where
-    the extension has it, else PyTorch's ops."""
+    the extension has it (``one_pass``, decided once), else PyTorch's ops."""
+
+    def __init__(self, ext, bias_after, after_activation: str):
+        super().__init__()
+        self.ext, self.after_activation = ext, after_activation
+        self.one_pass = hasattr(ext, "bias_activation_")
+        self.register_buffer("bias_after", bias_after)
 
     def _after(self, y, channel_dim):
         if self.bias_after is None:
             return y
-        if hasattr(self.ext, "bias_activation_"):
+        if self.one_pass:
             return self.ext.bias_activation_(y, self.bias_after, self.after_activation)
         shape = [1] * y.dim()
         shape[channel_dim] = -1
@@ -60,12 +66,11 @@ class FusedConv2d(_After):
 
     def __init__(self, ext, weight, bias, stride, padding, dilation, activation: str, groups: int = 1,
                  bias_after=None, after_activation: str = "none"):
-        super().__init__()
-        self.ext, self.stride, self.padding, self.dilation, self.activation = ext, stride, padding, dilation, activation
-        self.groups, self.after_activation = groups, after_activation
+        super().__init__(ext, bias_after, after_activation)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.activation, self.groups = activation, groups
         self.register_buffer("weight", weight.contiguous(memory_format=torch.channels_last))
         self.register_buffer("bias", bias)
-        self.register_buffer("bias_after", bias_after)
 
     def forward(self, x, residual=None):
         cl = torch.channels_last
@@ -80,11 +85,10 @@ class FusedLinear(_After):
     ``bias_after``, after_activation(that + bias_after) after the call."""
 
     def __init__(self, ext, weight, bias, activation: str, bias_after=None, after_activation: str = "none"):
-        super().__init__()
-        self.ext, self.activation, self.after_activation = ext, activation, after_activation
+        super().__init__(ext, bias_after, after_activation)
+        self.activation = activation
         self.register_buffer("weight", weight.contiguous())
         self.register_buffer("bias", bias)
-        self.register_buffer("bias_after", bias_after)
 
     def forward(self, x, residual=None):
         y = self.ext.linear(x.contiguous(), self.weight, bias=self.bias,
@@ -186,20 +190,24 @@ def _epilogue(bias, residual, activation) -> str:
     return "+".join(steps) or "none"
 
 
+def _parts(steps) -> tuple:
+    """(the residual node or None, the activation) of a chain's ``steps``."""
+    return (next((other for step, _, other, _ in steps if step == "add"), None),
+            next((act for step, _, _, act in steps if step == "act"), "none"))
+
+
 def _longest_covered(steps, bias, covers):
     """(kept, residual, activation) of the longest start of ``steps`` that ``covers(bias, residual,
     activation)`` holds, or None."""
     for kept in range(len(steps), -1, -1):
-        residual = next((other for step, _, other, _ in steps[:kept] if step == "add"), None)
-        activation = next((act for step, _, _, act in steps[:kept] if step == "act"), "none")
+        residual, activation = _parts(steps[:kept])
         if covers(bias, residual, activation):
             return kept, residual, activation
     return None
 
 
 def _whole(bias, steps) -> str:
-    return _epilogue(bias, next((o for s, _, o, _ in steps if s == "add"), None),
-                     next((a for s, _, _, a in steps if s == "act"), "none"))
+    return _epilogue(bias, *_parts(steps))
 
 
 def _replace(gm, nodes, name, module, args):
