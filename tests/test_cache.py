@@ -75,3 +75,33 @@ def test_a_cache_that_cannot_be_written_is_named_and_the_build_goes_on_without_i
            "building without the cache" in out.stdout, out.stdout
     assert compiled_kernels(toolchain, 0) == sorted(f"{k}.cu" for k in KERNELS), "compiled, as without CACHE="
     assert (tmp_path / "file").read_text() == "" and "Retrieved `" not in out.stdout
+
+
+def _nvcc_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kernelgen_nvcc_tool", ROOT / "site_scons" / "site_tools" / "nvcc.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_a_kernel_objects_signature_is_the_compiles_words_not_the_bytecode_of_the_python_that_built_it(monkeypatch):
+    """An object cached by a build under one Python is a hit for a build under another (the CACHE=
+    of a cluster's machines): the KernelObject action's part of the signature is NVCCCOM's words, not
+    the bytecode of the function that runs nvcc, which differs between Python versions."""
+    import SCons.Environment
+
+    tool = _nvcc_tool()
+
+    def contents(flags):
+        env = SCons.Environment.Environment(tools=[])
+        tool.generate(env)
+        env.Replace(NVCC="nvcc", NVCCFLAGS=flags)
+        return bytes(env["BUILDERS"]["KernelObject"].action.get_contents([env.File("k.o")], [env.File("k.cu")], env))
+
+    first = contents(["-O3"])
+    assert tool._compile_kernel.__code__.co_code not in first
+    monkeypatch.setattr(tool, "_compile_kernel", lambda target, source, env: 0 if target else 1)  # other bytecode
+    assert contents(["-O3"]) == first
+    assert contents(["-O2"]) != first, "the compile's words are part of it"

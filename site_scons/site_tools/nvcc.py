@@ -53,6 +53,20 @@ def _compile_kernel(target, source, env):
     return COMPILE(target, [env.File(env["DID_NOT_COMPILE"](target, source))], env, show=0)
 
 
+# What the KernelObject action contributes to an object's signature besides the compile's words:
+# a name, where SCons would take _compile_kernel's bytecode, which differs from one Python version
+# to the next (an object cached by a build under Python 3.11 would be no hit for one under 3.12).
+KERNEL_COMPILE_SIGNATURE = b"kernelgen nvcc KernelObject: $NVCCCOM, or the did-not-compile stub"
+
+
+def kernel_compile_action():
+    """_compile_kernel as an action whose signature is the compile's words ($NVCCCOM) and
+    KERNEL_COMPILE_SIGNATURE, the same under any Python."""
+    action = SCons.Action.Action(_compile_kernel, "$NVCCCOMSTR", varlist=["NVCCCOM"])
+    action.funccontents = bytearray(KERNEL_COMPILE_SIGNATURE)
+    return action
+
+
 def generate(env):
     env.SetDefault(
         NVCC="nvcc",
@@ -71,8 +85,7 @@ def generate(env):
     # The compile's words are part of the object's signature, as they are of a command action's: a
     # change of NVCCFLAGS (or of the compiler) compiles the kernels again.
     env["BUILDERS"]["KernelObject"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_compile_kernel, "$NVCCCOMSTR", varlist=["NVCCCOM"]), suffix=".o", src_suffix=".cu",
-        source_scanner=SCons.Scanner.C.CScanner())
+        action=kernel_compile_action(), suffix=".o", src_suffix=".cu", source_scanner=SCons.Scanner.C.CScanner())
     # Link with nvcc too: it knows where the CUDA runtime lives.
     env["LINK"] = "$NVCC"
     env["LINKFLAGS"] = ["$NVCC_GENCODE"]
