@@ -386,3 +386,21 @@ def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkey
     sys.modules.pop("twin_families.b", None)
     assert [m.__name__ for m in by_attribute("twin_families", [str(package)], "KIND").values()] == [
         "twin_families.a", "twin_families.b"], "in module-name order; c declares nothing"
+
+
+def test_the_catalog_made_once_a_process_is_made_again_when_a_spec_changes(tmp_path):
+    """commands.kernel_catalog keeps a build's catalog for its second use in the process (the
+    header's build), never past a change of the specs it was made from."""
+    from kernelgen.commands import kernel_catalog
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "fam.toml").write_text(sm80_family("threadblock = [128, 128, 32], warps = [2, 2, 1], stages = 3"))
+    first = kernel_catalog(specs, None, [])
+    assert [k.name for k in first] == [k.name for k in kernel_catalog(specs, None, [])] and len(first) == 1
+    (specs / "fam.toml").write_text(sm80_family("threadblock = [128, 128, 32], warps = [2, 2, 1], stages = 3",
+                                                "threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 4"))
+    assert len(kernel_catalog(specs, None, [])) == 2
+    (specs / "fam.toml").unlink()
+    with pytest.raises(SpecError, match="no kernel family specs"):
+        kernel_catalog(specs, None, [])

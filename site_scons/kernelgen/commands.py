@@ -17,7 +17,7 @@ from . import candidates, cost_model, inputs, outputs, resolved, results
 from . import plan as plan_module
 from .config import Config
 from .errors import KernelgenError, shorten
-from .fusion import with_fused
+from .fusion import epilogues, with_fused
 from .ops import check_header_keys, check_served
 from .ops import serves as serves_op
 from .space import load_space, merged
@@ -29,9 +29,32 @@ def catalog(config: Config) -> list:
     """Every kernel a build may hold: the listed ones (SPECS), and with TOP= other than ``listed``
     the generated space's (SPACES) too, and the fused variants of those for the set's epilogues
     (``fusion.with_fused``), sorted by name."""
-    listed = load_catalog(config.specs_dir)
-    kernels = listed if config.top == "listed" else merged(listed, load_space(config.spaces_dir))
-    return with_fused(kernels, config.problems)
+    return kernel_catalog(config.specs_dir, None if config.top == "listed" else config.spaces_dir, config.problems)
+
+
+_CATALOGS = {}  # kernel_catalog's key -> its kernels
+
+
+def kernel_catalog(specs_dir, spaces_dir, problems) -> list:
+    """The kernels of the family specs under ``specs_dir``, the space's under ``spaces_dir`` (None:
+    none) and the fused variants of those for the epilogues of ``problems``, sorted by name. Made
+    once a process for the same files (SConstruct and the header's build both need them: a fused
+    set's catalog is tens of thousands of descriptors)."""
+    folders = [Path(specs_dir)] + ([] if spaces_dir is None else [Path(spaces_dir)])
+    try:
+        files = tuple((str(p), st.st_mtime_ns, st.st_size) for d in folders for p in sorted(d.glob("*.toml"))
+                      for st in [p.stat()])
+    except OSError:
+        files = None  # a file that went away: load_catalog or load_space says which
+    key = (tuple(map(str, folders)), spaces_dir is None, tuple(epilogues(problems)), files)
+    if files is None or key not in _CATALOGS:
+        listed = load_catalog(specs_dir)
+        kernels = with_fused(listed if spaces_dir is None else merged(listed, load_space(spaces_dir)), problems)
+        if files is None:
+            return kernels
+        _CATALOGS.clear()  # one build's catalog at a time
+        _CATALOGS[key] = kernels
+    return list(_CATALOGS[key])
 
 
 def did_not_compile_text(config: Config, name: str) -> str:

@@ -30,13 +30,11 @@ def _write_value(target, source, env):
 
 
 def _best_kernels_header(target, source, env):
+    from kernelgen.commands import kernel_catalog
     from kernelgen.errors import KernelgenError
-    from kernelgen.fusion import with_fused
     from kernelgen.outputs import write
     from kernelgen.reduce import build_header
     from kernelgen.resolved import load
-    from kernelgen.space import load_space, merged
-    from kernelgen.specs import load_catalog
 
     config = json.loads(source[0].read())
     if "error" in config:  # no GPU's results could be chosen (commands.reduce_config)
@@ -44,9 +42,7 @@ def _best_kernels_header(target, source, env):
         return 1
     try:
         _, _, problems = load(config["resolved"])  # BUILD/workloads.json, the set as SConstruct resolved it
-        listed = load_catalog(config["specs"])
-        kernels = {k.name: k for k in with_fused(
-            listed if config["spaces"] is None else merged(listed, load_space(config["spaces"])), problems)}
+        kernels = {k.name: k for k in kernel_catalog(config["specs"], config["spaces"], problems)}
         with tempfile.TemporaryDirectory() as scratch:  # written here, then into BUILD through its record
             best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
                                 scratch, config["project_includes"], config["workload_file"],
