@@ -1,0 +1,307 @@
+// Benchmark: a direct grouped convolution for few channels a group, ResNeXt's 3x3 layers with 4
+// and 8 input and output channels a group (groups = 32), where CUTLASS's group kernels take 4 to 19
+// times cuDNN's time (docs/results.md, "Grouped layers of ResNeXt-50") and a tensor-core tile
+// (K 4 or 8 a group) is mostly padding.
+//
+// The kernel: 32 groups a CTA, one a thread across the warp (the warp reads 32 groups' channels of
+// a pixel, 256 or 512 contiguous bytes); the 32 groups' filters in shared memory, laid out so that
+// the warp reads 32 consecutive values; a thread computes TQ consecutive output columns of PR
+// output rows, all KG output channels of its group, from a register window of its input row
+// ((TQ - 1) * Stride + S pixels of CG channels), fp32 multiply-adds. NHWC input, KRS(C/groups)
+// filter, NPQK output, fp16.
+//
+// For each layer (default: ResNeXt-50 32x4d's three 3x3 layers of 4 and 8 channels a group, at
+// batch 32 and 1), every configuration (TQ, threads along Q, PR) is checked against a plain fp32
+// reference on the same operands (relative L2 error and largest element error, both within 1e-3 to
+// pass) and timed as the profiler times: operands rotated over enough copies to cover four times
+// the L2 cache, back-to-back launches captured in one CUDA graph, the median over 20 replays.
+// Prints one line a layer and configuration; cuDNN's time for the same layers is in
+// docs/results.md (or `scons compare` once the kernel is a family).
+//
+//   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a bench/grouped_direct.cu -o grouped_direct
+//   ./grouped_direct [n h w c k stride groups ...]        (3x3 filters, padding 1)
+//
+// Not yet run on a GPU: it compiles for sm_90a; the next device run measures it.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+void check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) {
+    std::fprintf(stderr, "grouped_direct: %s: %s\n", what, cudaGetErrorString(error));
+    std::exit(1);
+  }
+}
+
+struct Layer {
+  int n, h, w, c, k, r, s, pad, stride, groups;
+  __host__ __device__ int p() const { return (h + 2 * pad - r) / stride + 1; }
+  __host__ __device__ int q() const { return (w + 2 * pad - s) / stride + 1; }
+};
+
+// One thread an output, fp32 accumulation.
+__global__ void reference(Layer L, const __half* x, const __half* w, float* y) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  const long long total = (long long)L.n * L.p() * L.q() * L.k;
+  if (i >= total) return;
+  const int k = int(i % L.k);
+  long long t = i / L.k;
+  const int q = int(t % L.q());
+  t /= L.q();
+  const int p = int(t % L.p()), n = int(t / L.p());
+  const int cg = L.c / L.groups, kg = L.k / L.groups, g = k / kg;
+  float acc = 0.0f;
+  for (int r = 0; r < L.r; ++r) {
+    const int h = p * L.stride - L.pad + r;
+    if (h < 0 || h >= L.h) continue;
+    for (int s = 0; s < L.s; ++s) {
+      const int col = q * L.stride - L.pad + s;
+      if (col < 0 || col >= L.w) continue;
+      const __half* in = x + ((size_t(n) * L.h + h) * L.w + col) * L.c + g * cg;
+      const __half* tap = w + ((size_t(k) * L.r + r) * L.s + s) * cg;
+      for (int j = 0; j < cg; ++j) acc += __half2float(in[j]) * __half2float(tap[j]);
+    }
+  }
+  y[i] = acc;
+}
+
+// CG 16-bit elements from global memory (CG * 2 bytes, aligned so) as floats.
+template <int CG>
+__device__ __forceinline__ void load(const __half* from, float* to) {
+  static_assert(CG % 4 == 0, "4 or more channels a group, a multiple of 4");
+#pragma unroll
+  for (int v = 0; v < CG / 4; ++v) {
+    const uint2 bits = __ldg(reinterpret_cast<const uint2*>(from) + v);
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&bits.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&bits.y));
+    to[4 * v] = a.x, to[4 * v + 1] = a.y, to[4 * v + 2] = b.x, to[4 * v + 3] = b.y;
+  }
+}
+
+template <int CG, int KG, int R, int S, int Stride, int TQ, int PY, int PR>
+__global__ void __launch_bounds__(32 * PY) grouped_direct(Layer L, const __half* __restrict__ x,
+                                                          const __half* __restrict__ w, __half* __restrict__ y) {
+  constexpr int kTaps = R * S, kWindow = (TQ - 1) * Stride + S, kFilter = KG * kTaps * CG;
+  extern __shared__ __half taps[];  // [r * S + s][kk][j][group of the CTA]
+  const int group_blocks = L.groups / 32;
+  const int gb = int(blockIdx.z) % group_blocks, n = int(blockIdx.z) / group_blocks;
+  const int lane = threadIdx.x, g = gb * 32 + lane;
+  // The CTA's 32 groups' filters, KG * R * S * CG contiguous values a group in global memory.
+  const __half* block_filter = w + size_t(gb) * 32 * kFilter;
+  for (int i = threadIdx.y * 32 + lane; i < 32 * kFilter; i += 32 * PY) {
+    const int group = i / kFilter, rest = i % kFilter;
+    const int kk = rest / (kTaps * CG), rs = rest % (kTaps * CG) / CG, j = rest % CG;
+    taps[((rs * KG + kk) * CG + j) * 32 + group] = block_filter[i];
+  }
+  __syncthreads();
+  const int P = L.p(), Q = L.q();
+  const int q0 = (int(blockIdx.x) * PY + int(threadIdx.y)) * TQ;
+  if (q0 >= Q) return;
+#pragma unroll 1
+  for (int pr = 0; pr < PR; ++pr) {
+    const int p = int(blockIdx.y) * PR + pr;
+    if (p >= P) return;
+    float acc[TQ][KG];
+#pragma unroll
+    for (int t = 0; t < TQ; ++t) {
+#pragma unroll
+      for (int kk = 0; kk < KG; ++kk) acc[t][kk] = 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int h = p * Stride - L.pad + r;
+      if (h < 0 || h >= L.h) continue;
+      const __half* row = x + (size_t(n) * L.h + h) * L.w * L.c + g * CG;
+      float in[kWindow][CG];
+#pragma unroll
+      for (int c = 0; c < kWindow; ++c) {
+        const int col = q0 * Stride - L.pad + c;
+        if (col >= 0 && col < L.w) {
+          load<CG>(row + size_t(col) * L.c, in[c]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < CG; ++j) in[c][j] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        float tap[KG][CG];
+#pragma unroll
+        for (int kk = 0; kk < KG; ++kk) {
+#pragma unroll
+          for (int j = 0; j < CG; ++j) tap[kk][j] = __half2float(taps[(((r * S + s) * KG + kk) * CG + j) * 32 + lane]);
+        }
+#pragma unroll
+        for (int t = 0; t < TQ; ++t) {
+#pragma unroll
+          for (int kk = 0; kk < KG; ++kk) {
+#pragma unroll
+            for (int j = 0; j < CG; ++j) acc[t][kk] = fmaf(in[t * Stride + s][j], tap[kk][j], acc[t][kk]);
+          }
+        }
+      }
+    }
+    __half* out = y + ((size_t(n) * P + p) * Q + q0) * L.k + g * KG;
+#pragma unroll
+    for (int t = 0; t < TQ; ++t) {
+      if (q0 + t < Q) {
+#pragma unroll
+        for (int kk = 0; kk < KG; kk += 2)
+          *reinterpret_cast<__half2*>(out + size_t(t) * L.k + kk) = __floats2half2_rn(acc[t][kk], acc[t][kk + 1]);
+      }
+    }
+  }
+}
+
+__global__ void fill(__half* data, size_t count, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    unsigned v = unsigned(i) * 2654435761u ^ seed;
+    v ^= v >> 13, v *= 0x5bd1e995u, v ^= v >> 15;
+    data[i] = __float2half(float(v % 2001) / 1000.0f - 1.0f);  // [-1, 1]
+  }
+}
+
+struct Buffers {
+  std::vector<__half*> x, y;
+  __half* w = nullptr;
+  float* reference = nullptr;
+};
+
+template <int CG, int KG, int Stride, int TQ, int PY, int PR>
+void run(const Layer& L, const Buffers& b) {
+  const auto kernel = grouped_direct<CG, KG, 3, 3, Stride, TQ, PY, PR>;
+  const int smem = 32 * KG * 9 * CG * int(sizeof(__half));
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute");
+  const dim3 grid((L.q() + PY * TQ - 1) / (PY * TQ), (L.p() + PR - 1) / PR, L.n * (L.groups / 32));
+  const dim3 block(32, PY);
+  const size_t outputs = size_t(L.n) * L.p() * L.q() * L.k;
+  // Checked on the first copy.
+  kernel<<<grid, block, smem>>>(L, b.x[0], b.w, b.y[0]);
+  check(cudaDeviceSynchronize(), "the kernel");
+  std::vector<__half> got(outputs);
+  std::vector<float> want(outputs);
+  check(cudaMemcpy(got.data(), b.y[0], outputs * sizeof(__half), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaMemcpy(want.data(), b.reference, outputs * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  double diff = 0, norm = 0, largest_diff = 0, largest = 0;
+  for (size_t i = 0; i < outputs; ++i) {
+    const double d = double(__half2float(got[i])) - want[i];
+    diff += d * d, norm += double(want[i]) * want[i];
+    largest_diff = std::max(largest_diff, std::fabs(d)), largest = std::max(largest, std::fabs(double(want[i])));
+  }
+  const double rel_l2 = std::sqrt(diff / std::max(norm, 1e-30)), rel_max = largest_diff / std::max(largest, 1e-30);
+  const bool ok = rel_l2 <= 1e-3 && rel_max <= 1e-3 && std::isfinite(rel_l2);
+  // Timed: a graph of launches cycling over the copies, replayed.
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  const int launches = int(b.x.size()) * std::max(1, int(40 / b.x.size()));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+  for (int i = 0; i < launches; ++i) kernel<<<grid, block, smem, stream>>>(L, b.x[i % b.x.size()], b.w, b.y[i % b.y.size()]);
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> times;
+  for (int i = 0; i < 20; ++i) {
+    check(cudaEventRecord(start, stream), "cudaEventRecord");
+    check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    check(cudaEventRecord(stop, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(ms / launches);
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("%d,%d,%d,%d,%d,%d,g%d  TQ %d x %d threads, %d row(s) a CTA  %9.4f ms  rel_l2 %.2e  rel_max %.2e  %s\n", L.n,
+              L.h, L.w, L.c, L.k, L.stride, L.groups, TQ, PY, PR, times[times.size() / 2], rel_l2, rel_max,
+              ok ? "ok" : "INCORRECT");
+  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(stream);
+  cudaEventDestroy(start), cudaEventDestroy(stop);
+}
+
+template <int CG, int Stride>
+void configurations(const Layer& L, const Buffers& b) {
+  run<CG, CG, Stride, 4, 8, 1>(L, b);
+  run<CG, CG, Stride, 7, 4, 1>(L, b);
+  run<CG, CG, Stride, 7, 8, 2>(L, b);
+  run<CG, CG, Stride, 2, 8, 2>(L, b);
+  run<CG, CG, Stride, 4, 4, 4>(L, b);
+}
+
+void measure(const Layer& L) {
+  const int cg = L.c / L.groups, kg = L.k / L.groups;
+  if (L.c % L.groups || L.k % L.groups || L.groups % 32 || cg != kg || (cg != 4 && cg != 8) ||
+      (L.stride != 1 && L.stride != 2)) {
+    std::printf("%d,%d,%d,%d,%d,%d,g%d  not served: groups a multiple of 32, 4 or 8 channels a group in and out, "
+                "stride 1 or 2\n", L.n, L.h, L.w, L.c, L.k, L.stride, L.groups);
+    return;
+  }
+  int device = 0, l2 = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
+  const size_t inputs = size_t(L.n) * L.h * L.w * L.c, outputs = size_t(L.n) * L.p() * L.q() * L.k;
+  const size_t filter = size_t(L.k) * 9 * cg;
+  const size_t bytes = (inputs + outputs) * sizeof(__half);
+  const int copies = int(std::max<size_t>(1, (4 * size_t(l2) + bytes - 1) / bytes));
+  Buffers b;
+  for (int i = 0; i < copies; ++i) {
+    __half *x, *y;
+    check(cudaMalloc(&x, inputs * sizeof(__half)), "cudaMalloc");
+    check(cudaMalloc(&y, outputs * sizeof(__half)), "cudaMalloc");
+    fill<<<1024, 256>>>(x, inputs, 17u + i);
+    b.x.push_back(x), b.y.push_back(y);
+  }
+  check(cudaMalloc(&b.w, filter * sizeof(__half)), "cudaMalloc");
+  fill<<<256, 256>>>(b.w, filter, 91u);
+  check(cudaMalloc(&b.reference, outputs * sizeof(float)), "cudaMalloc");
+  reference<<<unsigned((outputs + 255) / 256), 256>>>(L, b.x[0], b.w, b.reference);
+  check(cudaDeviceSynchronize(), "the reference");
+  if (cg == 4) {
+    if (L.stride == 1) configurations<4, 1>(L, b);
+    else configurations<4, 2>(L, b);
+  } else {
+    if (L.stride == 1) configurations<8, 1>(L, b);
+    else configurations<8, 2>(L, b);
+  }
+  for (size_t i = 0; i < b.x.size(); ++i) cudaFree(b.x[i]), cudaFree(b.y[i]);
+  cudaFree(b.w), cudaFree(b.reference);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Layer> layers;
+  if (argc > 1) {
+    if ((argc - 1) % 7 != 0) {
+      std::fprintf(stderr, "usage: %s [n h w c k stride groups ...]\n", argv[0]);
+      return 2;
+    }
+    for (int i = 1; i < argc; i += 7) {
+      int v[7];
+      for (int j = 0; j < 7; ++j) v[j] = std::atoi(argv[i + j]);
+      if (v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1 || v[4] < 1 || v[6] < 1) {
+        std::fprintf(stderr, "grouped_direct: sizes and groups must be positive\n");
+        return 2;
+      }
+      layers.push_back({v[0], v[1], v[2], v[3], v[4], 3, 3, 1, v[5], v[6]});
+    }
+  } else {
+    for (int n : {32, 1}) {
+      layers.push_back({n, 56, 56, 128, 128, 3, 3, 1, 1, 32});
+      layers.push_back({n, 56, 56, 256, 256, 3, 3, 1, 2, 32});
+      layers.push_back({n, 28, 28, 256, 256, 3, 3, 1, 1, 32});
+    }
+  }
+  for (const Layer& layer : layers) measure(layer);
+  return 0;
+}
