@@ -32,7 +32,7 @@ def catalog(config: Config) -> list:
     return kernel_catalog(config.specs_dir, None if config.top == "listed" else config.spaces_dir, config.problems)
 
 
-_CATALOGS = {}  # kernel_catalog's key -> its kernels
+_CATALOG = [None, None]  # kernel_catalog's last key and its kernels: one build's catalog at a time
 
 
 def kernel_catalog(specs_dir, spaces_dir, problems) -> list:
@@ -46,15 +46,14 @@ def kernel_catalog(specs_dir, spaces_dir, problems) -> list:
                       for st in [p.stat()])
     except OSError:
         files = None  # a file that went away: load_catalog or load_space says which
-    key = (tuple(map(str, folders)), spaces_dir is None, tuple(epilogues(problems)), files)
-    if files is None or key not in _CATALOGS:
+    key = (tuple(map(str, folders)), tuple(epilogues(problems)), files)
+    if files is None or key != _CATALOG[0]:
         listed = load_catalog(specs_dir)
         kernels = with_fused(listed if spaces_dir is None else merged(listed, load_space(spaces_dir)), problems)
         if files is None:
             return kernels
-        _CATALOGS.clear()  # one build's catalog at a time
-        _CATALOGS[key] = kernels
-    return list(_CATALOGS[key])
+        _CATALOG[:] = [key, kernels]
+    return list(_CATALOG[1])
 
 
 def did_not_compile_text(config: Config, name: str) -> str:

@@ -461,7 +461,6 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     from .vocab import verify_tolerance
     from .workloads import load_workloads
 
-
     samples = []
     for set_file in sorted(Path(sets_dir).glob("*.txt")):
         folder = Path(results_root) / set_file.stem
