@@ -12,7 +12,7 @@ from conftest import ROOT
 torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch): the module swap is PyTorch code")
 F = torch.nn.functional
 sys.path.insert(0, str(ROOT / "examples" / "torch_extension"))
-from swap import FusedConv2d, swap  # noqa: E402
+from swap import FusedConv2d, compilable, swap  # noqa: E402
 
 
 class Extension:
@@ -252,3 +252,30 @@ def test_where_no_kernel_takes_the_bias_the_batch_norm_is_folded_and_bias_and_ac
     assert report["linear"] == {"none+after:bias+gelu": 1, "none+after:bias": 1, "none": 1}
     with torch.no_grad():
         assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(mlp(rows), swapped(rows)))
+
+
+def test_through_compilable_torch_compile_traces_one_graph_with_the_calls_opaque():
+    """torch.compile of a model swapped through compilable(ext): one graph (fullgraph), each fused call
+    one custom operator in it whose declared output (shape and channels_last layout) is what the call
+    returns, the bias and activation after a kernel of no epilogue PyTorch's ops in it, and the
+    compiled model computes what the model does."""
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return torch._dynamo.backends.common.aot_autograd(fw_compiler=lambda g, _: g)(gm, inputs)
+
+    torch._dynamo.reset()
+    for model, x in ((trained(Block()), torch.randn(2, 8, 12, 12)), (trained(Mobile()), torch.randn(2, 16, 10, 10)),
+                     (Mlp().eval(), torch.randn(2, 5, 16))):
+        ext = PassExtension()
+        swapped, report = swap(model, compilable(ext), x)
+        with torch.no_grad():
+            expected = model(x)
+            got = torch.compile(swapped, backend=backend, fullgraph=True)(x)
+        for e, g in zip(*((expected, got) if isinstance(got, tuple) else ((expected,), (got,)))):
+            assert torch.allclose(e, g, atol=1e-5, rtol=1e-5)
+        calls = [n for n in graphs[-1].graph.nodes if n.op == "call_function" and "best_conv" in str(n.target)]
+        assert len(calls) == sum(report["swapped"].values()) + sum(report["linear"].values()) > 0
+        assert ext.calls and all(c[4] != "after" for c in ext.calls), "the pass after a bare kernel: PyTorch's ops"
+    assert compilable(ext).kernel_for == ext.kernel_for

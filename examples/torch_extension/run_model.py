@@ -2,20 +2,24 @@
 swapped for one fused call (swap.py), checked against PyTorch's output, and its forward pass timed
 in a CUDA graph against PyTorch eager and torch.compile, each timed the same way.
 
-    python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--size 224] [--no-compile]
+    python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--size 224] [--compile both|model|swapped|none]
 
 (after python setup.py build_ext --inplace with the set's library; needs a GPU.) The model is
 torchvision's, built without weights (none is downloaded), in eval mode, channels_last, of the
 header's element type (best_conv.element()), its batch norms given statistics that are not the
 identity (seeded) so that folding them is exercised. The input is uniform in [-1, 1). PyTorch eager
 runs with cuDNN's benchmark mode; torch.compile with mode="max-autotune-no-cudagraphs" (its own CUDA
-graphs would nest in the timing's). Each forward pass is captured once in a CUDA graph and replayed;
+graphs would nest in the timing's), of the model (compiled_ms) and of the swapped model
+(swapped_compiled_ms: swapped through swap.compilable, the header's calls opaque to the compiler,
+which compiles what is left to PyTorch around them; --compile says which, default both). Each forward pass is captured once in a CUDA graph and replayed;
 the figure is the median over --repeats batches of replays (each batch about 20 ms), after a rest
 of REST_S. The output check: the largest element difference against eager's, relative to eager's
-largest element (max_rel_error), within TOLERANCE.
+largest element (max_rel_error: the swapped model's, and the compiled swapped model's where run, the
+larger), within TOLERANCE.
 
 One row a (model, batch) is written into profile_results/<set>/<gpu>/model.csv (a row of the same
-model and batch replaced): model, batch, swapped_ms, eager_ms, compiled_ms, max_rel_error, and what
+model and batch replaced): model, batch, swapped_ms, eager_ms, compiled_ms, swapped_compiled_ms,
+max_rel_error, and what
 it ran on and what was swapped. Exit status 0 when the output matched.
 """
 
@@ -29,7 +33,7 @@ from pathlib import Path
 import torch
 
 import best_conv
-from swap import swap
+from swap import compilable, swap
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -40,7 +44,7 @@ from kernelgen.results import gpu_dir  # noqa: E402
 DTYPE = {"f16": torch.half, "bf16": torch.bfloat16}[best_conv.element()]
 TOLERANCE = {"f16": 2e-2, "bf16": 8e-2}[best_conv.element()]  # a whole network's rounding, not one layer's
 REST_S = 0.5
-COLUMNS = ["model", "batch", "swapped_ms", "eager_ms", "compiled_ms", "max_rel_error", "swapped", "left",
+COLUMNS = ["model", "batch", "swapped_ms", "eager_ms", "compiled_ms", "swapped_compiled_ms", "max_rel_error", "swapped", "left",
            "gpu", "torch", "dtype", "measured_at"]
 
 
@@ -109,7 +113,10 @@ def main() -> int:
                         "(default: <model>_b<batch>)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--size", type=int, default=224, help="the input's height and width (inception_v3: 299)")
-    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (its autotuning is long)")
+    parser.add_argument("--compile", choices=["both", "model", "swapped", "none"], default="both",
+                        help="what torch.compile compiles and times: the model, the swapped model, both or neither "
+                        "(the model's autotuning is long)")
+    parser.add_argument("--no-compile", dest="compile", action="store_const", const="none", help="--compile none")
     args = parser.parse_args()
     for name in ("batch", "size", "repeats"):
         if getattr(args, name) < 1:
@@ -129,15 +136,24 @@ def main() -> int:
         print(f"  left: {target}: {why}")
     eager_ms = graph_ms(model, x, args.repeats)
     swapped_ms = graph_ms(swapped, x, args.repeats)
-    compiled_ms = float("nan")
-    if not args.no_compile:
+    compiled_ms = swapped_compiled_ms = float("nan")
+    if args.compile in ("both", "model"):
         compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
         compiled_ms = graph_ms(compiled, x, args.repeats)
+    if args.compile in ("both", "swapped"):
+        swapped_compiled = torch.compile(swap(model, compilable(best_conv), x)[0], mode="max-autotune-no-cudagraphs")
+        with torch.no_grad():
+            compiled_error = float((swapped_compiled(x).float() - expected).abs().max() / expected.abs().max())
+        print(f"  swapped and compiled: max_rel_error {compiled_error:.2e}", flush=True)
+        error = max(error, compiled_error)
+        swapped_compiled_ms = graph_ms(swapped_compiled, x, args.repeats)
     print(f"  swapped {swapped_ms:.4f} ms, eager {eager_ms:.4f} ms ({swapped_ms / eager_ms:.2f}x), compiled "
-          f"{compiled_ms:.4f} ms ({swapped_ms / compiled_ms:.2f}x)")
+          f"{compiled_ms:.4f} ms ({swapped_ms / compiled_ms:.2f}x), swapped and compiled {swapped_compiled_ms:.4f} ms "
+          f"({swapped_compiled_ms / compiled_ms:.2f}x compiled)")
     gpu = torch.cuda.get_device_name()
     row = {"model": args.model, "batch": args.batch, "swapped_ms": f"{swapped_ms:.6g}", "eager_ms": f"{eager_ms:.6g}",
-           "compiled_ms": f"{compiled_ms:.6g}", "max_rel_error": f"{error:.3g}",
+           "compiled_ms": f"{compiled_ms:.6g}", "swapped_compiled_ms": f"{swapped_compiled_ms:.6g}",
+           "max_rel_error": f"{error:.3g}",
            "swapped": " ".join([f"{e}:{n}" for e, n in sorted(report["swapped"].items())]
                                + [f"linear/{e}:{n}" for e, n in sorted(report["linear"].items())]),
            "left": len(report["left"]) + len(report["linear_left"]),

@@ -17,11 +17,20 @@ for one call of ``ext.linear`` (best_kernels::gemm, the input's leading dimensio
 Everything else stays PyTorch's.
 
     swapped, report = swap(model, best_conv, x)    # report: what was swapped, by epilogue, and what not
+
+For torch.compile, swap through ``compilable(best_conv)``: the extension's calls as PyTorch custom
+operators, which Dynamo records as opaque calls of known output shape, so that Inductor compiles
+what is left to PyTorch around them (the bias and activation after a kernel that takes none among it):
+
+    swapped, _ = swap(model, compilable(best_conv), x)
+    compiled = torch.compile(swapped, mode="max-autotune-no-cudagraphs")
 """
 
 import copy
+import itertools
 import operator
 from collections import Counter
+from typing import List, Optional
 
 import torch
 import torch.fx
@@ -38,15 +47,69 @@ ADDS = (operator.add, torch.add, operator.iadd)
 ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu, "hardswish": F.hardswish, "sigmoid": torch.sigmoid}
 
 
+def _two(value) -> List[int]:
+    value = [value] * 2 if isinstance(value, int) else list(value)
+    return value * 2 if len(value) == 1 else value
+
+
+_namespaces = itertools.count()
+
+
+class compilable:  # noqa: N801 (used as a function: compilable(best_conv))
+    """``ext`` with ``conv2d`` and ``linear`` registered as PyTorch custom operators (a namespace of
+    their own a wrapper, ``best_conv<n>``), their output's shape and layout (channels_last for
+    conv2d, contiguous for linear) declared for tracing; ``kernel_for``, ``linear_kernel_for`` and the
+    rest passed through (a swap through it folds as one through ``ext``; the bias and activation after
+    a kernel that takes none are PyTorch's ops there, which its compiler fuses with what follows)."""
+
+    def __init__(self, ext):
+        self.ext = ext
+        namespace = f"best_conv{next(_namespaces)}"
+
+        @torch.library.custom_op(f"{namespace}::conv2d", mutates_args=())
+        def conv2d(x: torch.Tensor, w: torch.Tensor, stride: List[int], padding: List[int], dilation: List[int],
+                   bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], activation: str,
+                   groups: int) -> torch.Tensor:
+            return ext.conv2d(x, w, stride, padding, dilation, bias=bias, residual=residual, activation=activation,
+                              groups=groups)
+
+        @conv2d.register_fake
+        def _(x, w, stride, padding, dilation, bias, residual, activation, groups):
+            extents = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1
+                       for i in range(2)]
+            return x.new_empty((x.shape[0], w.shape[0], *extents)).contiguous(memory_format=torch.channels_last)
+
+        @torch.library.custom_op(f"{namespace}::linear", mutates_args=())
+        def linear(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
+                   activation: str) -> torch.Tensor:
+            return ext.linear(x, w, bias=bias, residual=residual, activation=activation)
+
+        @linear.register_fake
+        def _(x, w, bias, residual, activation):
+            return x.new_empty((*x.shape[:-1], w.shape[0]))
+
+        self._conv2d, self._linear = conv2d, linear
+
+    def conv2d(self, x, w, stride=1, padding=0, dilation=1, bias=None, residual=None, activation="none", groups=1):
+        return self._conv2d(x, w, _two(stride), _two(padding), _two(dilation), bias, residual, activation, groups)
+
+    def linear(self, x, w, bias=None, residual=None, activation="none"):
+        return self._linear(x, w, bias, residual, activation)
+
+    def __getattr__(self, name):
+        return getattr(self.ext, name)
+
+
 class _After(torch.nn.Module):
     """What follows a layer's call where its kernel takes no bias: activation(y + bias_after), the
     bias one value a channel (``channel_dim`` of y), in one pass of ``ext.bias_activation_`` where
-    the extension has it (``one_pass``, decided once), else PyTorch's ops."""
+    the extension has it (``one_pass``, decided once), else PyTorch's ops (and through ``compilable``,
+    for its compiler to fuse)."""
 
     def __init__(self, ext, bias_after, after_activation: str):
         super().__init__()
         self.ext, self.after_activation = ext, after_activation
-        self.one_pass = hasattr(ext, "bias_activation_")
+        self.one_pass = hasattr(ext, "bias_activation_") and not isinstance(ext, compilable)
         self.register_buffer("bias_after", bias_after)
 
     def _after(self, y, channel_dim):
