@@ -13,9 +13,11 @@
 // times the fastest median measured so far on the workload gets --pruned-repeats batches
 // (default 3) instead of --repeats: a kernel that far behind is not the one chosen, and what is
 // recorded is still the median of its own batches (ITERATIONS says how many launches).
-// --hold-ms MS (default 0): before its timed batches a kernel runs its batch again and again for
-// MS milliseconds, so that the GPU's clocks settle at what this kernel's load holds them to;
-// --rest-ms MS (default 0): the GPU idles MS milliseconds before that.
+// --rest-ms MS (default 50): the GPU idles MS milliseconds before a kernel's timed batches, so that
+// each kernel is timed from the same rested state: under a power limit, timings without a rest
+// depend on what ran before (docs/measuring.md, "Do repeated measurements agree?");
+// --hold-ms MS (default 0): after the rest, the kernel runs its batch again and again for MS
+// milliseconds, so that the GPU's clocks settle at what this kernel's load holds them to.
 //
 // Job file, one record per line:
 //   workload NAME OP DTYPE EXTENTS...   (OP and its extents: a row of kJobOps below; DTYPE the
@@ -32,7 +34,8 @@
 // The job file is read, and refused naming its line, before the GPU is asked anything.
 //
 // Output on stdout, one tab-separated record per line, flushed as it is written:
-//   device NAME CC SMS L2_BYTES CUDA_RUNTIME CUDA_DRIVER CUTLASS TIMING   (TIMING: graph or launches)
+//   device NAME CC SMS L2_BYTES CUDA_RUNTIME CUDA_DRIVER CUTLASS TIMING   (TIMING: graph or launches,
+//                                        then -restMS and -holdMS where not 0: graph-rest50)
 //   workload NAME SETS REFERENCE_MS
 //   begin WORKLOAD KERNEL
 //   result WORKLOAD KERNEL STATUS RUNTIME_MS MIN_MS MAX_MS ITERATIONS REL_L2 REL_MAX MESSAGE SM_MHZ POWER_W
@@ -107,7 +110,7 @@ struct Options {
   double prune = 1.25;         // first batch over prune x the workload's best median: fewer repeats
   int pruned_repeats = 3;
   double hold_ms = 0;          // the kernel's batch run this long before the timed batches
-  double rest_ms = 0;          // idle this long before the hold
+  double rest_ms = 50;         // idle this long before the hold and the timed batches
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -293,11 +296,28 @@ Device open_device() {
   return d;
 }
 
+// How the profiler times, as the device line and each row's `timing` say: graph or launches, then
+// the rest and the hold where not 0 (graph-rest50, launches-rest50-hold20).
+std::string timing(const Options& o) {
+  auto ms = [](double value) {  // at most three decimals, no trailing zeros: 50, 12.5
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", value);
+    std::string s = text;
+    s.erase(s.find_last_not_of('0') + 1);
+    if (s.back() == '.') s.pop_back();
+    return s;
+  };
+  std::string text = o.graph ? "graph" : "launches";
+  if (o.rest_ms > 0) text += "-rest" + ms(o.rest_ms);
+  if (o.hold_ms > 0) text += "-hold" + ms(o.hold_ms);
+  return text;
+}
+
 void print_device(const Device& d, const Options& o) {
   std::printf("device\t%s\t%d%d\t%d\t%d\t%d.%d\t%d.%d\t%d.%d.%d\t%s\n", clean(d.props.name).c_str(), d.props.major,
               d.props.minor, d.props.multiProcessorCount, d.props.l2CacheSize, d.runtime_version / 1000,
               (d.runtime_version % 1000) / 10, d.driver_version / 1000, (d.driver_version % 1000) / 10,
-              CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, o.graph ? "graph" : "launches");
+              CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, timing(o).c_str());
   std::fflush(stdout);
 }
 

@@ -233,7 +233,7 @@ CSV_CASES = [
     ("nan", replace_line(2, ",0.0004,", ",nan,"), "line 3: rel_max_error 'nan' is not a number"),
     ("unknown timing", lambda t: "\n".join(",".join([line.rsplit(",", 4)[0], "wallclock", *line.rsplit(",", 4)[2:]])
                                            if i == 1 else line for i, line in enumerate(t.split("\n"))),
-     "line 2: timing 'wallclock' is not one of graph, launches"),
+     "line 2: timing 'wallclock' is not one of graph, launches, then -rest<ms> and -hold<ms>"),
 ]
 
 

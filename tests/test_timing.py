@@ -28,7 +28,7 @@ def test_a_file_written_before_the_timing_column_reads_as_timed_by_launches(tmp_
     assert frame["sm_clock_mhz"].isna().all() and frame["power_w"].isna().all(), "no reading: empty"
     first = lines[0].rsplit(",", 4)
     path.write_text(text.replace(f"\n{lines[0]}\n", f"\n{first[0]},wallclock,{','.join(first[2:])}\n", 1))
-    refused(lambda: results.read_csv(path), ResultsError, "line 2: timing 'wallclock' is not one of graph, launches")
+    refused(lambda: results.read_csv(path), ResultsError, "line 2: timing 'wallclock' is not one of graph, launches, then -rest<ms> and -hold<ms>")
 
 
 def launches_run(tmp_path, workload_file, kernels=KERNEL_HASHES):
@@ -75,3 +75,30 @@ def test_a_set_whose_files_were_timed_differently_is_refused(tmp_path, timings_)
     message = refused(lambda: reduce.load_set(tmp_path, PROBLEMS), ResultsError,
                       "one set must come from one GPU and software stack")
     assert "timed by graph" in message and "timed by launches" in message
+
+
+def test_rows_timed_without_the_rest_are_measured_again_with_it_and_the_header_says_how(tmp_path, fake_gpu,
+                                                                                        workload_file):
+    _, log = fake_gpu
+    profile_run(tmp_path, workload_file)
+    assert set(map(frozenset, timings(tmp_path, workload_file).values())) == {frozenset({"graph"})}
+    manifest = write_manifest(tmp_path / "kernels.json", KERNEL_HASHES)
+
+    def rested_run():
+        before = len(invocations(log))
+        profile(manifest, FAKES / "profiler", str(workload_file), tmp_path, tmp_path / "results", timeout=20.0,
+                extra_args=["--rest-ms", "50"], log=lambda m: None)
+        return sum(invocations(log)[before:], [])
+
+    assert sorted(rested_run()) == sorted(list(KERNEL_HASHES) * 2), "every pair again, rested"
+    assert set(map(frozenset, timings(tmp_path, workload_file).values())) == {frozenset({"graph-rest50"})}
+    assert rested_run() == [], "rested rows are up to date"
+    assert results.timing_text("graph-rest50") == ("GPU time, each batch of launches replayed from a CUDA graph, "
+                                                   "after a rest of 50 ms")
+
+
+@pytest.mark.parametrize("timing, valid", [("graph-rest50", True), ("launches-rest12.5-hold20", True),
+                                           ("graph-hold50", True), ("graph-rest", False), ("graph-hold5-rest5", False),
+                                           ("graph-rest50-rest50", False), ("graph-rest1e-05", False)])
+def test_a_rest_and_a_hold_are_part_of_the_timing(timing, valid):
+    assert results.valid_timing(timing) is valid

@@ -10,7 +10,7 @@ so a kernel shorter than a launch is not charged for the launch. The library PyT
 use, cuDNN for a convolution (``torch.nn.functional.conv2d`` on channels_last fp16 tensors,
 benchmark mode), cuBLAS for a GEMM workload (``torch.nn.functional.linear``, D = A B^T), is
 timed the way the profiler times kernels (operands rotated through four times the L2,
-warm-up, calibration, 20 batches of about 1 ms, the median per call) three ways:
+warm-up, calibration, a rest of 50 ms, 20 batches of about 1 ms, the median per call) three ways:
 ``library_ms``, each batch captured in a CUDA graph and replayed (the figure the ratios
 use: GPU time against GPU time); ``library_kernel_ms``, the cross-check, the durations of the
 kernels and memsets one call runs from torch.profiler, the median over calls; and
@@ -30,6 +30,7 @@ import json
 import math
 import sys
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -50,6 +51,7 @@ LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS", "cudnn + torch": "cuDNN +
 REPEATS = 20
 BATCH_MS = 1.0
 WARMUP = 5
+REST_S = 0.05  # the GPU idles this long before the timed batches, as the profiler's default --rest-ms 50
 PROFILED_CALLS = 50  # calls whose kernels torch.profiler records, for the median
 MARK = "kernelgen_call_"  # torch.profiler annotation of one timed call
 
@@ -99,6 +101,8 @@ def time_calls(torch, call, sets: int) -> tuple[float, float, float]:
     batch = _batch(torch, call, sets)
     events = _events(torch)
     n = 0
+    torch.cuda.synchronize()
+    time.sleep(REST_S)
     for begin, end in events:
         begin.record()
         for _ in range(batch):
@@ -125,6 +129,8 @@ def time_graph(torch, call, sets: int) -> tuple[float, float, float]:
             call(i % sets)
     graph.replay()
     events = _events(torch)
+    torch.cuda.synchronize()
+    time.sleep(REST_S)
     for begin, end in events:
         begin.record()
         graph.replay()

@@ -220,7 +220,7 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
     element = DATA_TYPES[problems[0].dtype]
     common = dict(source=comment(source), gpu=comment(first["gpu"]), driver=comment(first["driver"]),
                   cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
-                  timing=TIMING_TEXT[first["timing"]], device_target=device_target, **sections)
+                  timing=results.timing_text(first["timing"]), device_target=device_target, **sections)
     banner = render.BANNER.format(source=comment(f"scons best_kernels.h from {source}"))
     launchers = [{"name": n, "epilogue": epilogue_cpp(getattr(kernels_by_name[n], "fusion", ""))} for n in order]
     return {
@@ -239,11 +239,6 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
             templates, "best_kernels-config.cmake.mako", "best_kernels-config.cmake",
             banner=banner.replace("//", "#", 1), set_name=comment(set_name), gpu=comment(first["gpu"])),
     }
-
-
-# How the header says its times were taken (results.TIMINGS).
-TIMING_TEXT = {"graph": "GPU time, each batch of launches replayed from a CUDA graph",
-               "launches": "launched back to back from the host, the host's cost per launch included"}
 
 
 def target_arch(kernels) -> tuple:

@@ -48,12 +48,30 @@ PROVENANCE = ("gpu", "driver", "cuda", "cutlass", "timing")
 # ``sm_clock_mhz``, ``power_w``: the SM clock and the board power NVML read while an ok row's last
 # timed batches ran (empty where unknown, for other rows, and in a file written before them): what
 # a comparison of rows measured apart in time or on other GPUs needs to see.
-# How runtime_ms was timed: "graph", each batch of launches replayed from a CUDA graph (GPU time,
-# the profiler's default), or "launches", launched back to back from the host (host cost
-# included). A file written before the column existed was timed so: its rows (and an empty
+# How runtime_ms was timed: "graph", each batch of launches replayed from a CUDA graph (GPU time),
+# or "launches", launched back to back from the host (host cost included); then "-rest<ms>" where
+# the GPU idled that long before the timed batches and "-hold<ms>" where the kernel ran that long
+# first (the profiler's default: "graph-rest50"). Rows timed one way are not compared with rows
+# timed another. A file written before the column existed was timed so: its rows (and an empty
 # cell) read as "launches".
 TIMINGS = ("graph", "launches")
 UNRECORDED_TIMING = "launches"
+TIMING = re.compile(r"(graph|launches)(-rest[0-9]{1,5}(\.[0-9]{1,3})?)?(-hold[0-9]{1,5}(\.[0-9]{1,3})?)?")
+
+
+def valid_timing(timing: str) -> bool:
+    """Whether ``timing`` is a way the profiler times: one of TIMINGS, then -rest<ms>, -hold<ms>."""
+    return TIMING.fullmatch(timing) is not None
+
+
+def timing_text(timing: str) -> str:
+    """``timing`` in words, for the header: "GPU time, each batch ... after a rest of 50 ms"."""
+    base, *steps = timing.split("-")
+    words = {"graph": "GPU time, each batch of launches replayed from a CUDA graph",
+             "launches": "launched back to back from the host, the host's cost per launch included"}[base]
+    for step in steps:
+        words += f", after a rest of {step[4:]} ms" if step.startswith("rest") else f", held {step[4:]} ms first"
+    return words
 
 # A number as the profile driver writes it: ASCII decimal or exponent notation, or inf.
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^[+-]?inf(?:inity)?$", re.IGNORECASE)
@@ -266,8 +284,9 @@ def _validated(columns: dict, rows: int, path, line_of, gpu: str | None) -> dict
             raise ResultsError(path, f"line {line_of(i)}: status {status!r} is not one of {', '.join(STATUSES)}")
         if not workload or not kernel:
             raise ResultsError(path, f"line {line_of(i)}: empty workload or kernel")
-        if timing not in TIMINGS:
-            raise ResultsError(path, f"line {line_of(i)}: timing {timing!r} is not one of {', '.join(TIMINGS)}")
+        if not valid_timing(timing):
+            raise ResultsError(path, f"line {line_of(i)}: timing {timing[:40]!r} is not one of {', '.join(TIMINGS)}, "
+                                     "then -rest<ms> and -hold<ms>")
         if gpu is not None:
             _check_gpu(row_gpu, slugs, path, line_of(i), gpu)
     for column in NUMERIC:
