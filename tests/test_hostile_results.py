@@ -101,6 +101,22 @@ def test_numbers_within_range_are_read(tmp_path, values):
     assert len(frame) == 3 and frame["iterations"].dropna().eq(400).all()
 
 
+def test_the_rows_read_without_pandas_are_the_frames_rows(tmp_path):
+    """results.read_rows (the profile driver's, no pandas) gives what rows_of(read_csv) gives: every
+    column, numbers as floats, NaN where empty; a file of a header alone gives no row; and it
+    refuses what read_csv refuses."""
+    path = gpu_csv(tmp_path, three_rows())
+    rows, frame_rows = results.read_rows(path, "nvidia_h200"), results.rows_of(results.read_csv(path, "nvidia_h200"))
+    assert len(rows) == 3 and [list(r) for r in rows] == [list(results.COLUMNS)] * 3
+    same = lambda a, b: a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)  # noqa: E731
+    assert all(type(r[c]) is type(f[c]) and same(r[c], f[c]) for r, f in zip(rows, frame_rows) for c in results.COLUMNS)
+    assert any(r[c] != r[c] for r in rows for c in results.NUMERIC), "an empty number: NaN"
+    header_only = tmp_path / "header.csv"
+    header_only.write_text(path.read_text().splitlines()[0] + "\n")
+    assert results.read_rows(header_only) == [] and len(results.read_csv(header_only)) == 0
+    refused(lambda: results.read_rows(path, "nvidia_a100"), ResultsError, "lies in the folder of the GPU nvidia_a100")
+
+
 def test_a_count_of_iterations_is_written_back_as_it_was_read(tmp_path):
     """The profile driver rewrites the rows it keeps: 1234567 iterations stay 1234567, not 1.23457e+06."""
     path = gpu_csv(tmp_path, three_rows(iterations=1234567, max_ms=0.41))

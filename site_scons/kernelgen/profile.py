@@ -239,7 +239,7 @@ class Runner:
         """The rows of a CSV of this GPU's folder as they are now (none if there is no file)."""
         if inputs.file_kind(path) == "missing":
             return []
-        return results.rows_of(results.read_csv(path, self.results_dir.name))
+        return results.read_rows(path, self.results_dir.name)
 
     # ---- running ----------------------------------------------------------------------------
     def write_jobs(self, states: list[WorkloadState], path: Path) -> None:

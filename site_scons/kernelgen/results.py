@@ -171,6 +171,24 @@ def read_csv(path, gpu: str | None = None) -> pd.DataFrame:
     What a text validates to is kept for the rest of the process (the build plan and the header's
     build both read a set's CSVs): a text read again is only checked for its rows' GPU. Each call
     returns a frame of its own."""
+    columns = _read_columns(path, gpu)
+    if columns is None:  # a header and no row
+        import pandas as pd
+        return validate(pd.DataFrame(columns=list(COLUMNS), dtype=str), path)
+    return _frame(columns)
+
+
+def read_rows(path, gpu: str | None = None) -> list[dict]:
+    """As ``rows_of(read_csv(path, gpu))``, without pandas: the validated rows as dicts of every
+    column (numbers as floats, NaN for empty)."""
+    columns = _read_columns(path, gpu)
+    if columns is None:
+        return []
+    return [dict(zip(COLUMNS, values)) for values in zip(*(columns[c] for c in COLUMNS))]
+
+
+def _read_columns(path, gpu: str | None) -> dict | None:
+    """read_csv's validated columns (every one of COLUMNS), None for a file of no row."""
     path = Path(path)
     try:
         text = inputs.read_text(path, inputs.CSV_LIMIT)
@@ -185,18 +203,18 @@ def read_csv(path, gpu: str | None = None) -> pd.DataFrame:
         columns, lines = kept
         if gpu is not None:  # every other check passed: a row of another GPU is the first error, if any
             _check_gpus(columns["gpu"], path, lambda i: lines[i], gpu)
-        return _frame(columns)
+        return columns
     header, rows, lines = _parse(text, path)
     if not rows:
-        import pandas as pd
-        return validate(pd.DataFrame(columns=header, dtype=str), path, lines, gpu)
+        _check_columns(header, path)
+        return None
     columns = _validated(dict(zip(header, map(list, zip(*rows)))), len(rows), path, lambda i: lines[i], gpu)
     while len(_VALIDATED) >= _KEPT or sum(len(t) for t in _VALIDATED) + len(text) > _KEPT_CHARACTERS:
         if not _VALIDATED:
             break
         _VALIDATED.pop(next(iter(_VALIDATED)))  # the oldest first
     _VALIDATED[text] = (columns, lines)
-    return _frame(columns)
+    return columns
 
 
 _VALIDATED = {}  # CSV text -> (its validated columns, the line of each row)
