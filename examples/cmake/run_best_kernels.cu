@@ -2,7 +2,8 @@
 // convolution computed on the GPU, then times the launcher as the profiler times a kernel
 // (operands rotated over copies that cover four times the L2 cache, 20 batches of about 1 ms of
 // launches timed with CUDA events, the median per launch): each batch captured once in a CUDA
-// graph and replayed, the GPU's time (`ms`, beside the profiler's and their ratio), and launched
+// graph and replayed after the GPU idled 50 ms, the batches queued back to back, as the profiler
+// does by default (--rest-ms 50), the GPU's time (`ms`, beside the profiler's and their ratio), and launched
 // back to back from the host, the host's cost per launch included (`launches ms`). Then one
 // problem that was not profiled (the first layer with another batch), which runs the launcher's
 // fallback kernel. A problem of an epilogue (best_kernels::Epilogue) is given a bias and a residual
@@ -18,12 +19,14 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -281,15 +284,22 @@ class Runner {
       check(cudaStreamEndCapture(stream_, &captured), "cudaStreamEndCapture");
       check(cudaGraphInstantiate(&replay, captured, 0), "cudaGraphInstantiate");
       check(cudaGraphLaunch(replay, stream_), "cudaGraphLaunch");  // uploads the graph
-      for (int i = 0; i < repeats_; ++i) {
-        check(cudaEventRecord(start_, stream_), "cudaEventRecord");
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      std::this_thread::sleep_for(std::chrono::milliseconds(kRestMs));
+      std::vector<cudaEvent_t> events(2 * repeats_);
+      for (cudaEvent_t& e : events) check(cudaEventCreate(&e), "cudaEventCreate");
+      for (int i = 0; i < repeats_; ++i) {  // queued back to back, read after the last
+        check(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
         check(cudaGraphLaunch(replay, stream_), "cudaGraphLaunch");
-        check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
-        check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+        check(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+      }
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      for (int i = 0; i < repeats_; ++i) {
         float ms = 0;
-        check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+        check(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "cudaEventElapsedTime");
         batches.push_back(double(ms) / count);
       }
+      for (cudaEvent_t& e : events) check(cudaEventDestroy(e), "cudaEventDestroy");
       check(cudaGraphExecDestroy(replay), "cudaGraphExecDestroy");
       check(cudaGraphDestroy(captured), "cudaGraphDestroy");
     } else {
@@ -299,6 +309,7 @@ class Runner {
     return batches[batches.size() / 2];
   }
 
+  static constexpr int kRestMs = 50;  // the profiler's default --rest-ms
   int repeats_;
   int l2_bytes_ = 0;
   cudaStream_t stream_{};
