@@ -3,6 +3,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -28,6 +29,23 @@ def _worker_temporary_folder() -> None:
 
 _MACHINE_TEMPORARY_FOLDER = Path(tempfile.gettempdir())  # the machine's, before the worker's replaces it
 _worker_temporary_folder()
+
+
+def _compile_site_scons() -> None:
+    """Where Python writes no bytecode (PYTHONDONTWRITEBYTECODE), each scons run in the project
+    would compile kernelgen's modules before it starts (about a fifth of a second a run, and the
+    suite runs scons a hundred times): its bytecode is written once a session, checked against the
+    hash of its source (a module edited since is compiled again), as copies of the project get it
+    (tests/test_scons_build.py, compiled_site_scons)."""
+    if not sys.flags.dont_write_bytecode or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the first import writes it; pytest-xdist's workers start after the controller wrote it
+    import compileall
+    import py_compile
+
+    compileall.compile_dir(ROOT / "site_scons", quiet=2, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+
+
+_compile_site_scons()
 
 
 @pytest.fixture(autouse=True)

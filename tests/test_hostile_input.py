@@ -29,6 +29,7 @@ from kernelgen.variables import default_cutlass_root, scons_text, variables
 from kernelgen.vocab import verify_tolerance
 from kernelgen.workloads import load_workloads, parse_workloads
 from test_reduce import CATALOG, HASHES, PROBLEMS, SM80, SM80_B, SM90, row
+from scons_runs import run_all
 from test_scons_build import copy_project, scons
 
 SETS = ROOT / "kernel_specs" / "workloads"
@@ -721,19 +722,12 @@ def clean_clone(tmp_path_factory):
 @pytest.fixture(scope="module")
 def committed_headers(clean_clone, tmp_path_factory):
     """`scons best_kernels.h` of every committed set on the clean clone, as many at once as this
-    machine has cores (each in a BUILD of its own): (set, gpu) -> (the run, its BUILD)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def build(case):
-        set_name, gpu = case
-        folder = tmp_path_factory.mktemp(f"header-{set_name}")
-        out = subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"WORKLOADS={set_name}",
-                              f"GPU={gpu}", f"BUILD={folder}"], cwd=clean_clone, capture_output=True, text=True,
-                             timeout=600)
-        return case, (out, folder)
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return dict(pool.map(build, COMMITTED))
+    machine has cores (each in a BUILD of its own, each a scons process of its own forked from one
+    that imported SCons and kernelgen once: tests/scons_runs.py): (set, gpu) -> (the run, its BUILD)."""
+    folders = [tmp_path_factory.mktemp(f"header-{set_name}") for set_name, _ in COMMITTED]
+    runs = run_all(clean_clone, [["best_kernels.h", f"WORKLOADS={set_name}", f"GPU={gpu}", f"BUILD={folder}"]
+                                 for (set_name, gpu), folder in zip(COMMITTED, folders)], timeout=1200)
+    return dict(zip(COMMITTED, zip(runs, folders)))
 
 
 @pytest.mark.parametrize("set_name, gpu", COMMITTED)

@@ -14,7 +14,7 @@ The profiler gives a fused kernel its bias and residual through ``kernelgen::Fus
 (profiler/fused.h) and checks it against the reference convolution with the same epilogue.
 """
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from .ops.common import ACTIVATIONS
 from .ops.common import epilogue_steps as steps
@@ -102,9 +102,43 @@ def fusible(kernel) -> bool:
 def fused(kernel, epilogue: str):
     """``kernel`` with ``epilogue`` fused: an epilogue that adds a residual reads C, of the
     output's type (a kernel of no source operand gets one)."""
+    changes = {"fusion": epilogue}
     if adds(epilogue) and getattr(kernel, "source", None) == "void":
-        kernel = replace(kernel, source=None)
-    return replace(kernel, fusion=epilogue)
+        changes["source"] = None
+    return _replaced(kernel, changes)
+
+
+def _replaced(kernel, changes: dict):
+    """``dataclasses.replace(kernel, **changes)``, made without the dataclass's __init__ where that
+    only sets the fields (a fused set's catalog makes tens of thousands of variants): a new
+    descriptor of the same fields, none of the old one's cached properties (its name)."""
+    names = _PLAIN_FIELDS.get(type(kernel))
+    if names is None:
+        names = _PLAIN_FIELDS[type(kernel)] = _plain_fields(type(kernel))
+    if not names or not changes.keys() <= names:
+        return replace(kernel, **changes)
+    state = {name: kernel.__dict__[name] for name in names}
+    state.update(changes)
+    variant = object.__new__(type(kernel))
+    variant.__dict__.update(state)
+    return variant
+
+
+_PLAIN_FIELDS = {}  # descriptor class -> its fields' names, or () where replace() is needed
+
+
+def _plain_fields(cls) -> frozenset:
+    """The names of ``cls``'s fields where its __init__ does nothing but set them (every field an
+    init field kept in the instance's __dict__, no __post_init__); otherwise ()."""
+    try:
+        found = fields(cls)
+    except TypeError:  # not a dataclass
+        return ()
+    if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") or not all(f.init for f in found):
+        return ()
+    if len(found) != len(getattr(cls, "__dataclass_fields__", ())):  # an InitVar or ClassVar among them
+        return ()
+    return frozenset(f.name for f in found)
 
 
 def epilogues(problems) -> list:
