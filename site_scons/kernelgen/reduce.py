@@ -71,7 +71,7 @@ def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
     if tolerances is None:
         limit = pd.Series(min(VERIFY_TOLERANCE.values()), index=rows.index)
     else:
-        limit = rows["kernel"].map(tolerances).astype(float)
+        limit = pd.Series([tolerances.get(k, math.nan) for k in rows["kernel"]], index=rows.index, dtype=float)
     return ((rows["rel_l2_error"] >= 0) & (rows["rel_l2_error"] <= limit)
             & (rows["rel_max_error"] >= 0) & (rows["rel_max_error"] <= limit))
 
