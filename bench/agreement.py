@@ -12,6 +12,7 @@ distribution of SECOND/FIRST, the time between the two, and the pairs furthest a
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -68,4 +69,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # the reader stopped (| head): what it read is what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
