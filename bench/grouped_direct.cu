@@ -10,6 +10,15 @@
 // ((TQ - 1) * Stride + S pixels of CG channels), fp32 multiply-adds. NHWC input, KRS(C/groups)
 // filter, NPQK output, fp16.
 //
+// Beside it, a tensor-core kernel (grouped_mma): 8 channels in and out are one mma.sync m16n8k16's
+// N, and two taps of 8 channels its K, so a group's 3x3 filter is 5 k-steps of B held in registers
+// (the ninth tap's pair padded with zeros); 4 channels a group are taken two groups at a time as one
+// of 8, their filter block-diagonal. A warp computes 16 output pixels (consecutive in N, P, Q order)
+// of one such group at a time, TILES tiles in turn; the CTA's WARPS warps take neighbouring groups of
+// the same pixels, so that together they read whole 32-byte sectors of each input pixel; each
+// thread loads the 2 channels of 2 pixels and 2 taps its A fragments hold straight from global
+// memory (L1 serves the taps' overlap), and stores the 2 outputs of 2 pixels its accumulators hold.
+//
 // For each layer (default: ResNeXt-50 32x4d's three 3x3 layers of 4 and 8 channels a group, at
 // batch 32 and 1), every configuration (TQ, threads along Q, PR) is checked against a plain fp32
 // reference on the same operands (relative L2 error and largest element error, both within 1e-3 to
@@ -21,14 +30,17 @@
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a bench/grouped_direct.cu -o grouped_direct
 //   ./grouped_direct [n h w c k stride groups ...]        (3x3 filters, padding 1)
 //
-// Measured on the H200: docs/results.md, "Grouped layers of ResNeXt-50".
+// The direct kernel measured on the H200: docs/results.md, "Grouped layers of ResNeXt-50"; the
+// tensor-core kernel compiles for sm_90a and has not run on a GPU yet.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -82,6 +94,89 @@ __device__ __forceinline__ void load(const __half* from, float* to) {
     const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&bits.x));
     const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&bits.y));
     to[4 * v] = a.x, to[4 * v + 1] = a.y, to[4 * v + 2] = b.x, to[4 * v + 3] = b.y;
+  }
+}
+
+// D (16x8, f32) += A (16x16, f16, row) B (16x8, f16, col): one warp's mma.sync.
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// The fragment layouts (PTX ISA, mma.m16n8k16 with .f16): lane = 4 * row + t. A's registers hold
+// (row, 2t..2t+1), (row + 8, 2t..), (row, 8 + 2t..), (row + 8, 8 + 2t..); B's (k 2t..2t+1, n row) and
+// (k 8 + 2t.., n row); D's (row, 2t..2t+1) and (row + 8, 2t..2t+1). Here a row of A is an output
+// pixel, a column a (tap, channel) pair: columns 0-7 tap 2i, 8-15 tap 2i+1 of k-step i; a column of
+// B an output channel of the group of 8.
+template <int CG, int Stride, int WARPS, int TILES>
+__global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half* __restrict__ x,
+                                                         const __half* __restrict__ w, __half* __restrict__ y) {
+  static_assert(CG == 4 || CG == 8, "4 or 8 channels a group");
+  constexpr int kSteps = 5;  // 9 taps, two a k-step
+  const int lane = threadIdx.x % 32, row = lane / 4, t = lane % 4;
+  const int group8 = int(blockIdx.y) * WARPS + int(threadIdx.x) / 32;  // a group of 8 channels
+  if (group8 * 8 >= L.c) return;
+  // B: the group's filter, k-step i's taps 2i and 2i+1, this lane's channels 2t, 2t+1, output
+  // channel `row` of the 8; zero for the tenth tap and, with 4 channels a group, across groups.
+  uint32_t b[kSteps][2];
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int tap = 2 * i + half;
+      __half v[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = 2 * t + e, out = row;  // channel j of the 8 in, output channel `out` of the 8
+        const bool same = CG == 8 || j / 4 == out / 4;
+        v[e] = tap < 9 && same ? w[(size_t(group8 * 8 + out) * 9 + tap) * CG + (CG == 8 ? j : j % 4)] : __float2half(0.0f);
+      }
+      b[i][half] = *reinterpret_cast<const uint32_t*>(v);
+    }
+  }
+  const int P = L.p(), Q = L.q();
+  const long long pixels = (long long)L.n * P * Q;
+  const __half* x_group = x + group8 * 8 + 2 * t;
+#pragma unroll 1
+  for (int tile = 0; tile < TILES; ++tile) {
+    const long long m0 = ((long long)blockIdx.x * TILES + tile) * 16;
+    if (m0 >= pixels) return;
+    // This lane's two pixels: rows `row` and `row + 8` of the tile.
+    int n[2], h0[2], w0[2];
+    bool live[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const long long m = m0 + row + 8 * e;
+      live[e] = m < pixels;
+      const long long mm = live[e] ? m : 0;
+      const int q = int(mm % Q), p = int(mm / Q % P);
+      n[e] = int(mm / ((long long)P * Q)), h0[e] = p * Stride - L.pad, w0[e] = q * Stride - L.pad;
+    }
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      uint32_t a[4];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int tap = 2 * i + half, r = tap / 3, s = tap % 3;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int h = h0[e] + r, col = w0[e] + s;
+          const bool in = tap < 9 && live[e] && h >= 0 && h < L.h && col >= 0 && col < L.w;
+          a[2 * half + e] =
+              in ? __ldg(reinterpret_cast<const uint32_t*>(x_group + ((size_t(n[e]) * L.h + h) * L.w + col) * L.c)) : 0u;
+        }
+      }
+      mma16816(d, a, b[i]);
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const long long m = m0 + row + 8 * e;
+      if (m < pixels)
+        *reinterpret_cast<__half2*>(y + size_t(m) * L.k + group8 * 8 + 2 * t) = __floats2half2_rn(d[2 * e], d[2 * e + 1]);
+    }
   }
 }
 
@@ -174,16 +269,12 @@ struct Buffers {
   float* reference = nullptr;
 };
 
-template <int CG, int KG, int Stride, int TQ, int PY, int PR>
-void run(const Layer& L, const Buffers& b) {
-  const auto kernel = grouped_direct<CG, KG, 3, 3, Stride, TQ, PY, PR>;
-  const int smem = 32 * KG * 9 * CG * int(sizeof(__half));
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute");
-  const dim3 grid((L.q() + PY * TQ - 1) / (PY * TQ), (L.p() + PR - 1) / PR, L.n * (L.groups / 32));
-  const dim3 block(32, PY);
+// Checks `launch(x, w, y, stream)` (one launch of a kernel on the layer) against the reference on
+// the first copy of the operands, times it, and prints a line labelled `label`.
+template <typename Launch>
+void run(const Layer& L, const Buffers& b, const std::string& label, Launch launch) {
   const size_t outputs = size_t(L.n) * L.p() * L.q() * L.k;
-  // Checked on the first copy.
-  kernel<<<grid, block, smem>>>(L, b.x[0], b.w, b.y[0]);
+  launch(b.x[0], b.w, b.y[0], cudaStream_t(0));
   check(cudaDeviceSynchronize(), "the kernel");
   std::vector<__half> got(outputs);
   std::vector<float> want(outputs);
@@ -204,7 +295,7 @@ void run(const Layer& L, const Buffers& b) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
-  for (int i = 0; i < launches; ++i) kernel<<<grid, block, smem, stream>>>(L, b.x[i % b.x.size()], b.w, b.y[i % b.y.size()]);
+  for (int i = 0; i < launches; ++i) launch(b.x[i % b.x.size()], b.w, b.y[i % b.y.size()], stream);
   check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
   check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
   check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
@@ -222,20 +313,48 @@ void run(const Layer& L, const Buffers& b) {
     times.push_back(ms / launches);
   }
   std::sort(times.begin(), times.end());
-  std::printf("%d,%d,%d,%d,%d,%d,g%d  TQ %d x %d threads, %d row(s) a CTA  %9.4f ms  rel_l2 %.2e  rel_max %.2e  %s\n", L.n,
-              L.h, L.w, L.c, L.k, L.stride, L.groups, TQ, PY, PR, times[times.size() / 2], rel_l2, rel_max,
-              ok ? "ok" : "INCORRECT");
+  std::printf("%d,%d,%d,%d,%d,%d,g%d  %-40s %9.4f ms  rel_l2 %.2e  rel_max %.2e  %s\n", L.n, L.h, L.w, L.c,
+              L.k, L.stride, L.groups, label.c_str(), times[times.size() / 2], rel_l2, rel_max, ok ? "ok" : "INCORRECT");
   cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(stream);
   cudaEventDestroy(start), cudaEventDestroy(stop);
 }
 
+template <int CG, int Stride, int TQ, int PY, int PR>
+void direct(const Layer& L, const Buffers& b) {
+  const auto kernel = grouped_direct<CG, CG, 3, 3, Stride, TQ, PY, PR>;
+  const int smem = 32 * CG * 9 * CG * int(sizeof(__half));
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute");
+  const dim3 grid((L.q() + PY * TQ - 1) / (PY * TQ), (L.p() + PR - 1) / PR, L.n * (L.groups / 32));
+  const dim3 block(32, PY);
+  const std::string label = "direct TQ " + std::to_string(TQ) + " x " + std::to_string(PY) + " threads, " +
+                            std::to_string(PR) + " row(s) a CTA";
+  run(L, b, label, [&](const __half* x, const __half* w, __half* y, cudaStream_t stream) {
+    kernel<<<grid, block, smem, stream>>>(L, x, w, y);
+  });
+}
+
+template <int CG, int Stride, int WARPS, int TILES>
+void tensor_cores(const Layer& L, const Buffers& b) {
+  const long long pixels = (long long)L.n * L.p() * L.q();
+  const dim3 grid(unsigned((pixels + 16 * TILES - 1) / (16 * TILES)), unsigned((L.c / 8 + WARPS - 1) / WARPS));
+  const std::string label = "mma " + std::to_string(WARPS) + " groups of 8 a CTA, " + std::to_string(TILES) +
+                            " tiles a warp";
+  run(L, b, label, [&](const __half* x, const __half* w, __half* y, cudaStream_t stream) {
+    grouped_mma<CG, Stride, WARPS, TILES><<<grid, 32 * WARPS, 0, stream>>>(L, x, w, y);
+  });
+}
+
 template <int CG, int Stride>
 void configurations(const Layer& L, const Buffers& b) {
-  run<CG, CG, Stride, 4, 8, 1>(L, b);
-  run<CG, CG, Stride, 7, 4, 1>(L, b);
-  run<CG, CG, Stride, 7, 8, 2>(L, b);
-  run<CG, CG, Stride, 2, 8, 2>(L, b);
-  run<CG, CG, Stride, 4, 4, 4>(L, b);
+  direct<CG, Stride, 4, 8, 1>(L, b);
+  direct<CG, Stride, 7, 4, 1>(L, b);
+  direct<CG, Stride, 7, 8, 2>(L, b);
+  direct<CG, Stride, 2, 8, 2>(L, b);
+  direct<CG, Stride, 4, 4, 4>(L, b);
+  tensor_cores<CG, Stride, 4, 1>(L, b);
+  tensor_cores<CG, Stride, 4, 4>(L, b);
+  tensor_cores<CG, Stride, 8, 2>(L, b);
+  tensor_cores<CG, Stride, 2, 8>(L, b);
 }
 
 void measure(const Layer& L) {
