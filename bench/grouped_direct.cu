@@ -29,9 +29,10 @@
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a bench/grouped_direct.cu -o grouped_direct
 //   ./grouped_direct [n h w c k stride groups ...]        (3x3 filters, padding 1)
+//   ./grouped_direct --model        (no GPU: grouped_mma's fragments through a CPU model of mma.sync)
 //
 // The direct kernel measured on the H200: docs/results.md, "Grouped layers of ResNeXt-50"; the
-// tensor-core kernel compiles for sm_90a and has not run on a GPU yet.
+// tensor-core kernel's indexing passes --model, and it has not run on a GPU yet.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -108,76 +109,145 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 // The fragment layouts (PTX ISA, mma.m16n8k16 with .f16): lane = 4 * row + t. A's registers hold
 // (row, 2t..2t+1), (row + 8, 2t..), (row, 8 + 2t..), (row + 8, 8 + 2t..); B's (k 2t..2t+1, n row) and
 // (k 8 + 2t.., n row); D's (row, 2t..2t+1) and (row + 8, 2t..2t+1). Here a row of A is an output
-// pixel, a column a (tap, channel) pair: columns 0-7 tap 2i, 8-15 tap 2i+1 of k-step i; a column of
-// B an output channel of the group of 8.
+// pixel of the tile, a column a (tap, channel) pair: columns 0-7 tap 2i, 8-15 tap 2i+1 of k-step i;
+// a column of B an output channel of the group of 8 channels. The three functions below say where
+// a lane's registers come from and go to; the kernel and the CPU model (--model) share them.
+constexpr int kMmaSteps = 5;  // 9 taps, two a k-step
+
+// A register `reg` (0-3) of `lane` at k-step `i`, for the tile of pixels from m0: the offset in x
+// of its first element (the second follows it), or -1 where it is zeros (padding, the tenth tap, a
+// pixel past the last).
+__host__ __device__ inline long long a_offset(const Layer& L, int stride, int group8, long long m0, int lane, int i,
+                                              int reg) {
+  const int row = lane / 4 + 8 * (reg % 2), t = lane % 4, tap = 2 * i + reg / 2;
+  const long long m = m0 + row, pixels = (long long)L.n * L.p() * L.q();
+  if (tap >= 9 || m >= pixels) return -1;
+  const int q = int(m % L.q()), p = int(m / L.q() % L.p()), n = int(m / ((long long)L.p() * L.q()));
+  const int h = p * stride - L.pad + tap / 3, col = q * stride - L.pad + tap % 3;
+  if (h < 0 || h >= L.h || col < 0 || col >= L.w) return -1;
+  return ((long long)(n * L.h + h) * L.w + col) * L.c + group8 * 8 + 2 * t;
+}
+
+// Element `e` (0-1) of B register `reg` (0-1) of `lane` at k-step `i`: the offset in w (KRS(CG))
+// of its value, or -1 where it is zero (the tenth tap; with 4 channels a group, across groups).
+__host__ __device__ inline long long b_offset(int cg, int group8, int lane, int i, int reg, int e) {
+  const int out = lane / 4, j = 2 * (lane % 4) + e, tap = 2 * i + reg;
+  if (tap >= 9 || (cg == 4 && j / 4 != out / 4)) return -1;
+  return ((long long)(group8 * 8 + out) * 9 + tap) * cg + j % cg;
+}
+
+// D registers 2e, 2e+1 of `lane` for the tile from m0: the offset in y of the first (the second
+// follows it), or -1 past the last pixel.
+__host__ __device__ inline long long d_offset(const Layer& L, int group8, long long m0, int lane, int e) {
+  const long long m = m0 + lane / 4 + 8 * e;
+  return m < (long long)L.n * L.p() * L.q() ? m * L.k + group8 * 8 + 2 * (lane % 4) : -1;
+}
+
 template <int CG, int Stride, int WARPS, int TILES>
 __global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half* __restrict__ x,
                                                          const __half* __restrict__ w, __half* __restrict__ y) {
   static_assert(CG == 4 || CG == 8, "4 or 8 channels a group");
-  constexpr int kSteps = 5;  // 9 taps, two a k-step
-  const int lane = threadIdx.x % 32, row = lane / 4, t = lane % 4;
+  const int lane = threadIdx.x % 32;
   const int group8 = int(blockIdx.y) * WARPS + int(threadIdx.x) / 32;  // a group of 8 channels
   if (group8 * 8 >= L.c) return;
-  // B: the group's filter, k-step i's taps 2i and 2i+1, this lane's channels 2t, 2t+1, output
-  // channel `row` of the 8; zero for the tenth tap and, with 4 channels a group, across groups.
-  uint32_t b[kSteps][2];
+  uint32_t b[kMmaSteps][2];
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) {
+  for (int i = 0; i < kMmaSteps; ++i) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int tap = 2 * i + half;
+    for (int reg = 0; reg < 2; ++reg) {
       __half v[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int j = 2 * t + e, out = row;  // channel j of the 8 in, output channel `out` of the 8
-        const bool same = CG == 8 || j / 4 == out / 4;
-        v[e] = tap < 9 && same ? w[(size_t(group8 * 8 + out) * 9 + tap) * CG + (CG == 8 ? j : j % 4)] : __float2half(0.0f);
+        const long long at = b_offset(CG, group8, lane, i, reg, e);
+        v[e] = at >= 0 ? w[at] : __float2half(0.0f);
       }
-      b[i][half] = *reinterpret_cast<const uint32_t*>(v);
+      b[i][reg] = *reinterpret_cast<const uint32_t*>(v);
     }
   }
-  const int P = L.p(), Q = L.q();
-  const long long pixels = (long long)L.n * P * Q;
-  const __half* x_group = x + group8 * 8 + 2 * t;
+  const long long pixels = (long long)L.n * L.p() * L.q();
 #pragma unroll 1
   for (int tile = 0; tile < TILES; ++tile) {
     const long long m0 = ((long long)blockIdx.x * TILES + tile) * 16;
     if (m0 >= pixels) return;
-    // This lane's two pixels: rows `row` and `row + 8` of the tile.
-    int n[2], h0[2], w0[2];
-    bool live[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const long long m = m0 + row + 8 * e;
-      live[e] = m < pixels;
-      const long long mm = live[e] ? m : 0;
-      const int q = int(mm % Q), p = int(mm / Q % P);
-      n[e] = int(mm / ((long long)P * Q)), h0[e] = p * Stride - L.pad, w0[e] = q * Stride - L.pad;
-    }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < kSteps; ++i) {
+    for (int i = 0; i < kMmaSteps; ++i) {
       uint32_t a[4];
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int tap = 2 * i + half, r = tap / 3, s = tap % 3;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int h = h0[e] + r, col = w0[e] + s;
-          const bool in = tap < 9 && live[e] && h >= 0 && h < L.h && col >= 0 && col < L.w;
-          a[2 * half + e] =
-              in ? __ldg(reinterpret_cast<const uint32_t*>(x_group + ((size_t(n[e]) * L.h + h) * L.w + col) * L.c)) : 0u;
-        }
+      for (int reg = 0; reg < 4; ++reg) {
+        const long long at = a_offset(L, Stride, group8, m0, lane, i, reg);
+        a[reg] = at >= 0 ? __ldg(reinterpret_cast<const uint32_t*>(x + at)) : 0u;
       }
       mma16816(d, a, b[i]);
     }
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const long long m = m0 + row + 8 * e;
-      if (m < pixels)
-        *reinterpret_cast<__half2*>(y + size_t(m) * L.k + group8 * 8 + 2 * t) = __floats2half2_rn(d[2 * e], d[2 * e + 1]);
+      const long long at = d_offset(L, group8, m0, lane, e);
+      if (at >= 0) *reinterpret_cast<__half2*>(y + at) = __floats2half2_rn(d[2 * e], d[2 * e + 1]);
     }
   }
+}
+
+// The CPU model of grouped_mma: every warp's tiles, with mma.sync done as the PTX ISA defines it
+// from the lanes' registers (a_offset, b_offset, d_offset above), against a plain convolution of
+// the same float operands. Returns the largest difference relative to the largest output.
+double mma_model(const Layer& L) {
+  const int cg = L.c / L.groups;
+  std::vector<float> x(size_t(L.n) * L.h * L.w * L.c), w(size_t(L.k) * 9 * cg), y(size_t(L.n) * L.p() * L.q() * L.k, NAN);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7919 % 17) - 8);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 104729 % 13) - 6);
+  const long long pixels = (long long)L.n * L.p() * L.q();
+  for (int group8 = 0; group8 < L.c / 8; ++group8) {
+    for (long long m0 = 0; m0 < pixels; m0 += 16) {
+      float D[16][8] = {};
+      for (int i = 0; i < kMmaSteps; ++i) {
+        float A[16][16], B[16][8];
+        for (int lane = 0; lane < 32; ++lane) {
+          const int row = lane / 4, t = lane % 4;
+          for (int reg = 0; reg < 4; ++reg) {  // the ISA's A layout
+            const long long at = a_offset(L, L.stride, group8, m0, lane, i, reg);
+            for (int e = 0; e < 2; ++e) A[row + 8 * (reg % 2)][8 * (reg / 2) + 2 * t + e] = at >= 0 ? x[at + e] : 0.0f;
+          }
+          for (int reg = 0; reg < 2; ++reg) {  // the ISA's B layout
+            for (int e = 0; e < 2; ++e) {
+              const long long at = b_offset(cg, group8, lane, i, reg, e);
+              B[8 * reg + 2 * t + e][row] = at >= 0 ? w[at] : 0.0f;
+            }
+          }
+        }
+        for (int r = 0; r < 16; ++r)
+          for (int c = 0; c < 8; ++c)
+            for (int k = 0; k < 16; ++k) D[r][c] += A[r][k] * B[k][c];
+      }
+      for (int lane = 0; lane < 32; ++lane) {  // the ISA's D layout
+        for (int e = 0; e < 2; ++e) {
+          const long long at = d_offset(L, group8, m0, lane, e);
+          if (at < 0) continue;
+          y[at] = D[lane / 4 + 8 * e][2 * (lane % 4)];
+          y[at + 1] = D[lane / 4 + 8 * e][2 * (lane % 4) + 1];
+        }
+      }
+    }
+  }
+  double largest = 0, largest_diff = 0;
+  for (long long m = 0; m < pixels; ++m) {
+    const int q = int(m % L.q()), p = int(m / L.q() % L.p()), n = int(m / ((long long)L.p() * L.q()));
+    for (int k = 0; k < L.k; ++k) {
+      const int g = k / cg;
+      double acc = 0;
+      for (int r = 0; r < 3; ++r)
+        for (int s = 0; s < 3; ++s) {
+          const int h = p * L.stride - L.pad + r, col = q * L.stride - L.pad + s;
+          if (h < 0 || h >= L.h || col < 0 || col >= L.w) continue;
+          for (int j = 0; j < cg; ++j)
+            acc += double(x[((size_t(n) * L.h + h) * L.w + col) * L.c + g * cg + j]) * w[(size_t(k) * 9 + r * 3 + s) * cg + j];
+        }
+      largest = std::max(largest, std::fabs(acc));
+      const double got = y[size_t(m) * L.k + k];
+      largest_diff = std::max(largest_diff, std::isnan(got) ? INFINITY : std::fabs(got - acc));
+    }
+  }
+  return largest_diff / std::max(largest, 1e-30);
 }
 
 template <int CG, int KG, int R, int S, int Stride, int TQ, int PY, int PR>
@@ -399,6 +469,17 @@ void measure(const Layer& L) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--model") {  // no GPU: the tensor-core kernel's indexing
+    bool all = true;
+    for (const Layer& L : {Layer{2, 9, 11, 64, 64, 3, 3, 1, 1, 8}, Layer{2, 9, 11, 64, 64, 3, 3, 1, 2, 8},
+                           Layer{3, 7, 5, 64, 64, 3, 3, 1, 1, 16}, Layer{3, 8, 8, 64, 64, 3, 3, 1, 2, 16}}) {
+      const double error = mma_model(L);
+      std::printf("model %d,%d,%d,%d,%d,%d,g%d  largest difference / largest output %.2e  %s\n", L.n, L.h, L.w, L.c,
+                  L.k, L.stride, L.groups, error, error < 1e-6 ? "ok" : "WRONG");
+      all = all && error < 1e-6;
+    }
+    return all ? 0 : 1;
+  }
   std::vector<Layer> layers;
   if (argc > 1) {
     if ((argc - 1) % 7 != 0) {
