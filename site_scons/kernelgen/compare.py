@@ -92,17 +92,19 @@ def _per_call(torch, events, batch: int) -> tuple[float, float, float]:
     return median, per_call[0], per_call[-1]
 
 
-def _events(torch) -> list:
-    return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPEATS)]
+def _rested_events(torch) -> list:
+    """REPEATS pairs of timing events, returned once the GPU has finished its work and idled REST_S."""
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPEATS)]
+    torch.cuda.synchronize()
+    time.sleep(REST_S)
+    return events
 
 
 def time_calls(torch, call, sets: int) -> tuple[float, float, float]:
     """(median, min, max) ms per call of call(i) over rotating operand sets, as the profiler times."""
     batch = _batch(torch, call, sets)
-    events = _events(torch)
+    events = _rested_events(torch)
     n = 0
-    torch.cuda.synchronize()
-    time.sleep(REST_S)
     for begin, end in events:
         begin.record()
         for _ in range(batch):
@@ -128,9 +130,7 @@ def time_graph(torch, call, sets: int) -> tuple[float, float, float]:
         for i in range(batch):
             call(i % sets)
     graph.replay()
-    events = _events(torch)
-    torch.cuda.synchronize()
-    time.sleep(REST_S)
+    events = _rested_events(torch)
     for begin, end in events:
         begin.record()
         graph.replay()

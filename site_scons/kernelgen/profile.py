@@ -97,8 +97,7 @@ def parse_device_line(fields: list[str], driver: str) -> Device:
     # device NAME CC SMS L2 CUDA_RUNTIME CUDA_DRIVER CUTLASS TIMING
     timing = fields[8] if len(fields) > 8 else results.UNRECORDED_TIMING
     if not results.valid_timing(timing):
-        raise KernelgenError(f"the profiler times as {timing[:40]!r}, not one of {', '.join(results.TIMINGS)}, "
-                             "then -rest<ms> and -hold<ms>")
+        raise KernelgenError(f"the profiler times as {timing[:40]!r}, not {results.TIMING_FORMS}")
     return Device(gpu=fields[1], driver=driver, cuda=fields[5], cutlass=fields[7], timing=timing)
 
 

@@ -56,7 +56,8 @@ PROVENANCE = ("gpu", "driver", "cuda", "cutlass", "timing")
 # cell) read as "launches".
 TIMINGS = ("graph", "launches")
 UNRECORDED_TIMING = "launches"
-TIMING = re.compile(r"(graph|launches)(-rest[0-9]{1,5}(\.[0-9]{1,3})?)?(-hold[0-9]{1,5}(\.[0-9]{1,3})?)?")
+TIMING = re.compile(f"({'|'.join(TIMINGS)})" + r"(-rest[0-9]{1,5}(\.[0-9]{1,3})?)?(-hold[0-9]{1,5}(\.[0-9]{1,3})?)?")
+TIMING_FORMS = f"one of {', '.join(TIMINGS)}, then -rest<ms> and -hold<ms>"  # what TIMING matches, in words
 
 
 def valid_timing(timing: str) -> bool:
@@ -303,8 +304,7 @@ def _validated(columns: dict, rows: int, path, line_of, gpu: str | None) -> dict
         if not workload or not kernel:
             raise ResultsError(path, f"line {line_of(i)}: empty workload or kernel")
         if not valid_timing(timing):
-            raise ResultsError(path, f"line {line_of(i)}: timing {timing[:40]!r} is not one of {', '.join(TIMINGS)}, "
-                                     "then -rest<ms> and -hold<ms>")
+            raise ResultsError(path, f"line {line_of(i)}: timing {timing[:40]!r} is not {TIMING_FORMS}")
         if gpu is not None:
             _check_gpu(row_gpu, slugs, path, line_of(i), gpu)
     for column in NUMERIC:
