@@ -76,9 +76,48 @@ def test_a_fused_kernel_is_the_plain_kernel_with_the_epilogues_fusion():
     conv_text = render.kernel_source(TEMPLATES, conv)
     assert conv.name.endswith("_ebias_hardswish") and "kernelgen::FusedConv2dOperation3x<" in conv_text
     assert "thread::HardSwish" in conv_text
-    for epilogue, functor in (("bias", "Identity"), ("bias+add", "Identity"), ("bias+gelu", "GELU"),
-                              ("bias+sigmoid", "Sigmoid")):
-        assert f"thread::{functor}," in fusion.fusion_cpp(epilogue, "cutlass::half_t", "float", "void")
+    for epilogue, functor in (("bias", "thread::Identity"), ("bias+add", "thread::Identity"),
+                              ("bias+gelu", "kernelgen::Gelu"), ("bias+sigmoid", "thread::Sigmoid")):
+        assert f"{functor}," in fusion.fusion_cpp(epilogue, "cutlass::half_t", "float", "void")
+    gelu = render.kernel_source(TEMPLATES, fusion.fused(plain, "bias+gelu"))
+    assert '#include "fused_activation.h"' in gelu and "kernelgen::Gelu, cutlass::half_t" in gelu
+
+
+GELU_ERROR = r"""
+#include <cmath>
+#include <cstdio>
+#include "fused_activation.h"
+int main() {
+  kernelgen::Gelu<float> gelu;
+  kernelgen::Gelu<cutlass::Array<float, 4>> gelus;
+  double worst = 0, at = 0, fragment = 0;
+  for (int i = -100000; i <= 100000; ++i) {
+    float const x = i * 1e-4f;
+    double const d = std::fabs(gelu(x) - 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+    if (d > worst) worst = d, at = x;
+    cutlass::Array<float, 4> v;
+    v.fill(x);
+    fragment = std::fmax(fragment, std::fabs(gelus(v)[3] - gelu(x)));
+  }
+  std::printf("%.3e %.4f %.3e %.6f\n", worst, at, fragment, gelu(1.0f));
+}
+"""
+
+
+@requires_nvcc
+def test_the_fused_gelu_is_the_erf_form_to_half_an_fp16_unit_at_one(tmp_path):
+    """profiler/fused_activation.h's GELU on the host (tanhf for the device's tanh.approx): at most
+    4.8e-4 from torch.nn.GELU()'s erf form, largest near |x| = 2.7; a fragment's as an element's."""
+    from kernelgen.variables import default_cutlass_root
+    (tmp_path / "gelu.cu").write_text(GELU_ERROR)
+    build = subprocess.run(["nvcc", "-std=c++17", f"-I{ROOT / 'profiler'}", f"-I{default_cutlass_root()}/include",
+                            "-o", str(tmp_path / "gelu"), str(tmp_path / "gelu.cu")], capture_output=True, text=True,
+                           timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    worst, at, fragment, one = map(float, subprocess.run([str(tmp_path / "gelu")], capture_output=True, text=True,
+                                                          check=True).stdout.split())
+    assert 4.0e-4 < worst <= 4.8e-4 and 2.6 < abs(at) < 2.8, (worst, at)
+    assert fragment == 0.0 and one == pytest.approx(0.8411920, abs=2e-4)
 
 
 def test_the_profilers_job_line_ends_with_the_epilogue():

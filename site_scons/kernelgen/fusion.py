@@ -20,19 +20,20 @@ from .ops.common import ACTIVATIONS
 from .ops.common import epilogue_steps as steps
 from .vocab import DATA_TYPES
 
-# The activation of an epilogue: its CUTLASS functor (cutlass/epilogue/thread/activation.h),
-# applied in fp32; "" for an epilogue without one.
+# The activation of an epilogue: its functor (CUTLASS's, cutlass/epilogue/thread/activation.h, or this
+# project's, profiler/fused_activation.h), applied in fp32; "" for an epilogue without one.
 ACTIVATION_FUNCTORS = {
     "": "cutlass::epilogue::thread::Identity",
     "relu": "cutlass::epilogue::thread::ReLu",
     "silu": "cutlass::epilogue::thread::SiLu",
-    "gelu": "cutlass::epilogue::thread::GELU",  # erf's, as torch.nn.GELU()
+    "gelu": "kernelgen::Gelu",  # tanh form, within 4.8e-4 of torch.nn.GELU()'s erf (profiler/fused_activation.h)
     "hardswish": "cutlass::epilogue::thread::HardSwish",
     "sigmoid": "cutlass::epilogue::thread::Sigmoid",
 }
 assert set(ACTIVATION_FUNCTORS) == {"", *ACTIVATIONS}
 
-FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h")
+FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h",
+                  "fused_activation.h")
 
 
 # best_kernels::Activation's enumerators (best_kernels.h.mako), by activation.
