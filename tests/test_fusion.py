@@ -81,6 +81,8 @@ def test_a_fused_kernel_is_the_plain_kernel_with_the_epilogues_fusion():
         assert f"{functor}," in fusion.fusion_cpp(epilogue, "cutlass::half_t", "float", "void")
     gelu = render.kernel_source(TEMPLATES, fusion.fused(plain, "bias+gelu"))
     assert '#include "fused_activation.h"' in gelu and "kernelgen::Gelu, cutlass::half_t" in gelu
+    assert "fused_activation.h" not in render.kernel_source(TEMPLATES, silu) + text, "only where it is used: a " \
+        "header is part of a kernel's hash, and the committed rows of the other epilogues would no longer count"
 
 
 GELU_ERROR = r"""

@@ -32,8 +32,15 @@ ACTIVATION_FUNCTORS = {
 }
 assert set(ACTIVATION_FUNCTORS) == {"", *ACTIVATIONS}
 
-FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h",
-                  "fused_activation.h")
+# What a fused kernel includes: CUTLASS's epilogue visitor tree and activations, and the project's
+# header (profiler/) of an activation that is its own, only there (a header is part of a kernel's hash).
+FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h")
+ACTIVATION_HEADERS = {"gelu": ("fused_activation.h",)}
+
+
+def includes(epilogue: str) -> tuple:
+    """The headers a fused kernel of ``epilogue`` includes; none for a plain kernel ("")."""
+    return (FUSED_INCLUDES + ACTIVATION_HEADERS.get(activation(epilogue), ())) if epilogue else ()
 
 
 # best_kernels::Activation's enumerators (best_kernels.h.mako), by activation.

@@ -9,7 +9,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..fusion import FUSED_INCLUDES, fusion_cpp
+from ..fusion import fusion_cpp, includes as fused_includes
 from ..ops.common import epilogue_suffix, fused_ops
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
@@ -73,7 +73,7 @@ class Conv2dFpropSm90:
 
     @property
     def includes(self) -> tuple:
-        return INCLUDES + (FUSED_INCLUDES if self.fusion else ())
+        return INCLUDES + fused_includes(self.fusion)
 
     @property
     def adapter(self) -> str:

@@ -22,7 +22,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..fusion import FUSED_INCLUDES, fusion_cpp
+from ..fusion import fusion_cpp, includes as fused_includes
 from ..ops.common import epilogue_suffix, fused_ops
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
@@ -142,7 +142,7 @@ class GemmSm90:
     def includes(self) -> tuple:
         return (self.family_includes + (() if self.store_stages is None else ("epilogue_sm90.h",))
                 + (() if self.launch == "stream" else ("dependent_launch.h",))
-                + (FUSED_INCLUDES if self.fusion else ()))
+                + fused_includes(self.fusion))
 
     @property
     def defines(self) -> tuple:
