@@ -577,6 +577,46 @@ def test_a_step_is_fused_only_where_the_value_before_it_has_no_other_use(torch_n
                                                  ("linear", "bias"), ("linear", "bias+gelu"), ("linear", "bias+add")]
 
 
+SCALED = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    """ConvNeXt's block end: linear, to channels first, layer scale, add; and scales that do not fold."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.rows, self.other = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.scale = nn.Parameter(torch.ones(8, 1, 1))
+        self.row_scale = nn.Parameter(torch.ones(1, 6, 1))
+
+    def forward(self, x):                # x: N x 8 x 6 x 6
+        y = x + self.scale * self.fc(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)     # bias+add
+        z = y + self.row_scale * self.rows(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)  # along rows: bias
+        t = self.other(z.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return z + t * z.mean()          # by a computed value, no parameter: bias
+
+
+def scaled():
+    return Net()
+'''
+
+
+def test_a_layer_scale_after_a_linear_layers_permutation_folds_and_the_add_after_it_joins_the_chain(torch_nets,
+                                                                                                    tmp_path):
+    (tmp_path / "kernelgen_scaled_nets.py").write_text(SCALED)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        calls = importer.record_model(parse_request("kernelgen_scaled_nets:scaled", 2, "8x6x6"), log=lambda m: None)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert [(c.op, c.epilogue) for c in calls] == [("linear", "bias+add"), ("linear", "bias"), ("linear", "bias")]
+    convnext = importer.record_model(parse_request("convnext_tiny", 1), log=lambda m: None)
+    linears = collections.Counter(c.epilogue for c in convnext if c.op == "linear")
+    assert linears == {"bias+gelu": 18, "bias+add": 18, "bias": 1}, "ConvNeXt's blocks end in a layer scale and add"
+
+
 def test_the_plan_groups_by_epilogue_only_when_the_lines_say_it():
     conv = importer.Call("conv2d", (2, 8, 6, 6), (8, 8, 3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
     calls = [dataclasses.replace(conv, epilogue=e) for e in ("bias+relu", "bias+relu", "bias")]

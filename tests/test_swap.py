@@ -3,6 +3,7 @@ fused call computes with PyTorch's ops: every convolution chain it covers (batch
 residual add, activation) becomes one call, the swapped model computes what the model does, and a
 chain it does not cover, or a value with another use, stays PyTorch's."""
 
+import operator
 import sys
 
 import pytest
@@ -216,14 +217,52 @@ def test_linear_chains_are_one_call_each_through_dropouts_in_eval_mode():
 def test_a_torchvision_vision_transformer_and_convnext_are_swapped():
     torchvision = pytest.importorskip("torchvision", reason="needs torchvision")
     for name, size, linears in (("vit_b_16", 224, {"bias+gelu": 12, "bias+add": 12, "bias": 1}),
-                                ("convnext_tiny", 64, {"bias+gelu": 18, "bias": 19})):
+                                ("convnext_tiny", 64, {"bias+gelu": 18, "bias+add": 18, "bias": 1})):
         torch.manual_seed(0)
         model, x = trained(torchvision.models.get_model(name, weights=None, num_classes=10)), torch.randn(1, 3, size, size)
+        for name_, parameter in model.named_parameters():  # layer scales of 1e-6 would hide a wrong fold
+            if name_.endswith("layer_scale"):
+                parameter.data.uniform_(0.5, 1.5)
         swapped, report = swap(model, LinearExtension(), x)
         assert report["linear"] == linears and report["linear_left"] == [], name
         with torch.no_grad():
             expected, got = model(x), swapped(x)
         assert torch.allclose(expected, got, atol=1e-4, rtol=1e-4), name
+
+
+class ScaledBlock(torch.nn.Module):
+    """ConvNeXt's block end, channels last: a linear layer, the permutation to channels first, a
+    layer scale (or a factor along the image's rows, ``rows``: no fold), stochastic depth, the add."""
+
+    def __init__(self, rows=False):
+        super().__init__()
+        self.linear = torch.nn.Linear(32, 16)
+        self.scale = torch.nn.Parameter(torch.rand(1, 6, 1) + 0.5 if rows else torch.rand(16, 1, 1) + 0.5)
+        torchvision = pytest.importorskip("torchvision", reason="needs torchvision")
+        self.depth = torchvision.ops.StochasticDepth(0.1, "row")
+
+    def forward(self, x, skip):
+        return self.depth(self.scale * self.linear(x).permute(0, 3, 1, 2)) + skip
+
+
+def test_a_layer_scale_after_a_permutation_folds_into_the_linear_layer_and_the_add_is_its_epilogue():
+    model = ScaledBlock().eval()
+    x, skip = torch.randn(2, 6, 5, 32), torch.randn(2, 16, 6, 5).contiguous(memory_format=torch.channels_last)
+    for linears, expected in ((lambda e: True, {"bias+add": 1}), (lambda e: e == "bias", {"bias": 1})):
+        ext = LinearExtension(linears=linears)
+        swapped, report = swap(model, ext, (x, skip))
+        assert report["linear"] == expected and report["linear_left"] == []
+        with torch.no_grad():
+            assert torch.allclose(model(x, skip), swapped(x, skip), atol=1e-5)
+    # the header's bias+add kernel gets the residual in the product's order, the permutation and scale
+    # taken (no mul or permute left in the graph)
+    assert not [n for n in swap(model, LinearExtension(), (x, skip))[0].graph.nodes
+                if n.op == "call_function" and n.target in (torch.permute, operator.mul, operator.add)]
+    rows = ScaledBlock(rows=True).eval()
+    swapped, report = swap(rows, LinearExtension(), (x, skip))
+    assert report["linear"] == {"bias": 1}, "a factor that varies along the rows does not fold"
+    with torch.no_grad():
+        assert torch.allclose(rows(x, skip), swapped(x, skip), atol=1e-5)
 
 
 class PassExtension(LinearExtension):

@@ -146,18 +146,24 @@ class FusedConv2d(_After):
 
 class FusedLinear(_After):
     """One fused call of ``ext.linear``: activation(x @ weight.T + bias + residual); with
-    ``bias_after``, after_activation(that + bias_after) after the call."""
+    ``bias_after``, after_activation(that + bias_after) after the call; with ``dims``, the result
+    permuted so (a view), the residual given in that order and put back in the product's first."""
 
-    def __init__(self, ext, weight, bias, activation: str, bias_after=None, after_activation: str = "none"):
+    def __init__(self, ext, weight, bias, activation: str, bias_after=None, after_activation: str = "none",
+                 dims=None):
         super().__init__(ext, bias_after, after_activation)
-        self.activation = activation
+        self.activation, self.dims = activation, None if dims is None else tuple(dims)
+        self.undo = None if dims is None else tuple(sorted(range(len(dims)), key=lambda i: dims[i]))
         self.register_buffer("weight", weight.contiguous())
         self.register_buffer("bias", bias)
 
     def forward(self, x, residual=None):
+        if residual is not None and self.undo is not None:
+            residual = residual.permute(self.undo)
         y = self.ext.linear(x.contiguous(), self.weight, bias=self.bias,
                             residual=None if residual is None else residual.contiguous(), activation=self.activation)
-        return self._after(y, -1)
+        y = self._after(y, -1)
+        return y if self.dims is None else y.permute(self.dims)
 
 
 def _module(gm, node, kinds):
@@ -197,17 +203,65 @@ def _residual(node, value, shape):
 
 
 def _passthrough(gm, node) -> bool:
-    """Whether ``node`` passes its input on unchanged: an Identity, or a Dropout in eval mode."""
+    """Whether ``node`` passes its input on unchanged: an Identity, a Dropout in eval mode, or
+    torchvision's stochastic depth (a function call in the traced graph) in eval mode."""
+    if node.op == "call_function" and getattr(node.target, "__name__", "") == "stochastic_depth" \
+            and getattr(node.target, "__module__", "").startswith("torchvision."):
+        training = node.kwargs.get("training", node.args[3] if len(node.args) > 3 else True)
+        return training is False
     if node.op != "call_module":
         return False
     module = gm.get_submodule(node.target)
     return isinstance(module, torch.nn.Identity) or (isinstance(module, torch.nn.Dropout) and not module.training)
 
 
+PERMUTES = (torch.permute,)
+MULTIPLIES = (operator.mul, torch.mul, operator.imul)
+
+
+def _permutation(node, value):
+    """The dimensions of ``node`` when it permutes ``value`` (torch.permute, Tensor.permute), else None."""
+    if node.op == "call_function" and node.target in PERMUTES and node.args and node.args[0] is value:
+        dims = node.args[1] if len(node.args) == 2 else node.kwargs.get("dims")
+    elif node.op == "call_method" and node.target == "permute" and node.args and node.args[0] is value:
+        dims = node.args[1] if len(node.args) == 2 and isinstance(node.args[1], (list, tuple)) else node.args[1:]
+    else:
+        return None
+    return [int(d) for d in dims] if isinstance(dims, (list, tuple)) and all(isinstance(d, int) for d in dims) \
+        else None
+
+
+def _scale(gm, node, value, shape, axis):
+    """The factors (one a channel, fp32) of ``node`` when it multiplies ``value`` (of ``shape``, its
+    channels along ``axis``) by a parameter or buffer that varies along the channels only, else None."""
+    if not (node.op == "call_function" and node.target in MULTIPLIES or node.op == "call_method"
+            and node.target in ("mul", "mul_")) or len(node.args) != 2 or node.kwargs:
+        return None
+    other = node.args[1] if node.args[0] is value else node.args[0] if node.args[1] is value else None
+    if not isinstance(other, torch.fx.Node) or other.op != "get_attr":
+        return None
+    factor = _attribute(gm, other.target)
+    if not isinstance(factor, torch.Tensor) or factor.dim() > len(shape):
+        return None
+    sizes = [1] * (len(shape) - factor.dim()) + list(factor.shape)
+    if any(size != 1 for i, size in enumerate(sizes) if i != axis) or sizes[axis] not in (1, shape[axis]):
+        return None
+    return factor.detach().float().reshape(-1).expand(shape[axis]).clone()
+
+
+def _attribute(gm, target: str):
+    owner, _, name = target.rpartition(".")
+    return getattr(gm.get_submodule(owner) if owner else gm, name, None)
+
+
 def _chain(gm, first, norm: bool):
     """(the batch norm node or None, [(step, node, residual node or None, activation)]) after a
     layer (a batch norm only where ``norm``): the steps that may follow it, in order, each ("add",
-    ...), ("act", ...) or ("pass", ...) (a node that passes its input on, as a Dropout in eval mode)."""
+    ...), ("act", ...) or ("pass", ...) (a node that passes its input on, as a Dropout in eval mode).
+    After a linear layer (``norm`` false), before its add and activation: ("perm", node, dims, ...),
+    a permutation of the value's dimensions, and ("scale", node, factors, ...), a product with a
+    parameter that varies along the channels only (ConvNeXt's layer scale), which fold into the
+    layer's weight and bias."""
     value, bn, steps = first, None, []
     shape = tuple(first.meta["tensor_meta"].shape)
     nxt = _only_user(value)
@@ -223,6 +277,17 @@ def _chain(gm, first, norm: bool):
             value, nxt = nxt, _only_user(nxt)
 
     passing()
+    axis = len(shape) - 1
+    while not norm and nxt is not None:
+        if (dims := _permutation(nxt, value)) is not None and sorted(dims) == list(range(len(shape))):
+            steps.append(("perm", nxt, dims, "none"))
+            shape, axis = tuple(shape[d] for d in dims), dims.index(axis)
+        elif (factors := _scale(gm, nxt, value, shape, axis)) is not None:
+            steps.append(("scale", nxt, factors, "none"))
+        else:
+            break
+        value, nxt = nxt, _only_user(nxt)
+        passing()
     if nxt is not None and (other := _residual(nxt, value, shape)) is not None:
         steps.append(("add", nxt, other, "none"))
         value, nxt = nxt, _only_user(nxt)
@@ -361,8 +426,17 @@ def _swap_linear(gm, node, ext):
         kept, after_activation = _after_steps(steps) if hasattr(ext, "bias_activation_") else (0, "none")
         after, bias, found = (bias, after_activation), None, (kept, None, "none")
     kept, residual, activation = found
+    dims = None
+    for step, _, what, _ in steps[:kept]:  # the permutations and scales taken, folded
+        if step == "perm":
+            dims = what if dims is None else [dims[d] for d in what]
+        elif step == "scale":
+            weight = (weight.float() * what.view(-1, 1)).to(weight.dtype)
+            bias, after = (None if bias is None else (bias.float() * what).to(bias.dtype),
+                           (None if after[0] is None else (after[0].float() * what).to(after[0].dtype), after[1]))
     nodes = [node] + [n for _, n, _, _ in steps[:kept]]
-    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", FusedLinear(ext, weight, bias, activation, *after),
+    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}",
+             FusedLinear(ext, weight, bias, activation, *after, dims=dims),
              (node.args[0],) + ((residual,) if residual is not None else ()))
     return _swapped(bias, residual, activation, *after), None
 
@@ -372,9 +446,9 @@ def swap(model, ext, example):
     report counts the swapped chains by epilogue (``...+after:bias+silu``: a bias and activation
     after the call, its kernel taking none), the convolutions' in "swapped", the linear layers' in "linear" (where
     ``ext`` has ``linear``), and names those left to PyTorch, with why ("left", "linear_left").
-    ``model`` is not changed."""
+    ``example``: the model's input, or a tuple of its inputs. ``model`` is not changed."""
     gm = torch.fx.symbolic_trace(copy.deepcopy(model))
-    ShapeProp(gm).propagate(example)
+    ShapeProp(gm).propagate(*(example if isinstance(example, tuple) else (example,)))
     report = {"swapped": Counter(), "left": [], "linear": Counter(), "linear_left": []}
     linears = hasattr(ext, "linear_kernel_for")
     for node in list(gm.graph.nodes):

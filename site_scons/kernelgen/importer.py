@@ -636,11 +636,13 @@ def attention_calls(args: tuple, kwargs: dict, native: bool = False) -> list:
 
 
 class _Stage:
-    """A tensor a convolution or linear call's output became by steps a kernel could fuse."""
+    """A tensor a convolution or linear call's output became by steps a kernel could fuse; a linear
+    call's (``axis`` not None: its channels' dimension) also by permutations and a per-channel scale,
+    which fold into the layer's weight and bias."""
 
-    def __init__(self, call: int, steps: tuple, tensor):
+    def __init__(self, call: int, steps: tuple, tensor, axis=None):
         self.call, self.steps, self.tensor = call, steps, tensor  # the tensor is held: its id stays its own
-        self.uses, self.next = 0, None
+        self.uses, self.next, self.axis = 0, None, axis
 
 
 class Chains:
@@ -658,7 +660,11 @@ class Chains:
                  "gelu": ((F, "gelu"),), "hardswish": ((F, "hardswish"),),
                  "sigmoid": ((torch, "sigmoid"), (T, "sigmoid"), (F, "sigmoid")),
                  "add": ((torch, "add"), (T, "add"), (T, "add_"), (T, "__add__"), (T, "__iadd__"), (T, "__radd__")),
-                 "batch_norm": ((F, "batch_norm"),), "dropout": ((F, "dropout"),)}
+                 "batch_norm": ((F, "batch_norm"),), "dropout": ((F, "dropout"),),
+                 "permute": ((torch, "permute"), (T, "permute")),
+                 "scale": ((torch, "mul"), (T, "mul"), (T, "mul_"), (T, "__mul__"), (T, "__imul__"), (T, "__rmul__"))}
+        nn = getattr(torch, "nn", None)
+        self.parameter_type = getattr(nn, "Parameter", None) if nn is not None else None
         self.steps = {}  # function -> the step it is (a model's torch may lack some, or be a stand-in)
         for step, places in where.items():
             for owner, name in places:
@@ -699,16 +705,17 @@ class Chains:
             for stage in stages:
                 stage.uses += 1
 
-    def output(self, call: int, result, bias) -> None:
+    def output(self, call: int, result, bias, linear: bool = False) -> None:
         """A convolution or linear call's output: the chain's start."""
-        stage = _Stage(call, ("bias",) if bias is not None else (), result)
+        axis = len(result.shape) - 1 if linear and hasattr(result, "shape") else None
+        stage = _Stage(call, ("bias",) if bias is not None else (), result, axis)
         self.stages[id(result)], self.roots[call] = stage, stage
 
     def ran(self, func, args: tuple, kwargs: dict, result) -> None:
         """``func`` ran on ``args`` giving ``result``: a step of a chain, if it is one."""
         if not args or not isinstance(result, self.tensor_type) or not self._hashable(func):
             return
-        step, stage, steps = self.steps.get(func), self._stage(args[0]), None
+        step, stage, steps, axis = self.steps.get(func), self._stage(args[0]), None, None
         if step == "batch_norm":
             training = kwargs.get("training", args[5] if len(args) > 5 else False)
             if stage is not None and not training and stage.steps in ((), ("bias",)):
@@ -728,9 +735,31 @@ class Chains:
             if (stage is not None and "add" not in stage.steps and isinstance(other, self.tensor_type)
                     and tuple(other.shape) == tuple(stage.tensor.shape) and other is not stage.tensor):
                 steps = stage.steps + ("add",)
+        elif step == "permute" and stage is not None and stage.axis is not None and stage.steps in ((), ("bias",)):
+            dims = args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:] or kwargs.get("dims")
+            if isinstance(dims, (list, tuple)) and sorted(dims) == list(range(len(stage.tensor.shape))):
+                steps, axis = stage.steps, list(dims).index(stage.axis)
+        elif step == "scale" and len(args) == 2 and not kwargs:
+            stage, other = next(((self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))
+                                 if self._stage(a) is not None), (None, None))
+            if stage is not None and stage.axis is not None and stage.steps in ((), ("bias",)) \
+                    and self._per_channel(other, stage):
+                steps = stage.steps
         if steps is not None and stage is not None:
-            stage.next = _Stage(stage.call, steps, result)
+            stage.next = _Stage(stage.call, steps, result, stage.axis if axis is None else axis)
             self.stages[id(result)] = stage.next
+
+    def _per_channel(self, factor, stage) -> bool:
+        """Whether ``factor`` is a parameter that varies along ``stage``'s channels only (a scale
+        the layer's weight and bias take: ConvNeXt's layer scale)."""
+        if self.parameter_type is None or not isinstance(factor, self.parameter_type):
+            return False
+        shape, sizes = tuple(stage.tensor.shape), tuple(factor.shape)
+        if len(sizes) > len(shape):
+            return False
+        sizes = (1,) * (len(shape) - len(sizes)) + sizes
+        return all(size == 1 for i, size in enumerate(sizes) if i != stage.axis) and \
+            sizes[stage.axis] in (1, shape[stage.axis])
 
     def epilogue(self, call: int) -> str:
         """The steps of ``call``'s chain a kernel could fuse, '+'-joined ("" for none)."""
@@ -766,7 +795,8 @@ def record_calls(torch, model, example) -> list:
             result = func(*args, **kwargs)
             chains.count(used, result)
             if op is not None:
-                chains.output(len(calls) - 1, result, kwargs.get("bias", args[2] if len(args) > 2 else None))
+                chains.output(len(calls) - 1, result, kwargs.get("bias", args[2] if len(args) > 2 else None),
+                              linear=op == "linear")
             else:
                 chains.ran(func, args, kwargs, result)
             return result
