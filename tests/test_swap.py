@@ -318,3 +318,16 @@ def test_through_compilable_torch_compile_traces_one_graph_with_the_calls_opaque
         assert len(calls) == sum(report["swapped"].values()) + sum(report["linear"].values()) > 0
         assert ext.calls and all(c[4] != "after" for c in ext.calls), "the pass after a bare kernel: PyTorch's ops"
     assert compilable(ext).kernel_for == ext.kernel_for
+
+
+def test_run_models_breakdown_ranks_kernels_by_time_a_pass_and_sums_the_rest(monkeypatch):
+    """run_model.py --breakdown's table (kernel_table), from the profiler's (name, launches, us) rows
+    over 4 passes; a name in two rows is one kernel."""
+    import types
+    monkeypatch.setitem(sys.modules, "best_conv", types.SimpleNamespace(element=lambda: "f16"))
+    monkeypatch.delitem(sys.modules, "run_model", raising=False)
+    import run_model
+    rows = run_model.kernel_table([("gemm", 8, 400.0), ("conv", 4, 1000.0), ("add", 12, 60.0), ("gemm", 4, 200.0),
+                                   ("copy", 4, 40.0)], replays=4, top=2)
+    assert rows == [("conv", 1.0, 0.25), ("gemm", 3.0, 0.15), ("(the other 2)", 4.0, 0.025)]
+    assert run_model.kernel_table([("conv", 4, 1000.0)], replays=4, top=3) == [("conv", 1.0, 0.25)]

@@ -3,6 +3,7 @@ swapped for one fused call (swap.py), checked against PyTorch's output, and its 
 in a CUDA graph against PyTorch eager and torch.compile, each timed the same way.
 
     python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--size 224] [--compile both|model|swapped|none]
+        [--breakdown N]
 
 (after python setup.py build_ext --inplace with the set's library; needs a GPU.) The model is
 torchvision's, built without weights (none is downloaded), in eval mode, channels_last, of the
@@ -15,7 +16,8 @@ which compiles what is left to PyTorch around them; --compile says which, defaul
 the figure is the median over --repeats batches of replays (each batch about 20 ms), after a rest
 of REST_S. The output check: the largest element difference against eager's, relative to eager's
 largest element (max_rel_error: the swapped model's, and the compiled swapped model's where run, the
-larger), within TOLERANCE.
+larger), within TOLERANCE. --breakdown N then prints, for each forward pass timed, its N longest GPU
+kernels (torch.profiler over graph replays): where a pass's time goes.
 
 One row a (model, batch) is written into profile_results/<set>/<gpu>/model.csv (a row of the same
 model and batch replaced): model, batch, swapped_ms, eager_ms, compiled_ms, swapped_compiled_ms,
@@ -62,15 +64,21 @@ def build(name: str, batch: int, size: int = 224):
     return model, x.contiguous(memory_format=torch.channels_last)
 
 
+def captured(forward, x):
+    """``forward(x)`` captured in a CUDA graph (after three warm-up passes); call under no_grad."""
+    for _ in range(3):
+        forward(x)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        forward(x)
+    return graph
+
+
 def graph_ms(forward, x, repeats: int) -> float:
     """The median time of one replay of ``forward(x)`` captured in a CUDA graph."""
     with torch.no_grad():
-        for _ in range(3):
-            forward(x)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            forward(x)
+        graph = captured(forward, x)
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()
@@ -88,6 +96,48 @@ def graph_ms(forward, x, repeats: int) -> float:
             times.append(start.elapsed_time(stop) / count)
     times.sort()
     return times[len(times) // 2]
+
+
+def kernel_table(kernels, replays: int, top: int) -> list:
+    """(name, launches a pass, ms a pass) of the ``top`` kernels by GPU time, and ("(the other N)",
+    launches, ms) for the rest, from ``kernels``: (name, launches, microseconds) over ``replays``
+    passes, a name possibly more than once."""
+    totals = {}
+    for name, launches, us in kernels:
+        count, total = totals.get(name, (0, 0.0))
+        totals[name] = (count + launches, total + us)
+    ranked = sorted(totals.items(), key=lambda item: (-item[1][1], item[0]))
+    rows = [(name, count / replays, us / 1000 / replays) for name, (count, us) in ranked[:top]]
+    rest = ranked[top:]
+    if rest:
+        rows.append((f"(the other {len(rest)})", sum(c for _, (c, _) in rest) / replays,
+                     sum(us for _, (_, us) in rest) / 1000 / replays))
+    return rows
+
+
+def breakdown(forward, x, top: int, replays: int = 20) -> list:
+    """kernel_table of the GPU kernels of ``forward(x)``'s CUDA graph, from torch.profiler over
+    ``replays`` replays (the profiler's figures: each kernel alone, not the graph's overlap)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        graph = captured(forward, x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(replays):
+                graph.replay()
+            torch.cuda.synchronize()
+    kernels = [(e.key, e.count, getattr(e, "self_device_time_total", None) or e.self_cuda_time_total)
+               for e in prof.key_averages() if (getattr(e, "self_device_time_total", None)
+                                                 or getattr(e, "self_cuda_time_total", 0)) > 0]
+    return kernel_table(kernels, replays, top)
+
+
+def print_breakdown(label: str, rows: list) -> None:
+    total = sum(ms for _, _, ms in rows)
+    print(f"  {label}: {total:.4f} ms of kernels a pass (torch.profiler)")
+    for name, launches, ms in rows:
+        print(f"    {ms:8.4f} ms {100 * ms / max(total, 1e-12):5.1f}% {launches:6.1f}x  {name[:150]}")
 
 
 def write_row(path: Path, row: dict) -> None:
@@ -117,10 +167,14 @@ def main() -> int:
                         help="what torch.compile compiles and times: the model, the swapped model, both or neither "
                         "(the model's autotuning is long)")
     parser.add_argument("--no-compile", dest="compile", action="store_const", const="none", help="--compile none")
+    parser.add_argument("--breakdown", type=int, default=0, metavar="N",
+                        help="after timing, print each timed forward pass's N longest GPU kernels (torch.profiler)")
     args = parser.parse_args()
     for name in ("batch", "size", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.breakdown < 0:
+        parser.error(f"--breakdown must be 0 or more, got {args.breakdown}")
     torch.backends.cudnn.benchmark = True
     model, x = build(args.model, args.batch, args.size)
     swapped, report = swap(model, best_conv, x)
@@ -136,9 +190,10 @@ def main() -> int:
         print(f"  left: {target}: {why}")
     eager_ms = graph_ms(model, x, args.repeats)
     swapped_ms = graph_ms(swapped, x, args.repeats)
+    timed = {"eager": model, "swapped": swapped}
     compiled_ms = swapped_compiled_ms = float("nan")
     if args.compile in ("both", "model"):
-        compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
+        compiled = timed["compiled"] = torch.compile(model, mode="max-autotune-no-cudagraphs")
         compiled_ms = graph_ms(compiled, x, args.repeats)
     if args.compile in ("both", "swapped"):
         swapped_compiled = torch.compile(swap(model, compilable(best_conv), x)[0], mode="max-autotune-no-cudagraphs")
@@ -147,6 +202,10 @@ def main() -> int:
         print(f"  swapped and compiled: max_rel_error {compiled_error:.2e}", flush=True)
         error = max(error, compiled_error)
         swapped_compiled_ms = graph_ms(swapped_compiled, x, args.repeats)
+        timed["swapped and compiled"] = swapped_compiled
+    if args.breakdown:  # after every timing: the profiler's passes time nothing
+        for label, forward in timed.items():
+            print_breakdown(label, breakdown(forward, x, args.breakdown))
     print(f"  swapped {swapped_ms:.4f} ms, eager {eager_ms:.4f} ms ({swapped_ms / eager_ms:.2f}x), compiled "
           f"{compiled_ms:.4f} ms ({swapped_ms / compiled_ms:.2f}x), swapped and compiled {swapped_compiled_ms:.4f} ms "
           f"({swapped_compiled_ms / compiled_ms:.2f}x compiled)")
