@@ -566,13 +566,18 @@ def fusing():
 '''
 
 
-def test_a_step_is_fused_only_where_the_value_before_it_has_no_other_use(torch_nets, tmp_path):
-    (tmp_path / "kernelgen_fusing_nets.py").write_text(FUSING)
+def recorded(tmp_path, module: str, source: str, builder: str) -> list:
+    """The calls record_model records of ``module``'s ``builder`` (written from ``source``), batch 2, 8x6x6."""
+    (tmp_path / f"{module}.py").write_text(source)
     sys.path.insert(0, str(tmp_path))
     try:
-        calls = importer.record_model(parse_request("kernelgen_fusing_nets:fusing", 2, "8x6x6"), log=lambda m: None)
+        return importer.record_model(parse_request(f"{module}:{builder}", 2, "8x6x6"), log=lambda m: None)
     finally:
         sys.path.remove(str(tmp_path))
+
+
+def test_a_step_is_fused_only_where_the_value_before_it_has_no_other_use(torch_nets, tmp_path):
+    calls = recorded(tmp_path, "kernelgen_fusing_nets", FUSING, "fusing")
     assert [(c.op, c.epilogue) for c in calls] == [("conv2d", "bias+silu"), ("conv2d", "bias"), ("conv2d", "bias"),
                                                  ("linear", "bias"), ("linear", "bias+gelu"), ("linear", "bias+add")]
 
@@ -605,12 +610,7 @@ def scaled():
 
 def test_a_layer_scale_after_a_linear_layers_permutation_folds_and_the_add_after_it_joins_the_chain(torch_nets,
                                                                                                     tmp_path):
-    (tmp_path / "kernelgen_scaled_nets.py").write_text(SCALED)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        calls = importer.record_model(parse_request("kernelgen_scaled_nets:scaled", 2, "8x6x6"), log=lambda m: None)
-    finally:
-        sys.path.remove(str(tmp_path))
+    calls = recorded(tmp_path, "kernelgen_scaled_nets", SCALED, "scaled")
     assert [(c.op, c.epilogue) for c in calls] == [("linear", "bias+add"), ("linear", "bias"), ("linear", "bias")]
     convnext = importer.record_model(parse_request("convnext_tiny", 1), log=lambda m: None)
     linears = collections.Counter(c.epilogue for c in convnext if c.op == "linear")
