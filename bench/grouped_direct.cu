@@ -32,7 +32,9 @@
 //   ./grouped_direct --model        (no GPU: grouped_mma's fragments through a CPU model of mma.sync)
 //
 // The direct kernel measured on the H200: docs/results.md, "Grouped layers of ResNeXt-50"; the
-// tensor-core kernel's indexing passes --model, and it has not run on a GPU yet.
+// tensor-core kernel's indexing passes --model. Its first H200 run (docs/results.md, "ConvNeXt-T's
+// fused chains") divided 64-bit pixel indices for every register of every k-step; each tile's two
+// windows a lane are now computed once (lane_windows), not yet timed.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -114,18 +116,33 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 // a lane's registers come from and go to; the kernel and the CPU model (--model) share them.
 constexpr int kMmaSteps = 5;  // 9 taps, two a k-step
 
-// A register `reg` (0-3) of `lane` at k-step `i`, for the tile of pixels from m0: the offset in x
-// of its first element (the second follows it), or -1 where it is zeros (padding, the tenth tap, a
-// pixel past the last).
-__host__ __device__ inline long long a_offset(const Layer& L, int stride, int group8, long long m0, int lane, int i,
+// The input window of output pixel m (consecutive in N, P, Q order; m < 2^31, checked before any
+// launch): its image, and its top-left input row and column (padding included); n = -1 past the last.
+struct Window {
+  int n, h0, w0;
+};
+
+__host__ __device__ inline Window window_of(const Layer& L, int stride, int m) {
+  if (m >= L.n * L.p() * L.q()) return {-1, 0, 0};
+  const int q = m % L.q(), pq = m / L.q(), p = pq % L.p();
+  return {pq / L.p(), p * stride - L.pad, q * stride - L.pad};
+}
+
+// The windows of a lane's two A rows (lane / 4 and lane / 4 + 8) for the tile of pixels from m0:
+// computed once a tile; each register's offset then costs a few adds (its tap a constant).
+__host__ __device__ inline void lane_windows(const Layer& L, int stride, int m0, int lane, Window (&win)[2]) {
+  for (int e = 0; e < 2; ++e) win[e] = window_of(L, stride, m0 + lane / 4 + 8 * e);
+}
+
+// A register `reg` (0-3) of `lane` at k-step `i`, from the lane's windows: the offset in x of its
+// first element (the second follows it), or -1 where it is zeros (padding, the tenth tap, a pixel
+// past the last).
+__host__ __device__ inline long long a_offset(const Layer& L, const Window (&win)[2], int group8, int lane, int i,
                                               int reg) {
-  const int row = lane / 4 + 8 * (reg % 2), t = lane % 4, tap = 2 * i + reg / 2;
-  const long long m = m0 + row, pixels = (long long)L.n * L.p() * L.q();
-  if (tap >= 9 || m >= pixels) return -1;
-  const int q = int(m % L.q()), p = int(m / L.q() % L.p()), n = int(m / ((long long)L.p() * L.q()));
-  const int h = p * stride - L.pad + tap / 3, col = q * stride - L.pad + tap % 3;
-  if (h < 0 || h >= L.h || col < 0 || col >= L.w) return -1;
-  return ((long long)(n * L.h + h) * L.w + col) * L.c + group8 * 8 + 2 * t;
+  const Window& at = win[reg % 2];
+  const int tap = 2 * i + reg / 2, h = at.h0 + tap / 3, col = at.w0 + tap % 3;
+  if (tap >= 9 || at.n < 0 || h < 0 || h >= L.h || col < 0 || col >= L.w) return -1;
+  return ((long long)(at.n * L.h + h) * L.w + col) * L.c + group8 * 8 + 2 * (lane % 4);
 }
 
 // Element `e` (0-1) of B register `reg` (0-1) of `lane` at k-step `i`: the offset in w (KRS(CG))
@@ -169,13 +186,15 @@ __global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half*
   for (int tile = 0; tile < TILES; ++tile) {
     const long long m0 = ((long long)blockIdx.x * TILES + tile) * 16;
     if (m0 >= pixels) return;
+    Window win[2];
+    lane_windows(L, Stride, int(m0), lane, win);
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < kMmaSteps; ++i) {
       uint32_t a[4];
 #pragma unroll
       for (int reg = 0; reg < 4; ++reg) {
-        const long long at = a_offset(L, Stride, group8, m0, lane, i, reg);
+        const long long at = a_offset(L, win, group8, lane, i, reg);
         a[reg] = at >= 0 ? __ldg(reinterpret_cast<const uint32_t*>(x + at)) : 0u;
       }
       mma16816(d, a, b[i]);
@@ -189,7 +208,7 @@ __global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half*
 }
 
 // The CPU model of grouped_mma: every warp's tiles, with mma.sync done as the PTX ISA defines it
-// from the lanes' registers (a_offset, b_offset, d_offset above), against a plain convolution of
+// from the lanes' registers (lane_windows, a_offset, b_offset, d_offset above), against a plain convolution of
 // the same float operands. Returns the largest difference relative to the largest output.
 double mma_model(const Layer& L) {
   const int cg = L.c / L.groups;
@@ -204,8 +223,10 @@ double mma_model(const Layer& L) {
         float A[16][16], B[16][8];
         for (int lane = 0; lane < 32; ++lane) {
           const int row = lane / 4, t = lane % 4;
+          Window win[2];
+          lane_windows(L, L.stride, int(m0), lane, win);
           for (int reg = 0; reg < 4; ++reg) {  // the ISA's A layout
-            const long long at = a_offset(L, L.stride, group8, m0, lane, i, reg);
+            const long long at = a_offset(L, win, group8, lane, i, reg);
             for (int e = 0; e < 2; ++e) A[row + 8 * (reg % 2)][8 * (reg / 2) + 2 * t + e] = at >= 0 ? x[at + e] : 0.0f;
           }
           for (int reg = 0; reg < 2; ++reg) {  // the ISA's B layout
@@ -406,6 +427,10 @@ void direct(const Layer& L, const Buffers& b) {
 template <int CG, int Stride, int WARPS, int TILES>
 void tensor_cores(const Layer& L, const Buffers& b) {
   const long long pixels = (long long)L.n * L.p() * L.q();
+  if (pixels > 2147483647LL - 16) {  // window_of's pixel index is an int
+    std::printf("mma: skipped, %lld output pixels are more than an int counts\n", pixels);
+    return;
+  }
   const dim3 grid(unsigned((pixels + 16 * TILES - 1) / (16 * TILES)), unsigned((L.c / 8 + WARPS - 1) / WARPS));
   const std::string label = "mma " + std::to_string(WARPS) + " groups of 8 a CTA, " + std::to_string(TILES) +
                             " tiles a warp";
