@@ -216,7 +216,7 @@ def test_linear_chains_are_one_call_each_through_dropouts_in_eval_mode():
 
 def test_a_torchvision_vision_transformer_and_convnext_are_swapped():
     torchvision = pytest.importorskip("torchvision", reason="needs torchvision")
-    for name, size, linears in (("vit_b_16", 224, {"bias+gelu": 12, "bias+add": 12, "bias": 1}),
+    for name, size, linears in (("vit_b_16", 224, {"bias+gelu": 12, "bias+add": 24, "bias": 13}),
                                 ("convnext_tiny", 64, {"bias+gelu": 18, "bias+add": 18, "bias": 1})):
         torch.manual_seed(0)
         model, x = trained(torchvision.models.get_model(name, weights=None, num_classes=10)), torch.randn(1, 3, size, size)
@@ -225,6 +225,8 @@ def test_a_torchvision_vision_transformer_and_convnext_are_swapped():
                 parameter.data.uniform_(0.5, 1.5)
         swapped, report = swap(model, LinearExtension(), x)
         assert report["linear"] == linears and report["linear_left"] == [], name
+        assert report["attention"] == (12 if name == "vit_b_16" else 0) and not any(
+            isinstance(m, torch.nn.MultiheadAttention) for m in swapped.modules()), name
         with torch.no_grad():
             expected, got = model(x), swapped(x)
         assert torch.allclose(expected, got, atol=1e-4, rtol=1e-4), name
@@ -293,6 +295,23 @@ def test_where_no_kernel_takes_the_bias_the_batch_norm_is_folded_and_bias_and_ac
         assert all(torch.allclose(e, g, atol=1e-5) for e, g in zip(mlp(rows), swapped(rows)))
 
 
+class Encoder(torch.nn.Module):
+    """ViT's encoder block's first half: layer norm, self-attention, dropout, the residual add; with
+    ``weights``, the attention's weights are returned too (so it stays PyTorch's)."""
+
+    def __init__(self, weights=False):
+        super().__init__()
+        self.norm, self.weights = torch.nn.LayerNorm(16), weights
+        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.dropout = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        n = self.norm(x)
+        y, w = self.attention(n, n, n, need_weights=self.weights)
+        out = self.dropout(y) + x
+        return (out, w) if self.weights else out
+
+
 def test_through_compilable_torch_compile_traces_one_graph_with_the_calls_opaque():
     """torch.compile of a model swapped through compilable(ext): one graph (fullgraph), each fused call
     one custom operator in it whose declared output (shape and channels_last layout) is what the call
@@ -306,7 +325,7 @@ def test_through_compilable_torch_compile_traces_one_graph_with_the_calls_opaque
 
     torch._dynamo.reset()
     for model, x in ((trained(Block()), torch.randn(2, 8, 12, 12)), (trained(Mobile()), torch.randn(2, 16, 10, 10)),
-                     (Mlp().eval(), torch.randn(2, 5, 16))):
+                     (Mlp().eval(), torch.randn(2, 5, 16)), (Encoder().eval(), torch.randn(2, 5, 16))):
         ext = PassExtension()
         swapped, report = swap(model, compilable(ext), x)
         with torch.no_grad():
@@ -331,3 +350,22 @@ def test_run_models_breakdown_ranks_kernels_by_time_a_pass_and_sums_the_rest(mon
                                    ("copy", 4, 40.0)], replays=4, top=2)
     assert rows == [("conv", 1.0, 0.25), ("gemm", 3.0, 0.15), ("(the other 2)", 4.0, 0.025)]
     assert run_model.kernel_table([("conv", 4, 1000.0)], replays=4, top=3) == [("conv", 1.0, 0.25)]
+
+
+def test_a_self_attentions_projections_are_two_linear_calls_the_residual_add_in_the_second():
+    torch.manual_seed(0)
+    model, x = Encoder().eval(), torch.randn(2, 5, 16)
+    for linears, expected in ((lambda e: True, {"bias": 1, "bias+add": 1}), (lambda e: e == "bias", {"bias": 2})):
+        ext = LinearExtension(linears=linears)
+        swapped, report = swap(model, ext, x)
+        assert report["linear"] == expected and report["attention"] == 1 and report["linear_left"] == []
+        with torch.no_grad():
+            assert torch.allclose(model(x), swapped(x), atol=1e-5)
+        assert [c[:3] for c in ext.calls] == [((48, 16), True, False), ((16, 16), True, "bias+add" in expected)]
+    _, report = swap(model, LinearExtension(linears=lambda e: e == ""), x)
+    assert report["attention"] == 0 and [t for t, _ in report["linear_left"]] == ["attention"]
+    weights = Encoder(weights=True).eval()
+    swapped, report = swap(weights, LinearExtension(), x)
+    assert report["attention"] == 0 and "weights" in dict(report["linear_left"])["attention"]
+    with torch.no_grad():
+        assert all(torch.allclose(e, g) for e, g in zip(weights(x), swapped(x)))

@@ -183,7 +183,8 @@ def main() -> int:
     error = float((got - expected).abs().max() / expected.abs().max())
     print(f"{args.model} batch {args.batch}: swapped {sum(report['swapped'].values())} convolution chains "
           f"({', '.join(f'{n} {e}' for e, n in sorted(report['swapped'].items()))}) and "
-          f"{sum(report['linear'].values())} linear ({', '.join(f'{n} {e}' for e, n in sorted(report['linear'].items()))}), "
+          f"{sum(report['linear'].values())} linear ({', '.join(f'{n} {e}' for e, n in sorted(report['linear'].items()))}"
+          f"{'; the projections of ' + str(report['attention']) + ' attentions among them' if report['attention'] else ''}), "
           f"{len(report['left'])} convolutions and {len(report['linear_left'])} linear layers left to PyTorch; "
           f"max_rel_error {error:.2e}", flush=True)
     for target, why in report["left"] + report["linear_left"]:

@@ -14,7 +14,10 @@ its batch norm folded in and the bias and the activation that follows it added a
 one pass (``ext.bias_activation_``; an extension without it: the convolution alone, its own bias
 added after it by PyTorch, its batch norm left to PyTorch). A Linear layer's chain (its bias,
 a residual add, an activation; Dropout in eval mode and Identity passed over) is swapped likewise
-for one call of ``ext.linear`` (best_kernels::gemm, the input's leading dimensions its rows).
+for one call of ``ext.linear`` (best_kernels::gemm, the input's leading dimensions its rows). An
+nn.MultiheadAttention's self-attention (batch first, no mask, its weights unused, as ViT's) runs its
+two projections through ``ext.linear`` around PyTorch's scaled_dot_product_attention, the output
+projection taking the chain after the attention (a dropout in eval mode, the residual add).
 Everything else stays PyTorch's.
 
     swapped, report = swap(model, best_conv, x)    # report: what was swapped, by epilogue, and what not
@@ -166,6 +169,30 @@ class FusedLinear(_After):
         return y if self.dims is None else y.permute(self.dims)
 
 
+class FusedSelfAttention(torch.nn.Module):
+    """nn.MultiheadAttention's self-attention (batch first, no mask, its weights not asked for) as two
+    calls of ``ext.linear`` around PyTorch's scaled_dot_product_attention: the input projection (its
+    bias), and the output projection with its epilogue (its bias, the residual add after the
+    attention, an activation)."""
+
+    def __init__(self, ext, mha, activation: str = "none"):
+        super().__init__()
+        self.ext, self.heads, self.activation = ext, mha.num_heads, activation
+        detached = lambda t: None if t is None else t.detach()  # noqa: E731
+        self.register_buffer("in_weight", mha.in_proj_weight.detach().contiguous())
+        self.register_buffer("in_bias", detached(mha.in_proj_bias))
+        self.register_buffer("out_weight", mha.out_proj.weight.detach().contiguous())
+        self.register_buffer("out_bias", detached(mha.out_proj.bias))
+
+    def forward(self, x, residual=None):
+        n, length, embed = x.shape
+        qkv = self.ext.linear(x.contiguous(), self.in_weight, bias=self.in_bias)
+        q, k, v = qkv.view(n, length, 3, self.heads, embed // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(n, length, embed)
+        return self.ext.linear(a, self.out_weight, bias=self.out_bias,
+                               residual=None if residual is None else residual.contiguous(), activation=self.activation)
+
+
 def _module(gm, node, kinds):
     return node.op == "call_module" and isinstance(gm.get_submodule(node.target), kinds)
 
@@ -254,7 +281,7 @@ def _attribute(gm, target: str):
     return getattr(gm.get_submodule(owner) if owner else gm, name, None)
 
 
-def _chain(gm, first, norm: bool):
+def _chain(gm, first, norm: bool, views: bool = True):
     """(the batch norm node or None, [(step, node, residual node or None, activation)]) after a
     layer (a batch norm only where ``norm``): the steps that may follow it, in order, each ("add",
     ...), ("act", ...) or ("pass", ...) (a node that passes its input on, as a Dropout in eval mode).
@@ -278,7 +305,7 @@ def _chain(gm, first, norm: bool):
 
     passing()
     axis = len(shape) - 1
-    while not norm and nxt is not None:
+    while views and not norm and nxt is not None:
         if (dims := _permutation(nxt, value)) is not None and sorted(dims) == list(range(len(shape))):
             steps.append(("perm", nxt, dims, "none"))
             shape, axis = tuple(shape[d] for d in dims), dims.index(axis)
@@ -441,21 +468,65 @@ def _swap_linear(gm, node, ext):
     return _swapped(bias, residual, activation, *after), None
 
 
+def _swap_attention(gm, node, ext):
+    """As _swap_linear, for an nn.MultiheadAttention's self-attention: its two projections through
+    ``ext.linear`` (FusedSelfAttention), the output projection's chain (a dropout in eval mode, the
+    residual add, an activation) in its epilogue. Returns the two projections' epilogues, or (None,
+    why it was left)."""
+    mha = gm.get_submodule(node.target)
+    getitems = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
+    first = next((u for u in getitems if u.args[1] == 0), None)
+    if (len(node.args) != 3 or not node.args[0] is node.args[1] is node.args[2] or set(node.kwargs) - {"need_weights"}
+            or len(getitems) != len(node.users) or first is None
+            or any(u is not first and u.users for u in getitems)):
+        return None, "not a self-attention whose weights and masks go unused"
+    if not (mha.batch_first and mha._qkv_same_embed_dim and mha.bias_k is None and not mha.add_zero_attn
+            and not mha.training):
+        return None, "an attention not batch first, with key and value of other sizes or added biases, or training"
+    x_meta = node.args[0].meta["tensor_meta"]
+    weight, out_weight = mha.in_proj_weight.detach().contiguous(), mha.out_proj.weight.detach().contiguous()
+    probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device)
+    in_bias, out_bias = mha.in_proj_bias, mha.out_proj.bias
+    if ext.linear_kernel_for(probe, weight, bias=in_bias is not None) is None:
+        return None, f"no kernel of the header for its input projection (epilogue {_epilogue(in_bias, None, 'none')})"
+    _, steps = _chain(gm, first, norm=False, views=False)
+
+    def covers(bias, residual, activation):
+        return ext.linear_kernel_for(probe, out_weight, bias=bias is not None, residual=residual is not None,
+                                     activation=activation) is not None
+
+    found = _longest_covered(steps, out_bias, covers)
+    if found is None:
+        return None, f"no kernel of the header for its output projection (epilogue {_whole(out_bias, steps)})"
+    kept, residual, activation = found
+    nodes = [node] + [u for u in getitems if u is not first] + [first] + [n for _, n, _, _ in steps[:kept]]
+    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", FusedSelfAttention(ext, mha, activation),
+             (node.args[0],) + ((residual,) if residual is not None else ()))
+    return (_epilogue(in_bias, None, "none"), _epilogue(out_bias, residual, activation)), None
+
+
 def swap(model, ext, example):
     """(a torch.fx.GraphModule running ``model``'s covered chains through ``ext``, report): the
     report counts the swapped chains by epilogue (``...+after:bias+silu``: a bias and activation
     after the call, its kernel taking none), the convolutions' in "swapped", the linear layers' in "linear" (where
-    ``ext`` has ``linear``), and names those left to PyTorch, with why ("left", "linear_left").
+    ``ext`` has ``linear``; a self-attention's two projections among them, the attentions swapped
+    in "attention"), and names those left to PyTorch, with why ("left", "linear_left").
     ``example``: the model's input, or a tuple of its inputs. ``model`` is not changed."""
     gm = torch.fx.symbolic_trace(copy.deepcopy(model))
     ShapeProp(gm).propagate(*(example if isinstance(example, tuple) else (example,)))
-    report = {"swapped": Counter(), "left": [], "linear": Counter(), "linear_left": []}
+    report = {"swapped": Counter(), "left": [], "linear": Counter(), "linear_left": [], "attention": 0}
     linears = hasattr(ext, "linear_kernel_for")
     for node in list(gm.graph.nodes):
         if _module(gm, node, torch.nn.Conv2d):
             counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv(gm, node, ext)
         elif linears and _module(gm, node, torch.nn.Linear):
             counts, lefts, (epilogue, why) = report["linear"], report["linear_left"], _swap_linear(gm, node, ext)
+        elif linears and _module(gm, node, torch.nn.MultiheadAttention):
+            counts, lefts, (epilogue, why) = report["linear"], report["linear_left"], _swap_attention(gm, node, ext)
+            if epilogue is not None:  # its two projections
+                report["attention"] += 1
+                counts[epilogue[0]] += 1
+                epilogue = epilogue[1]
         else:
             continue
         if epilogue is None:
