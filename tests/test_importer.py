@@ -486,6 +486,12 @@ def test_an_attentions_projections_are_recorded_as_linear_calls_and_its_products
         ((6304, 768), (768, 768)), ((1600, 768), (1536, 768)), ((6304, 768), (768, 768))]
     native = importer.attention_calls((FakeTensor(32, 197, 768),) * 3 + (768, 12, packed, None, out), {}, native=True)
     assert [(c.op, c.input) for c in native] == [(c.op, c.input) for c in self_attention], "the fast path alike"
+    assert [c.epilogue for c in self_attention + native] == [""] * 6, "no biases given"
+    bias, out_bias = FakeTensor(2304), FakeTensor(768)
+    biased = importer.attention_calls((x, x, x, 768, 12, packed, bias, None, None, False, 0.0, out, out_bias), {})
+    native = importer.attention_calls((FakeTensor(32, 197, 768),) * 3 + (768, 12, packed, bias, out, None), {},
+                                      native=True)
+    assert [c.epilogue for c in biased] == ["bias", "", "bias"] and [c.epilogue for c in native] == ["bias", "", ""]
     plan = plan_workloads([conv(32, 3, 224, 224, 768, 16, stride=16), *self_attention])
     assert [(p.m, p.n, p.k) for p in plan.problems[1:]] == [(6304, 2304, 768), (6304, 768, 768)]
     assert (plan.conv_calls, plan.linear_calls) == (1, 2) and plan.skipped[0][0].startswith("attention's")
@@ -615,6 +621,10 @@ def test_a_layer_scale_after_a_linear_layers_permutation_folds_and_the_add_after
     convnext = importer.record_model(parse_request("convnext_tiny", 1), log=lambda m: None)
     linears = collections.Counter(c.epilogue for c in convnext if c.op == "linear")
     assert linears == {"bias+gelu": 18, "bias+add": 18, "bias": 1}, "ConvNeXt's blocks end in a layer scale and add"
+    vit = importer.record_model(parse_request("vit_b_16", 1), log=lambda m: None)
+    linears = collections.Counter(c.epilogue for c in vit if c.op == "linear")
+    assert linears == {"bias+gelu": 12, "bias+add": 24, "bias": 13}, \
+        "the attention's projections with their biases, the output projection's residual add after its transpose"
 
 
 def test_the_plan_groups_by_epilogue_only_when_the_lines_say_it():

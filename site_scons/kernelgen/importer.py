@@ -598,7 +598,8 @@ _MHA_PARAMETERS = ("query", "key", "value", "embed_dim_to_check", "num_heads", "
                    "bias_k", "bias_v", "add_zero_attn", "dropout_p", "out_proj_weight", "out_proj_bias", "training",
                    "key_padding_mask", "need_weights", "attn_mask", "use_separate_proj_weight", "q_proj_weight",
                    "k_proj_weight", "v_proj_weight")
-_NATIVE_MHA_PARAMETERS = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias", "proj_weight")
+_NATIVE_MHA_PARAMETERS = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias", "proj_weight",
+                          "proj_bias")
 
 
 def attention_calls(args: tuple, kwargs: dict, native: bool = False) -> list:
@@ -607,7 +608,8 @@ def attention_calls(args: tuple, kwargs: dict, native: bool = False) -> list:
     first or not) or of ``torch._native_multi_head_attention`` (its fast path: N x L x E, batch
     first): the input projections as the function makes them (one of 3E outputs when query, key
     and value are one tensor, one of E and one of 2E when key and value are, else three of E), the
-    output projection, and Q K^T and its product with V as one ``attention`` call."""
+    output projection, and Q K^T and its product with V as one ``attention`` call. A projection
+    with a bias has the epilogue ``bias`` (the output projection's chain goes on in ``Chains``)."""
     values = dict(zip(_NATIVE_MHA_PARAMETERS if native else _MHA_PARAMETERS, args))
     values.update(kwargs)
     q, k, v = values["query"], values["key"], values["value"]
@@ -629,9 +631,11 @@ def attention_calls(args: tuple, kwargs: dict, native: bool = False) -> list:
         projections = [(rows, (embed, embed)), (source_rows, (2 * embed, embed))]
     else:
         projections = [(rows, (embed, embed)), (source_rows, (embed, embed)), (source_rows, (embed, embed))]
-    calls = [Call("linear", shape, w, dtype=dtype) for shape, w in projections]
+    in_bias, out_bias = (values.get("qkv_bias"), values.get("proj_bias")) if native else \
+        (values.get("in_proj_bias"), values.get("out_proj_bias"))
+    calls = [Call("linear", shape, w, dtype=dtype, epilogue="" if in_bias is None else "bias") for shape, w in projections]
     calls.append(Call(ATTENTION, (n * heads, length, embed // heads), (source, embed // heads), dtype=dtype))
-    calls.append(Call("linear", rows, tuple(out.shape), dtype=dtype))
+    calls.append(Call("linear", rows, tuple(out.shape), dtype=dtype, epilogue="" if out_bias is None else "bias"))
     return calls
 
 
@@ -661,7 +665,7 @@ class Chains:
                  "sigmoid": ((torch, "sigmoid"), (T, "sigmoid"), (F, "sigmoid")),
                  "add": ((torch, "add"), (T, "add"), (T, "add_"), (T, "__add__"), (T, "__iadd__"), (T, "__radd__")),
                  "batch_norm": ((F, "batch_norm"),), "dropout": ((F, "dropout"),),
-                 "permute": ((torch, "permute"), (T, "permute")),
+                 "permute": ((torch, "permute"), (T, "permute")), "transpose": ((torch, "transpose"), (T, "transpose")),
                  "scale": ((torch, "mul"), (T, "mul"), (T, "mul_"), (T, "__mul__"), (T, "__imul__"), (T, "__rmul__"))}
         nn = getattr(torch, "nn", None)
         self.parameter_type = getattr(nn, "Parameter", None) if nn is not None else None
@@ -735,9 +739,19 @@ class Chains:
             if (stage is not None and "add" not in stage.steps and isinstance(other, self.tensor_type)
                     and tuple(other.shape) == tuple(stage.tensor.shape) and other is not stage.tensor):
                 steps = stage.steps + ("add",)
-        elif step == "permute" and stage is not None and stage.axis is not None and stage.steps in ((), ("bias",)):
-            dims = args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:] or kwargs.get("dims")
-            if isinstance(dims, (list, tuple)) and sorted(dims) == list(range(len(stage.tensor.shape))):
+        elif step in ("permute", "transpose") and stage is not None and stage.axis is not None \
+                and stage.steps in ((), ("bias",)):
+            rank = len(stage.tensor.shape)
+            if step == "permute":
+                dims = args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:] or kwargs.get("dims")
+            else:
+                swapped = [d % rank if isinstance(d, int) and -rank <= d < rank else None for d in args[1:3]]
+                dims = list(range(rank))
+                if len(swapped) == 2 and None not in swapped:
+                    dims[swapped[0]], dims[swapped[1]] = swapped[1], swapped[0]
+                else:
+                    dims = None
+            if isinstance(dims, (list, tuple)) and sorted(dims) == list(range(rank)):
                 steps, axis = stage.steps, list(dims).index(stage.axis)
         elif step == "scale" and len(args) == 2 and not kwargs:
             stage, other = next(((self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))
@@ -775,7 +789,8 @@ def record_calls(torch, model, example) -> list:
     """Every recorded call of one forward pass of ``model`` on ``example``, in order, each with the
     epilogue the pass ran on its output (``Chains``). A function the recorder sees runs without
     it, so the linear calls inside an attention are recorded from its arguments
-    (``attention_calls``), their epilogues not."""
+    (``attention_calls``), their biases with them, and the output projection's chain from the
+    attention's output on."""
     F = torch.nn.functional
     functions = {getattr(F, op): op for op in OPS if hasattr(F, op)}
     attentions = {f: native for f, native in ((getattr(F, "multi_head_attention_forward", None), False),
@@ -794,7 +809,9 @@ def record_calls(torch, model, example) -> list:
                 calls.extend(attention_calls(args, kwargs, attentions[func]))
             result = func(*args, **kwargs)
             chains.count(used, result)
-            if op is not None:
+            if func in attentions and isinstance(result, (tuple, list)) and result:  # the output projection's
+                chains.output(len(calls) - 1, result[0], "bias" if calls[-1].epilogue else None, linear=True)
+            elif op is not None:
                 chains.output(len(calls) - 1, result, kwargs.get("bias", args[2] if len(args) > 2 else None),
                               linear=op == "linear")
             else:
@@ -804,7 +821,8 @@ def record_calls(torch, model, example) -> list:
     model.eval()
     with torch.no_grad(), Recorder():
         model(example)
-    return [replace(c, epilogue=chains.epilogue(i)) if c.op in ("conv2d", "linear") else c for i, c in enumerate(calls)]
+    return [replace(c, epilogue=chains.epilogue(i)) if c.op in ("conv2d", "linear") and i in chains.roots else c
+            for i, c in enumerate(calls)]
 
 
 def _example(torch, model, shape, device):
