@@ -247,6 +247,18 @@ class ScaledBlock(torch.nn.Module):
         return self.depth(self.scale * self.linear(x).permute(0, 3, 1, 2)) + skip
 
 
+class ScaledResidual(ScaledBlock):
+    """ScaledBlock on one input, channels first, as ConvNeXt's block: x permuted to channels last into
+    the linear layer, its result permuted back, scaled, and added to x."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1), x)
+
+
 def test_a_layer_scale_after_a_permutation_folds_into_the_linear_layer_and_the_add_is_its_epilogue():
     model = ScaledBlock().eval()
     x, skip = torch.randn(2, 6, 5, 32), torch.randn(2, 16, 6, 5).contiguous(memory_format=torch.channels_last)
@@ -325,7 +337,8 @@ def test_through_compilable_torch_compile_traces_one_graph_with_the_calls_opaque
 
     torch._dynamo.reset()
     for model, x in ((trained(Block()), torch.randn(2, 8, 12, 12)), (trained(Mobile()), torch.randn(2, 16, 10, 10)),
-                     (Mlp().eval(), torch.randn(2, 5, 16)), (Encoder().eval(), torch.randn(2, 5, 16))):
+                     (Mlp().eval(), torch.randn(2, 5, 16)), (Encoder().eval(), torch.randn(2, 5, 16)),
+                     (ScaledResidual().eval(), torch.randn(2, 16, 6, 5).contiguous(memory_format=torch.channels_last))):
         ext = PassExtension()
         swapped, report = swap(model, compilable(ext), x)
         with torch.no_grad():
