@@ -94,6 +94,10 @@ class compilable:  # noqa: N801 (used as a function: compilable(best_conv))
 
         self._conv2d, self._linear = conv2d, linear
 
+    # The bias and activation after a kernel that takes none: PyTorch's ops here (_After), for the
+    # compiler to fuse, not the extension's one pass, which it could not look into.
+    bias_activation_ = None
+
     def conv2d(self, x, w, stride=1, padding=0, dilation=1, bias=None, residual=None, activation="none", groups=1):
         return self._conv2d(x, w, _two(stride), _two(padding), _two(dilation), bias, residual, activation, groups)
 
@@ -113,7 +117,7 @@ class _After(torch.nn.Module):
     def __init__(self, ext, bias_after, after_activation: str):
         super().__init__()
         self.ext, self.after_activation = ext, after_activation
-        self.one_pass = hasattr(ext, "bias_activation_") and not isinstance(ext, compilable)
+        self.one_pass = getattr(ext, "bias_activation_", None) is not None
         self.register_buffer("bias_after", bias_after)
 
     def _after(self, y, channel_dim):
