@@ -163,14 +163,10 @@ __host__ __device__ inline long long d_offset(const Layer& L, int group8, long l
   return m < (long long)L.n * L.p() * L.q() ? m * L.k + group8 * 8 + 2 * (lane % 4) : -1;
 }
 
-template <int CG, int Stride, int WARPS, int TILES>
-__global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half* __restrict__ x,
-                                                         const __half* __restrict__ w, __half* __restrict__ y) {
-  static_assert(CG == 4 || CG == 8, "4 or 8 channels a group");
-  const int lane = threadIdx.x % 32;
-  const int group8 = int(blockIdx.y) * WARPS + int(threadIdx.x) / 32;  // a group of 8 channels
-  if (group8 * 8 >= L.c) return;
-  uint32_t b[kMmaSteps][2];
+// A lane's B registers of the five k-steps for the group of 8 channels `group8` (b_offset).
+template <int CG>
+__device__ __forceinline__ void load_filter(const __half* __restrict__ w, int group8, int lane,
+                                            uint32_t (&b)[kMmaSteps][2]) {
 #pragma unroll
   for (int i = 0; i < kMmaSteps; ++i) {
 #pragma unroll
@@ -184,6 +180,17 @@ __global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half*
       b[i][reg] = *reinterpret_cast<const uint32_t*>(v);
     }
   }
+}
+
+template <int CG, int Stride, int WARPS, int TILES>
+__global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half* __restrict__ x,
+                                                         const __half* __restrict__ w, __half* __restrict__ y) {
+  static_assert(CG == 4 || CG == 8, "4 or 8 channels a group");
+  const int lane = threadIdx.x % 32;
+  const int group8 = int(blockIdx.y) * WARPS + int(threadIdx.x) / 32;  // a group of 8 channels
+  if (group8 * 8 >= L.c) return;
+  uint32_t b[kMmaSteps][2];
+  load_filter<CG>(w, group8, lane, b);
   const long long pixels = (long long)L.n * L.p() * L.q();
 #pragma unroll 1
   for (int tile = 0; tile < TILES; ++tile) {
@@ -259,19 +266,7 @@ __global__ void __launch_bounds__(256) grouped_mma_staged(Layer L, const __half*
   const int matrix = lane / 8, row = (matrix % 2) * 8 + lane % 8;  // the A row this lane's address gives
   for (int group8 = warp; group8 < L.c / 8; group8 += 8) {
     uint32_t b[kMmaSteps][2];
-#pragma unroll
-    for (int i = 0; i < kMmaSteps; ++i) {
-#pragma unroll
-      for (int reg = 0; reg < 2; ++reg) {
-        __half v[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const long long at = b_offset(CG, group8, lane, i, reg, e);
-          v[e] = at >= 0 ? w[at] : __float2half(0.0f);
-        }
-        b[i][reg] = *reinterpret_cast<const uint32_t*>(v);
-      }
-    }
+    load_filter<CG>(w, group8, lane, b);
 #pragma unroll 1
     for (int tp = 0; tp < TP; ++tp) {
       if (p0 + tp >= P) break;
