@@ -127,10 +127,9 @@ def breakdown(forward, x, top: int, replays: int = 20) -> list:
             for _ in range(replays):
                 graph.replay()
             torch.cuda.synchronize()
-    kernels = [(e.key, e.count, getattr(e, "self_device_time_total", None) or e.self_cuda_time_total)
-               for e in prof.key_averages() if (getattr(e, "self_device_time_total", None)
-                                                 or getattr(e, "self_cuda_time_total", 0)) > 0]
-    return kernel_table(kernels, replays, top)
+    timed = [(e.key, e.count, getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0))
+             for e in prof.key_averages()]
+    return kernel_table([kernel for kernel in timed if kernel[2] > 0], replays, top)
 
 
 def print_breakdown(label: str, rows: list) -> None:

@@ -271,18 +271,13 @@ def _scale(gm, node, value, shape, axis):
     other = node.args[1] if node.args[0] is value else node.args[0] if node.args[1] is value else None
     if not isinstance(other, torch.fx.Node) or other.op != "get_attr":
         return None
-    factor = _attribute(gm, other.target)
+    factor = operator.attrgetter(other.target)(gm)
     if not isinstance(factor, torch.Tensor) or factor.dim() > len(shape):
         return None
     sizes = [1] * (len(shape) - factor.dim()) + list(factor.shape)
     if any(size != 1 for i, size in enumerate(sizes) if i != axis) or sizes[axis] not in (1, shape[axis]):
         return None
     return factor.detach().float().reshape(-1).expand(shape[axis]).clone()
-
-
-def _attribute(gm, target: str):
-    owner, _, name = target.rpartition(".")
-    return getattr(gm.get_submodule(owner) if owner else gm, name, None)
 
 
 def _chain(gm, first, norm: bool, views: bool = True):
@@ -436,6 +431,15 @@ def _swap_conv(gm, node, ext):
     return _swapped(bias, residual, activation, *after), None
 
 
+def _linear_covers(ext, probe, weight):
+    """covers(bias, residual, activation): whether the header has a kernel for ``probe`` times
+    ``weight`` with that epilogue."""
+    def covers(bias, residual, activation):
+        return ext.linear_kernel_for(probe, weight, bias=bias is not None, residual=residual is not None,
+                                     activation=activation) is not None
+    return covers
+
+
 def _swap_linear(gm, node, ext):
     """As _swap_conv, for a Linear layer and best_conv.linear."""
     linear = gm.get_submodule(node.target)
@@ -444,11 +448,7 @@ def _swap_linear(gm, node, ext):
     bias = None if linear.bias is None else linear.bias.detach()
     x_meta = node.args[0].meta["tensor_meta"]
     probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device)
-
-    def covers(bias, residual, activation):
-        return ext.linear_kernel_for(probe, weight, bias=bias is not None, residual=residual is not None,
-                                     activation=activation) is not None
-
+    covers = _linear_covers(ext, probe, weight)
     after, found = (None, "none"), _longest_covered(steps, bias, covers)
     if found is None:
         if bias is None or not covers(None, None, "none"):
@@ -491,15 +491,10 @@ def _swap_attention(gm, node, ext):
     weight, out_weight = mha.in_proj_weight.detach().contiguous(), mha.out_proj.weight.detach().contiguous()
     probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device)
     in_bias, out_bias = mha.in_proj_bias, mha.out_proj.bias
-    if ext.linear_kernel_for(probe, weight, bias=in_bias is not None) is None:
+    if not _linear_covers(ext, probe, weight)(in_bias, None, "none"):
         return None, f"no kernel of the header for its input projection (epilogue {_epilogue(in_bias, None, 'none')})"
     _, steps = _chain(gm, first, norm=False, views=False)
-
-    def covers(bias, residual, activation):
-        return ext.linear_kernel_for(probe, out_weight, bias=bias is not None, residual=residual is not None,
-                                     activation=activation) is not None
-
-    found = _longest_covered(steps, out_bias, covers)
+    found = _longest_covered(steps, out_bias, _linear_covers(ext, probe, out_weight))
     if found is None:
         return None, f"no kernel of the header for its output projection (epilogue {_whole(out_bias, steps)})"
     kept, residual, activation = found

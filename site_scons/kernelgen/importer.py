@@ -733,8 +733,7 @@ class Chains:
         elif step == "add" and len(args) >= 2 and kwargs.get("alpha", 1) == 1:
             # an operand that is a chain's goes on (the first whose value nothing else has read, else
             # the first); the other, the residual, is read (and so written)
-            pair = [(self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))]
-            chained = [(st, b) for st, b in pair if st is not None]
+            chained = self._chained(args)
             stage, other = next((p for p in chained if p[0].uses == 1), chained[0] if chained else (None, None))
             if (stage is not None and "add" not in stage.steps and isinstance(other, self.tensor_type)
                     and tuple(other.shape) == tuple(stage.tensor.shape) and other is not stage.tensor):
@@ -754,14 +753,18 @@ class Chains:
             if isinstance(dims, (list, tuple)) and sorted(dims) == list(range(rank)):
                 steps, axis = stage.steps, list(dims).index(stage.axis)
         elif step == "scale" and len(args) == 2 and not kwargs:
-            stage, other = next(((self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))
-                                 if self._stage(a) is not None), (None, None))
+            stage, other = next(iter(self._chained(args)), (None, None))
             if stage is not None and stage.axis is not None and stage.steps in ((), ("bias",)) \
                     and self._per_channel(other, stage):
                 steps = stage.steps
         if steps is not None and stage is not None:
             stage.next = _Stage(stage.call, steps, result, stage.axis if axis is None else axis)
             self.stages[id(result)] = stage.next
+
+    def _chained(self, args: tuple) -> list:
+        """(stage, other operand) for each of a binary op's two operands that is a chain's stage."""
+        pairs = [(self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))]
+        return [(stage, other) for stage, other in pairs if stage is not None]
 
     def _per_channel(self, factor, stage) -> bool:
         """Whether ``factor`` is a parameter that varies along ``stage``'s channels only (a scale
