@@ -161,13 +161,11 @@ def measured(frames: dict, tolerances: dict) -> tuple:
     of the model's proposals never leaves it slower than before; and for each workload the
     kernels that ran on it and did not pass (unsupported, incorrect, failed, ...), which are no
     candidates of it again: the next profile proposes the next-ranked instead."""
-    import numpy as np
-
-    from .reduce import fastest, verified
+    from .reduce import fastest, of_kernels, verified
 
     chosen, refused = set(), {}
     for workload, frame in frames.items():
-        frame = frame[np.array([k in tolerances for k in frame["kernel"]], dtype=bool)]
+        frame = of_kernels(frame, tolerances)
         passed = (frame["status"] == "ok") & verified(frame, tolerances)
         refused[workload] = set(frame.loc[~passed, "kernel"])
         if passed.any():

@@ -456,7 +456,7 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     whose kernel is in ``kernels_by_name`` (or is the fused variant of one for an epilogue of the
     row's set), timed from a CUDA graph."""
     from .fusion import epilogues, with_fused
-    from .reduce import load_set, verified
+    from .reduce import load_set, of_kernels, verified
     from .results import gpus_with_results
     from .vocab import verify_tolerance
     from .workloads import load_workloads
@@ -472,7 +472,7 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
             kernels = {k.name: k for k in with_fused(list(kernels_by_name.values()), problems)}
         tolerances = {name: verify_tolerance(k) for name, k in kernels.items()}
         frame = load_set(folder / gpu, problems)
-        frame = frame[frame["kernel"].isin(tolerances)]
+        frame = of_kernels(frame, tolerances)
         frame = frame[(frame["status"] == "ok") & (frame["timing"].str.startswith("graph")) & verified(frame, tolerances)]
         by_name = {p.name: p for p in problems}
         samples += [(kernels[row.kernel], by_name[row.workload], float(row.runtime_ms), set_file.stem)

@@ -65,6 +65,11 @@ def _describe(row) -> str:
     return f"GPU {row.gpu}, driver {row.driver}, CUDA {row.cuda}, CUTLASS {row.cutlass}, timed by {row.timing}"
 
 
+def of_kernels(rows: pd.DataFrame, kernels) -> pd.DataFrame:
+    """The rows whose kernel is one of ``kernels`` (a dict or set of names), by a lookup a row."""
+    return rows[pd.array([k in kernels for k in rows["kernel"]], dtype=bool)]
+
+
 def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
     """Whether each row's recorded errors are within its kernel's tolerance (``tolerances``: kernel
     name -> largest error; without it, the strictest tolerance of any kernel). Missing is not."""
