@@ -73,7 +73,8 @@ def test_the_extension_builds_against_a_sets_library_lists_its_problems_and_refu
     assert got["gemms"][0][2] > 0
     for argument, message in (("--batch=0", "--batch must be at least 1, got 0"),
                               ("--size=-3", "--size must be at least 1, got -3"),
-                              ("--repeats=0", "--repeats must be at least 1, got 0")):
+                              ("--repeats=0", "--repeats must be at least 1, got 0"),
+                              ("--breakdown=-1", "--breakdown must be 0 or more, got -1")):
         env_run = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), os.environ.get("PYTHONPATH", "")]))
         out = subprocess.run([sys.executable, str(EXTENSION / "run_model.py"), argument], cwd=lib, env=env_run,
                              capture_output=True, text=True, timeout=300)
