@@ -355,14 +355,46 @@ def test_through_compilable_torch_compile_traces_one_graph_with_the_calls_opaque
 def test_run_models_breakdown_ranks_kernels_by_time_a_pass_and_sums_the_rest(monkeypatch):
     """run_model.py --breakdown's table (kernel_table), from the profiler's (name, launches, us) rows
     over 4 passes; a name in two rows is one kernel."""
-    import types
-    monkeypatch.setitem(sys.modules, "best_conv", types.SimpleNamespace(element=lambda: "f16"))
-    monkeypatch.delitem(sys.modules, "run_model", raising=False)
-    import run_model
+    run_model = _run_model(monkeypatch)
     rows = run_model.kernel_table([("gemm", 8, 400.0), ("conv", 4, 1000.0), ("add", 12, 60.0), ("gemm", 4, 200.0),
                                    ("copy", 4, 40.0)], replays=4, top=2)
     assert rows == [("conv", 1.0, 0.25), ("gemm", 3.0, 0.15), ("(the other 2)", 4.0, 0.025)]
     assert run_model.kernel_table([("conv", 4, 1000.0)], replays=4, top=3) == [("conv", 1.0, 0.25)]
+
+
+def _run_model(monkeypatch):
+    import types
+    monkeypatch.setitem(sys.modules, "best_conv", types.SimpleNamespace(element=lambda: "f16"))
+    monkeypatch.delitem(sys.modules, "run_model", raising=False)
+    import run_model
+    return run_model
+
+
+def test_run_model_varies_every_parameter_of_one_value_and_no_other(monkeypatch):
+    """An untrained model's zero biases and classifier, its tiny layer scales and its norms' ones
+    and zeros are drawn again (else ViT's output is all zeros and a dropped bias goes unseen); a
+    parameter already varied is left as it is."""
+    run_model = _run_model(monkeypatch)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.LayerNorm(8),
+                                torch.nn.Linear(8, 6))
+    model[0].bias.data.zero_()
+    model[3].weight.data.zero_()
+    model.register_parameter("scale", torch.nn.Parameter(torch.full((8, 1, 1), 1e-6)))
+    model.register_parameter("negative", torch.nn.Parameter(torch.full((5,), -2.0)))
+    conv_weight = model[0].weight.detach().clone()
+    assert run_model.varied(model) is model
+    assert torch.equal(model[0].weight, conv_weight)
+    for p in model.parameters():
+        assert p.unique().numel() == p.numel(), p.shape
+    assert model[0].bias.abs().max() < 0.1 and model[3].weight.abs().max() < 0.1
+    assert 0.5 <= model.scale.min() and model.scale.max() < 1.0
+    assert -2.4 <= model.negative.min() and model.negative.max() <= -1.6
+    assert 0.8 <= model[1].weight.min() and model[2].weight.max() <= 1.2
+    assert model[1].running_mean.abs().max() > 0 and model[1].running_var.min() >= 0.8
+    with pytest.raises(ValueError, match="all zeros"):
+        run_model.relative_error(torch.ones(3), torch.zeros(3))
+    assert run_model.relative_error(torch.tensor([1.5, -2.0]), torch.tensor([1.0, -4.0])) == 0.5
 
 
 def test_a_self_attentions_projections_are_two_linear_calls_the_residual_add_in_the_second():

@@ -7,8 +7,9 @@ in a CUDA graph against PyTorch eager and torch.compile, each timed the same way
 
 (after python setup.py build_ext --inplace with the set's library; needs a GPU.) The model is
 torchvision's, built without weights (none is downloaded), in eval mode, channels_last, of the
-header's element type (best_conv.element()), its batch norms given statistics that are not the
-identity (seeded) so that folding them is exercised. The input is uniform in [-1, 1). PyTorch eager
+header's element type (best_conv.element()), its parameters of one value throughout (zero biases,
+a zero classifier, layer scales, batch norms' weights) and its batch norms' statistics drawn again,
+seeded (varied()), so that the output check exercises every bias, scale and fold. The input is uniform in [-1, 1). PyTorch eager
 runs with cuDNN's benchmark mode; torch.compile with mode="max-autotune-no-cudagraphs" (its own CUDA
 graphs would nest in the timing's), of the model (compiled_ms) and of the swapped model
 (swapped_compiled_ms: swapped through swap.compilable, the header's calls opaque to the compiler,
@@ -54,14 +55,42 @@ def build(name: str, batch: int, size: int = 224):
     import torchvision
 
     torch.manual_seed(0)
-    model = torchvision.models.get_model(name, **no_weights(torchvision, name)).eval()
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.1, 0.1), m.running_var.uniform_(0.8, 1.2)
-            m.weight.data.uniform_(0.8, 1.2), m.bias.data.uniform_(-0.1, 0.1)
+    model = varied(torchvision.models.get_model(name, **no_weights(torchvision, name)).eval())
     model = model.to(device="cuda", dtype=DTYPE, memory_format=torch.channels_last)
     x = torch.empty(batch, 3, size, size, device="cuda", dtype=DTYPE).uniform_(-1, 1)
     return model, x.contiguous(memory_format=torch.channels_last)
+
+
+def varied(model):
+    """``model`` with every parameter whose elements are all one value drawn again (seeded by the
+    caller): a zero one in [-0.1, 0.1), one of a small value (a layer scale of 1e-6) in [0.5, 1.0)
+    of its sign, any other within 20% of its value; and its batch norms' statistics made other than
+    the identity. An untrained model's zero biases, zero classifier (ViT's, whose output is then all
+    zeros) and tiny layer scales would hide from the output check a bias, a scale or a whole branch
+    that the swap got wrong."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and p.is_floating_point() and bool((p == p.flatten()[0]).all()):
+                value = float(p.flatten()[0])
+                if value == 0:
+                    p.uniform_(-0.1, 0.1)
+                elif abs(value) < 0.01:
+                    p.uniform_(0.5, 1.0).mul_(1.0 if value > 0 else -1.0)
+                else:
+                    p.uniform_(0.8, 1.2).mul_(value)
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.uniform_(-0.1, 0.1), m.running_var.uniform_(0.8, 1.2)
+    return model
+
+
+def relative_error(got, expected) -> float:
+    """The largest element difference of ``got`` from ``expected``, relative to ``expected``'s
+    largest element; a ValueError when ``expected`` is all zeros (nothing to compare against)."""
+    largest = float(expected.abs().max())
+    if largest == 0:
+        raise ValueError("PyTorch's output is all zeros: the output check has nothing to compare against")
+    return float((got - expected).abs().max()) / largest
 
 
 def captured(forward, x):
@@ -179,7 +208,10 @@ def main() -> int:
     swapped, report = swap(model, best_conv, x)
     with torch.no_grad():
         expected, got = model(x).float(), swapped(x).float()
-    error = float((got - expected).abs().max() / expected.abs().max())
+    try:
+        error = relative_error(got, expected)
+    except ValueError as e:
+        sys.exit(f"run_model.py: --model {args.model}: {e}")
     print(f"{args.model} batch {args.batch}: swapped {sum(report['swapped'].values())} convolution chains "
           f"({', '.join(f'{n} {e}' for e, n in sorted(report['swapped'].items()))}) and "
           f"{sum(report['linear'].values())} linear ({', '.join(f'{n} {e}' for e, n in sorted(report['linear'].items()))}"
@@ -198,7 +230,7 @@ def main() -> int:
     if args.compile in ("both", "swapped"):
         swapped_compiled = torch.compile(swap(model, compilable(best_conv), x)[0], mode="max-autotune-no-cudagraphs")
         with torch.no_grad():
-            compiled_error = float((swapped_compiled(x).float() - expected).abs().max() / expected.abs().max())
+            compiled_error = relative_error(swapped_compiled(x).float(), expected)
         print(f"  swapped and compiled: max_rel_error {compiled_error:.2e}", flush=True)
         error = max(error, compiled_error)
         swapped_compiled_ms = graph_ms(swapped_compiled, x, args.repeats)
