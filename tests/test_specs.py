@@ -65,6 +65,9 @@ def test_catalog_holds_each_family():
     assert len(grouped) == 10 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
     assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
     assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
+    tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
+    assert len(tensor_grouped) == 11 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {(4, 1), (4, 2), (8, 1), (8, 2)}
     bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
     assert len(bf16) == 15 and {k.family for k in bf16} == {
         "conv2d_fprop_sm90_persistent_bf16", "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16",
@@ -75,7 +78,7 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(grouped))
+                            + len(gemv) + len(bf16) + len(depthwise) + len(grouped) + len(tensor_grouped))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -96,9 +99,9 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 249
-    assert len(select(kernels, "*", parse_arch("90"))) == 108, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 108
+    assert len(select(kernels, "*", parse_arch("90a"))) == 260
+    assert len(select(kernels, "*", parse_arch("90"))) == 119, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 119
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -364,7 +367,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 12
+    assert len(families.FAMILIES) == 13
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

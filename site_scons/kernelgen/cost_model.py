@@ -47,6 +47,7 @@ from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
+from .families.grouped_mma import GroupedMma
 from .families.gemv import Gemv
 from .ops import serves as serves_op
 
@@ -80,6 +81,8 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
+    if isinstance(kernel, GroupedMma):
+        return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
             return "a depthwise kernel: needs groups = C = K"

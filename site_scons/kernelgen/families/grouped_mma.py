@@ -1,0 +1,93 @@
+"""Grouped 3x3 convolutions of 4 or 8 channels a group on tensor cores, kernels of this project
+(profiler/grouped_mma.h): 1 < groups < C, K = C, NHWC activations, KRS(C/groups) filters, fp16 or
+bf16 in and out, fp32 accumulation. A CTA of 8 warps computes ``rows`` output rows by ``columns``
+output columns of one image for every channel from its input window of all C channels in shared
+memory, one ``mma.sync`` m16n8k16 a 16-pixel tile of a group of 8 channels and two taps.
+
+A spec lists entries of ``channels_per_group`` (4 or 8: the layer's C / groups, and its K /
+groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8) and ``columns`` (16, 32, 48 or 64). Other
+filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
+KiB of shared memory are ``unsupported``.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .. import spec_schema as S
+from .common import expand_fixed_type_entries, fixed_type_family
+
+KIND = "grouped_mma"
+TEMPLATE = "grouped_mma.mako"
+TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
+         {"element": "bf16", "accumulator": "f32", "output": "bf16"})
+SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90
+
+FAMILY = fixed_type_family(KIND)
+ENTRY = S.Table((
+    S.Key("channels_per_group", S.one_of((4, 8))),
+    S.Key("stride", S.one_of((1, 2))),
+    S.Key("rows", S.one_of((1, 2, 4, 8))),
+    S.Key("columns", S.one_of((16, 32, 48, 64))),
+))
+
+
+@dataclass(frozen=True)
+class GroupedMma:
+    family: str
+    channels_per_group: int
+    stride: int
+    rows: int
+    columns: int
+    element: str = "f16"
+
+    accumulator = "f32"
+    op = "conv2d_fprop_grouped"
+    arch = 80  # mma.sync m16n8k16, ldmatrix, cp.async
+    arch_specific = False  # plain CUDA
+    template = TEMPLATE
+    includes = ("grouped_mma.h",)
+    adapter = "kernelgen::DepthwiseOperation"
+    adapter_header = "depthwise_adapter.h"
+
+    @property
+    def output(self) -> str:
+        return self.element
+
+    @cached_property
+    def name(self) -> str:
+        t = self.element
+        return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
+                f"_stride{self.stride}_tile{self.rows}x{self.columns}")
+
+    def window_bytes(self, channels: int) -> int:
+        """Shared memory of a CTA's input window of ``channels`` channels (profiler/grouped_mma.h:
+        Window::bytes): its pixels, 2 bytes a channel and 16 of padding each."""
+        rows = (self.rows - 1) * self.stride + 3
+        columns = (self.columns - 1) * self.stride + 3
+        return rows * columns * (2 * channels + 16)
+
+    def refuses(self, conv) -> str | None:
+        """Why the kernel cannot run the grouped convolution ``conv`` (its can_implement), or None."""
+        cg = self.channels_per_group
+        if conv.groups < 2 or conv.c % conv.groups or conv.c // conv.groups != cg or conv.k != conv.c:
+            return f"built for {cg} channels a group in and out (K = C = {cg} x groups)"
+        if (conv.r, conv.s) != (3, 3):
+            return "built for 3x3 filters"
+        if (conv.stride_h, conv.stride_w) != (self.stride, self.stride):
+            return f"built for stride {self.stride}"
+        if conv.dilation_h != 1 or conv.dilation_w != 1:
+            return "built for dilation 1"
+        if conv.c % 8:
+            return "C must be a multiple of 8 (16-byte accesses along C)"
+        if self.window_bytes(conv.c) > SHARED_MEMORY:
+            return f"the input window of {conv.c} channels needs more than {SHARED_MEMORY} bytes of shared memory"
+        return None
+
+    def values(self) -> dict:
+        cpp = {"f16": "__half", "bf16": "__nv_bfloat16"}[self.element]
+        return {"element": cpp, "channels_per_group": self.channels_per_group, "stride": self.stride,
+                "rows": self.rows, "columns": self.columns}
+
+
+def expand(path, raw: dict) -> list:
+    return expand_fixed_type_entries(GroupedMma, FAMILY, ENTRY, path, raw, TYPES, lambda *_: None)

@@ -1,0 +1,144 @@
+"""The grouped tensor-core family (profiler/grouped_mma.h, site_scons/kernelgen/families/grouped_mma.py):
+its spec checks name file, entry and key; which layers each kernel serves (4 or 8 channels a group in
+and out, 3x3, its stride, the input window of all C channels within 227 KiB of shared memory), the
+same answer from the C++ kernel's can_implement; and on a GPU every kernel computes exactly the small
+odd grouped layers it says it serves (verified against the reference) and refuses the others."""
+
+import subprocess
+
+import pytest
+
+from conftest import ROOT, profile_layers, requires_gpu, requires_nvcc
+from kernelgen.cost_model import serves
+from kernelgen.errors import SpecError
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.specs import load_family
+
+SPEC = ROOT / "kernel_specs" / "families" / "grouped_mma.toml"
+FIRST = "{ channels_per_group = 8, stride = 1, rows = 4, columns = 16 }"
+FAMILY = f"""\
+kind = "grouped_mma"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+kernels = [
+  {FIRST},
+]
+"""
+
+
+@pytest.mark.parametrize("old, new, key, message", [
+    ("channels_per_group = 8", "channels_per_group = 16", "channels_per_group", "16 is not one of"),
+    ("columns = 16", "columns = 24", "columns", "24 is not one of"),
+    ("stride = 1", "stride = 3", "stride", "3 is not one of"),
+    ("rows = 4", "rows = 3", "rows", "3 is not one of"),
+])
+def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(old, new))
+    with pytest.raises(SpecError) as caught:
+        load_family(path)
+    error = caught.value
+    assert (error.path, error.entry, error.key) == (path, "kernels[0]", key)
+    assert message in str(error) and str(path) in str(error) and "\n" not in str(error)
+
+
+def test_the_name_says_the_groups_the_stride_and_the_tile(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, "{ channels_per_group = 4, stride = 2, rows = 1, columns = 32 }"))
+    kernel, = load_family(path)
+    assert kernel.name == "kernelgen_sm80_tensorop_gconv_f16nhwc_f16nhwc_f32_f16nhwc_g4_3x3_stride2_tile1x32"
+    assert kernel.window_bytes(256) == 3 * 65 * (2 * 256 + 16)
+
+
+def _kernel(cg, stride, rows=4, columns=16):
+    return next(k for k in load_family(SPEC) if (k.channels_per_group, k.stride, k.rows, k.columns)
+                == (cg, stride, rows, columns))
+
+
+# (problem, channels a group and stride of the kernel asked, why it refuses or None)
+CASES = [
+    (Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32), 8, 1, None),  # ResNeXt-50, 8 a group
+    (Conv2dProblem(32, 56, 56, 128, 128, 3, 3, 1, 1, groups=32), 4, 1, None),  # 4 a group
+    (Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, 2, 2, groups=32), 8, 2, None),
+    (Conv2dProblem(1, 9, 11, 64, 64, 3, 3, 2, 0, groups=8), 8, 1, None),  # pad 2 x 0
+    (Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32), 4, 1,
+     "built for 4 channels a group in and out (K = C = 4 x groups)"),
+    (Conv2dProblem(32, 14, 14, 512, 512, 3, 3, 1, 1, groups=32), 8, 1,
+     "built for 8 channels a group in and out (K = C = 8 x groups)"),  # 16 a group
+    (Conv2dProblem(8, 14, 14, 256, 128, 3, 3, 1, 1, groups=32), 8, 1,
+     "built for 8 channels a group in and out (K = C = 8 x groups)"),  # K = C / 2
+    (Conv2dProblem(8, 14, 14, 256, 256, 5, 5, 2, 2, groups=32), 8, 1, "built for 3x3 filters"),
+    (Conv2dProblem(8, 14, 14, 256, 256, 3, 3, 1, 1, 2, 2, groups=32), 8, 1, "built for stride 1"),
+    (Conv2dProblem(8, 14, 14, 256, 256, 3, 3, 2, 2, 1, 1, 2, 2, groups=32), 8, 1, "built for dilation 1"),
+    (Conv2dProblem(8, 14, 14, 12, 12, 3, 3, 1, 1, groups=3), 4, 1,
+     "C must be a multiple of 8 (16-byte accesses along C)"),
+    (Conv2dProblem(2, 14, 14, 4096, 4096, 3, 3, 1, 1, groups=512), 8, 1,
+     "the input window of 4096 channels needs more than 232448 bytes of shared memory"),
+]
+
+
+@pytest.mark.parametrize("problem, cg, stride, why", CASES)
+def test_a_kernel_serves_its_groups_filter_and_stride_only(problem, cg, stride, why):
+    assert serves(_kernel(cg, stride), problem) == why
+
+
+def test_a_dense_or_depthwise_layer_is_never_served():
+    dense = Conv2dProblem(8, 14, 14, 256, 256, 3, 3, 1, 1)
+    depthwise = Conv2dProblem(8, 14, 14, 256, 256, 3, 3, 1, 1, groups=256)
+    assert "not for conv2d_fprop" in serves(_kernel(8, 1), dense)
+    assert serves(_kernel(8, 1), depthwise).startswith("built for 8 channels a group")
+
+
+@requires_nvcc
+def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
+    """Each committed kernel type's can_implement (host code, no GPU) on every case, against the
+    family's ``refuses``: both refuse, or neither."""
+    from kernelgen import render
+
+    kernels = load_family(SPEC)
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    problems = [p for p, *_ in CASES]
+    calls = "".join(
+        f'  std::printf("%d\\n", int({k.name}::can_implement(kernelgen::Conv2dProblem{{{p.n}, {p.h}, {p.w}, {p.c}, '
+        f'{p.k}, {p.r}, {p.s}, {p.pad_h}, {p.pad_w}, {p.stride_h}, {p.stride_w}, {p.dilation_h}, {p.dilation_w}}}, '
+        f'{p.groups}).empty()));\n' for k in kernels for p in problems)
+    source = tmp_path / "can_implement.cu"
+    source.write_text('#include <cstdio>\n#include "grouped_mma.h"\n\n'
+                      + "".join(render.type_definition(templates, k) for k in kernels)
+                      + "\nint main() {\n" + calls + "  return 0;\n}\n")
+    build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
+                            "-o", str(tmp_path / "can_implement"), str(source)], capture_output=True, text=True,
+                           timeout=600)
+    assert build.returncode == 0, build.stderr[-5000:]
+    out = subprocess.run([str(tmp_path / "can_implement")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    expected = [str(int(k.refuses(p) is None)) for k in kernels for p in problems]
+    assert out.stdout.split() == expected
+    assert "1" in expected and "0" in expected
+
+
+# Small odd grouped layers: 4 and 8 channels a group, partial row and column tiles, stride 2, a
+# non-square image, padding other than 1, one image row; and 16 channels a group (refused).
+LAYERS = [
+    "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
+    "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
+    "n=1 h=7 w=13 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=32",
+    "n=3 h=8 w=20 c=40 k=40 r=3 s=3 pad=1 stride=2 groups=10",
+    "n=1 h=1 w=33 c=16 k=16 r=3 s=3 pad=1 stride=1 groups=2",
+    "n=2 h=6 w=5 c=32 k=32 r=3 s=3 pad=2 stride=1 groups=4",
+    "n=1 h=9 w=9 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=8",
+]
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_the_layers_it_serves_and_refuses_the_others(tmp_path):
+    kernels = {k.name: k for k in load_family(SPEC)}
+    for problem, frame in profile_layers(tmp_path, LAYERS, "*_gconv_*"):
+        assert sorted(frame["kernel"]) == sorted(kernels)
+        for row in frame.itertuples():
+            if serves(kernels[row.kernel], problem) is None:
+                assert row.status == "ok", (problem.name, row.kernel, row.message)
+                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
+            else:
+                assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
