@@ -20,7 +20,8 @@
 // memory (L1 serves the taps' overlap), and stores the 2 outputs of 2 pixels its accumulators hold.
 // A third kernel (grouped_mma_staged) takes the same tiles from a CTA's input window in shared
 // memory through ldmatrix; --model checks neither its window nor its ldmatrix addressing, which only
-// the comparison with the reference on the GPU does.
+// the comparison with the reference on the GPU does. It is now the grouped_mma family
+// (profiler/grouped_mma.h, kernel_specs/families/grouped_mma.toml).
 //
 // For each layer (default: ResNeXt-50 32x4d's three 3x3 layers of 4 and 8 channels a group, at
 // batch 32 and 1), every configuration (TQ, threads along Q, PR) is checked against a plain fp32
