@@ -18,10 +18,10 @@
 // the same pixels, so that together they read whole 32-byte sectors of each input pixel; each
 // thread loads the 2 channels of 2 pixels and 2 taps its A fragments hold straight from global
 // memory (L1 serves the taps' overlap), and stores the 2 outputs of 2 pixels its accumulators hold.
-// A third kernel (grouped_mma_staged) takes the same tiles from a CTA's input window in shared
-// memory through ldmatrix; --model checks neither its window nor its ldmatrix addressing, which only
-// the comparison with the reference on the GPU does. It is now the grouped_mma family
-// (profiler/grouped_mma.h, kernel_specs/families/grouped_mma.toml).
+// A third (mma staged) is the grouped_mma family's kernel (profiler/grouped_mma.h,
+// kernel_specs/families/grouped_mma.toml): the same tiles from a CTA's input window in shared memory
+// through ldmatrix; --model checks neither its window nor its ldmatrix addressing, which only the
+// comparison with the reference on the GPU (here, and the profiler's) does.
 //
 // For each layer (default: ResNeXt-50 32x4d's three 3x3 layers of 4 and 8 channels a group, at
 // batch 32 and 1), every configuration (TQ, threads along Q, PR) is checked against a plain fp32
@@ -49,6 +49,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "../profiler/grouped_mma.h"
 
 namespace {
 
@@ -214,82 +216,6 @@ __global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half*
     for (int e = 0; e < 2; ++e) {
       const long long at = d_offset(L, group8, m0, lane, e);
       if (at >= 0) *reinterpret_cast<__half2*>(y + at) = __floats2half2_rn(d[2 * e], d[2 * e + 1]);
-    }
-  }
-}
-
-// The same mma.sync tiles from shared memory (grouped_mma_staged): a CTA of 8 warps computes TP output
-// rows of TQ columns (a multiple of 16) of one image for every channel. Its input window ((TP - 1) *
-// Stride + 3 rows by (TQ - 1) * Stride + 3 columns, all C channels, zeros outside the image) comes in
-// with 16-byte cp.async copies along the channels, each pixel's row padded by 16 bytes so that the
-// eight rows an ldmatrix reads fall in different banks; a warp takes every eighth group of 8
-// channels, its filter from b_offset in registers, and reads each k-step's A fragment (16 pixels, two
-// taps of 8 channels) with one ldmatrix.x4 (the tenth tap reads the ninth's rows: its B is zero).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const void* row) {
-  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(at));
-}
-
-__device__ __forceinline__ void copy16_or_zeros(void* shared, const void* global, bool valid) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(global), "r"(valid ? 16 : 0));
-}
-
-template <int Stride, int TP, int TQ>
-struct Staged {
-  static constexpr int kRows = (TP - 1) * Stride + 3, kColumns = (TQ - 1) * Stride + 3;
-  static int pitch(const Layer& L) { return L.c * 2 + 16; }  // bytes a pixel, padded
-  static int bytes(const Layer& L) { return kRows * kColumns * pitch(L); }
-};
-
-template <int CG, int Stride, int TP, int TQ>
-__global__ void __launch_bounds__(256) grouped_mma_staged(Layer L, const __half* __restrict__ x,
-                                                         const __half* __restrict__ w, __half* __restrict__ y) {
-  static_assert(CG == 4 || CG == 8, "4 or 8 channels a group");
-  static_assert(TQ % 16 == 0, "whole 16-pixel tiles along a row");
-  using S = Staged<Stride, TP, TQ>;
-  extern __shared__ __align__(16) unsigned char window[];
-  const int P = L.p(), Q = L.q(), pitch = L.c * 2 + 16, vectors = L.c / 8;
-  const int q0 = int(blockIdx.x) * TQ, p0 = int(blockIdx.y) * TP, n = int(blockIdx.z);
-  const int h0 = p0 * Stride - L.pad, w0 = q0 * Stride - L.pad;
-  for (int v = threadIdx.x; v < S::kRows * S::kColumns * vectors; v += 256) {
-    const int pixel = v / vectors, chunk = v % vectors, r = pixel / S::kColumns, c = pixel % S::kColumns;
-    const int h = h0 + r, col = w0 + c;
-    const bool valid = h >= 0 && h < L.h && col >= 0 && col < L.w;
-    const __half* from = valid ? x + ((size_t(n) * L.h + h) * L.w + col) * L.c + chunk * 8 : x;
-    copy16_or_zeros(window + pixel * pitch + chunk * 16, from, valid);
-  }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-  __syncthreads();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int matrix = lane / 8, row = (matrix % 2) * 8 + lane % 8;  // the A row this lane's address gives
-  for (int group8 = warp; group8 < L.c / 8; group8 += 8) {
-    uint32_t b[kMmaSteps][2];
-    load_filter<CG>(w, group8, lane, b);
-#pragma unroll 1
-    for (int tp = 0; tp < TP; ++tp) {
-      if (p0 + tp >= P) break;
-#pragma unroll
-      for (int mt = 0; mt < TQ / 16; ++mt) {
-        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < kMmaSteps; ++i) {
-          const int tap = min(2 * i + matrix / 2, 8);
-          const int pixel = (tp * Stride + tap / 3) * S::kColumns + (mt * 16 + row) * Stride + tap % 3;
-          uint32_t a[4];
-          ldmatrix_x4(a, window + pixel * pitch + group8 * 16);
-          mma16816(d, a, b[i]);
-        }
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int q = q0 + mt * 16 + lane / 4 + 8 * e;
-          if (q < Q)
-            *reinterpret_cast<__half2*>(y + ((size_t(n) * P + p0 + tp) * Q + q) * L.k + group8 * 8 + 2 * (lane % 4)) =
-                __floats2half2_rn(d[2 * e], d[2 * e + 1]);
-        }
-      }
     }
   }
 }
@@ -526,19 +452,20 @@ void tensor_cores(const Layer& L, const Buffers& b) {
   });
 }
 
+// The grouped_mma family's kernel (profiler/grouped_mma.h), launched as the profiler launches it.
 template <int CG, int Stride, int TP, int TQ>
 void staged(const Layer& L, const Buffers& b) {
-  const auto kernel = grouped_mma_staged<CG, Stride, TP, TQ>;
-  const int smem = Staged<Stride, TP, TQ>::bytes(L);
-  if (smem > 227 * 1024 || L.c % 8) {
-    std::printf("mma staged: skipped, %d bytes of shared memory\n", smem);
+  using Kernel = kernelgen::GroupedMma<__half, CG, Stride, TP, TQ>;
+  const kernelgen::Conv2dProblem p{L.n, L.h, L.w, L.c, L.k, L.r, L.s, L.pad, L.pad, L.stride, L.stride, 1, 1};
+  std::string why = Kernel::can_implement(p, L.groups);
+  const int ctas = why.empty() ? Kernel::configure(why) : 0;
+  if (!why.empty()) {
+    std::printf("mma staged: skipped, %s\n", why.c_str());
     return;
   }
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute");
-  const dim3 grid(unsigned((L.q() + TQ - 1) / TQ), unsigned((L.p() + TP - 1) / TP), unsigned(L.n));
   const std::string label = "mma staged " + std::to_string(TP) + " x " + std::to_string(TQ) + " outputs a CTA";
   run(L, b, label, [&](const __half* x, const __half* w, __half* y, cudaStream_t stream) {
-    kernel<<<grid, 256, smem, stream>>>(L, x, w, y);
+    Kernel::launch(p, kernelgen::Conv2dBinding{x, w, y, nullptr}, ctas, stream);
   });
 }
 
