@@ -7,7 +7,7 @@ and CUTLASS refuses the others."""
 
 import pytest
 
-from conftest import ROOT, profile_layers, requires_gpu
+from conftest import ROOT, assert_served_rows_verify, profile_layers, requires_gpu
 from kernelgen.cost_model import serves
 from kernelgen.errors import SpecError
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
@@ -89,10 +89,4 @@ LAYERS = [
 def test_each_kernel_verifies_on_the_layers_it_serves_and_cutlass_refuses_the_others(tmp_path):
     kernels = {k.name: k for spec in SPECS for k in load_family(spec)}
     for problem, frame in profile_layers(tmp_path, LAYERS, "*_group"):
-        assert sorted(frame["kernel"]) == sorted(kernels)
-        for row in frame.itertuples():
-            if serves(kernels[row.kernel], problem) is None:
-                assert row.status == "ok", (problem.name, row.kernel, row.message)
-                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
-            else:
-                assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
+        assert_served_rows_verify(problem, frame, kernels)

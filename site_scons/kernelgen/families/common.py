@@ -45,3 +45,24 @@ def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: d
         check(path, name, kernel)
         kernels.append(kernel)
     return kernels
+
+
+class GroupedKernel:
+    """What this project's grouped-convolution kernels (depthwise.h, grouped_mma.h: plain CUDA, SM80
+    instructions at most, a kernel type for DepthwiseOperation) declare alike; a family's dataclass
+    adds its fields (``element`` among them), ``template`` and ``includes``."""
+
+    accumulator = "f32"
+    op = "conv2d_fprop_grouped"
+    arch = 80
+    arch_specific = False  # plain CUDA
+    adapter = "kernelgen::DepthwiseOperation"
+    adapter_header = "depthwise_adapter.h"
+
+    @property
+    def output(self) -> str:
+        return self.element
+
+    def cuda_element(self) -> str:
+        """The CUDA toolkit's type of the kernel's element (__half, __nv_bfloat16): its template's T."""
+        return DATA_TYPES[self.element].cuda

@@ -16,7 +16,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import expand_fixed_type_entries, fixed_type_family
+from .common import GroupedKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "depthwise"
 TEMPLATE = "depthwise.mako"
@@ -38,7 +38,7 @@ ENTRY = S.Table((
 
 
 @dataclass(frozen=True)
-class Depthwise:
+class Depthwise(GroupedKernel):
     family: str
     filter: int
     stride: int
@@ -49,18 +49,8 @@ class Depthwise:
     stages: int
     element: str = "f16"
 
-    accumulator = "f32"
-    op = "conv2d_fprop_grouped"
-    arch = 80
-    arch_specific = False  # plain CUDA
     template = TEMPLATE
     includes = ("depthwise.h",)
-    adapter = "kernelgen::DepthwiseOperation"
-    adapter_header = "depthwise_adapter.h"
-
-    @property
-    def output(self) -> str:
-        return self.element
 
     @cached_property
     def name(self) -> str:
@@ -93,8 +83,7 @@ class Depthwise:
         return 2 * self.thread_rows * self.columns + 2 * self.filter ** 2 + 2 * window + BASE_REGISTERS
 
     def values(self) -> dict:
-        cpp = {"f16": "__half", "bf16": "__nv_bfloat16"}[self.element]
-        return {"element": cpp, "filter": self.filter, "stride": self.stride, "rows": self.rows,
+        return {"element": self.cuda_element(), "filter": self.filter, "stride": self.stride, "rows": self.rows,
                 "thread_rows": self.thread_rows, "columns": self.columns,
                 "channel_vectors": self.channel_vectors, "stages": self.stages}
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .. import spec_schema as S
-from .common import expand_fixed_type_entries, fixed_type_family
+from .common import GroupedKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "grouped_mma"
 TEMPLATE = "grouped_mma.mako"
@@ -32,7 +32,7 @@ ENTRY = S.Table((
 
 
 @dataclass(frozen=True)
-class GroupedMma:
+class GroupedMma(GroupedKernel):
     family: str
     channels_per_group: int
     stride: int
@@ -40,18 +40,8 @@ class GroupedMma:
     columns: int
     element: str = "f16"
 
-    accumulator = "f32"
-    op = "conv2d_fprop_grouped"
-    arch = 80  # mma.sync m16n8k16, ldmatrix, cp.async
-    arch_specific = False  # plain CUDA
     template = TEMPLATE
     includes = ("grouped_mma.h",)
-    adapter = "kernelgen::DepthwiseOperation"
-    adapter_header = "depthwise_adapter.h"
-
-    @property
-    def output(self) -> str:
-        return self.element
 
     @cached_property
     def name(self) -> str:
@@ -84,8 +74,7 @@ class GroupedMma:
         return None
 
     def values(self) -> dict:
-        cpp = {"f16": "__half", "bf16": "__nv_bfloat16"}[self.element]
-        return {"element": cpp, "channels_per_group": self.channels_per_group, "stride": self.stride,
+        return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns}
 
 
