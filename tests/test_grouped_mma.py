@@ -1,6 +1,6 @@
 """The grouped tensor-core family (profiler/grouped_mma.h, site_scons/kernelgen/families/grouped_mma.py):
-its spec checks name file, entry and key; which layers each kernel serves (4 or 8 channels a group in
-and out, 3x3, its stride, the input window of all C channels within 227 KiB of shared memory), the
+its spec checks name file, entry and key; which layers each kernel serves (4, 8 or 16 channels a group
+in and out, 3x3, its stride, the input window of all C channels within 227 KiB of shared memory), the
 same answer from the C++ kernel's can_implement; and on a GPU every kernel computes exactly the small
 odd grouped layers it says it serves (verified against the reference) and refuses the others."""
 
@@ -28,7 +28,7 @@ kernels = [
 
 
 @pytest.mark.parametrize("old, new, key, message", [
-    ("channels_per_group = 8", "channels_per_group = 16", "channels_per_group", "16 is not one of"),
+    ("channels_per_group = 8", "channels_per_group = 32", "channels_per_group", "32 is not one of"),
     ("columns = 16", "columns = 24", "columns", "24 is not one of"),
     ("stride = 1", "stride = 3", "stride", "3 is not one of"),
     ("rows = 4", "rows = 3", "rows", "3 is not one of"),
@@ -66,6 +66,9 @@ CASES = [
      "built for 4 channels a group in and out (K = C = 4 x groups)"),
     (Conv2dProblem(32, 14, 14, 512, 512, 3, 3, 1, 1, groups=32), 8, 1,
      "built for 8 channels a group in and out (K = C = 8 x groups)"),  # 16 a group
+    (Conv2dProblem(32, 14, 14, 512, 512, 3, 3, 1, 1, groups=32), 16, 1, None),
+    (Conv2dProblem(32, 7, 7, 1024, 1024, 3, 3, 1, 1, groups=32), 16, 1,
+     "built for 16 channels a group in and out (K = C = 16 x groups)"),  # 32 a group
     (Conv2dProblem(8, 14, 14, 256, 128, 3, 3, 1, 1, groups=32), 8, 1,
      "built for 8 channels a group in and out (K = C = 8 x groups)"),  # K = C / 2
     (Conv2dProblem(8, 14, 14, 256, 256, 5, 5, 2, 2, groups=32), 8, 1, "built for 3x3 filters"),
@@ -118,8 +121,9 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     assert "1" in expected and "0" in expected
 
 
-# Small odd grouped layers: 4 and 8 channels a group, partial row and column tiles, stride 2, a
-# non-square image, padding other than 1, one image row; and 16 channels a group (refused).
+# Small odd grouped layers: 4, 8 and 16 channels a group, partial row and column tiles, stride 2, a
+# non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
+# 128 or more channels of 8, 256 or more of 16); and 32 channels a group (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -128,6 +132,10 @@ LAYERS = [
     "n=1 h=1 w=33 c=16 k=16 r=3 s=3 pad=1 stride=1 groups=2",
     "n=2 h=6 w=5 c=32 k=32 r=3 s=3 pad=2 stride=1 groups=4",
     "n=1 h=9 w=9 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=8",
+    "n=2 h=7 w=19 c=256 k=256 r=3 s=3 pad=1 stride=2 groups=16",
+    "n=1 h=5 w=5 c=512 k=512 r=3 s=3 pad=1 stride=1 groups=32",
+    "n=1 h=6 w=6 c=256 k=256 r=3 s=3 pad=1 stride=1 groups=32",
+    "n=1 h=5 w=5 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=4",
 ]
 
 
