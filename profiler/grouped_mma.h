@@ -89,6 +89,23 @@ struct Unit {
 // 2t..2t+1). A lane's B registers for unit `unit` of a KRS(CG) filter: with 8 channels a unit, k
 // 0-7 is tap 2i and 8-15 tap 2i+1 of k-step i (zero for the tenth tap and, with 4 channels a group,
 // across the unit's two groups); with 16, k is the channel of tap i.
+// The offset in w (KRS(CG)) of element e (0-1) of B register `reg` (0-1) of output block `nb` that
+// `lane` holds at k-step i for unit `unit`, or -1 where the element is zero.
+template <int CG>
+__host__ __device__ inline long long b_offset(int unit, int lane, int i, int nb, int reg, int e) {
+  using U = Unit<CG>;
+  const int out = nb * 8 + lane / 4;  // the output channel within the unit
+  int tap, j;                         // the tap, and the input channel within the group
+  if (CG <= 8) {
+    tap = 2 * i + reg, j = 2 * (lane % 4) + e;
+    if (tap >= 9 || (CG == 4 && j / 4 != out / 4)) return -1;
+    j %= CG;
+  } else {
+    tap = i, j = 8 * reg + 2 * (lane % 4) + e;
+  }
+  return ((long long)(unit * U::kChannels + out) * 9 + tap) * CG + j;
+}
+
 template <typename T, int CG>
 __device__ __forceinline__ void load_filter(const T* __restrict__ w, int unit, int lane,
                                             uint32_t (&b)[Unit<CG>::kSteps][Unit<CG>::kBlocks][2]) {
@@ -102,18 +119,8 @@ __device__ __forceinline__ void load_filter(const T* __restrict__ w, int unit, i
         T v[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int out = nb * 8 + lane / 4;  // the output channel within the unit
-          int tap, j;                         // the tap and the input channel within the group
-          bool zero;
-          if constexpr (CG <= 8) {
-            tap = 2 * i + reg, j = 2 * (lane % 4) + e;
-            zero = tap >= 9 || (CG == 4 && j / 4 != out / 4);
-            j %= CG;
-          } else {
-            tap = i, j = 8 * reg + 2 * (lane % 4) + e;
-            zero = false;
-          }
-          v[e] = zero ? T(0.0f) : w[(size_t(unit * U::kChannels + out) * 9 + tap) * CG + j];
+          const long long at = b_offset<CG>(unit, lane, i, nb, reg, e);
+          v[e] = at < 0 ? T(0.0f) : w[at];
         }
         b[i][nb][reg] = *reinterpret_cast<const uint32_t*>(v);
       }
@@ -124,8 +131,44 @@ __device__ __forceinline__ void load_filter(const T* __restrict__ w, int unit, i
 template <int Stride, int TP, int TQ>
 struct Window {
   static constexpr int kRows = (TP - 1) * Stride + 3, kColumns = (TQ - 1) * Stride + 3;
-  static long long pitch(int c) { return 2LL * c + 16; }  // bytes a pixel, padded
+  __host__ __device__ static long long pitch(int c) { return 2LL * c + 16; }  // bytes a pixel, padded
   static long long bytes(int c) { return kRows * kColumns * pitch(c); }
+
+  // The byte, in the window of `slice` channels, of the A row `lane` gives ldmatrix.x4 at k-step i
+  // of output row tp and 16-pixel tile mt, for the window's unit `local` of CG channels a group:
+  // the lane's matrix (lane / 8) says the row's pixel (its half of the tile's 16) and its k half (8
+  // channels a unit: tap 2i or 2i+1, the tenth reading the ninth's pixels, its B zero; 16: the
+  // unit's first or last 8 channels of tap i).
+  // Vector v (16 bytes) of the window of `slice` channels from c0 of the CTA whose tile starts at
+  // output row p0 and column q0 of image n: its byte in the window (`byte`), and the offset in x of
+  // its first element, or -1 where it is zeros (outside the image).
+  __host__ __device__ static long long source(const Conv2dProblem& L, int slice, int n, int c0, int p0, int q0, int v,
+                                              int& byte) {
+    const int vectors = slice / 8, pixel = v / vectors, chunk = v % vectors;
+    const int h = p0 * Stride - L.pad_h + pixel / kColumns, col = q0 * Stride - L.pad_w + pixel % kColumns;
+    byte = pixel * int(pitch(slice)) + chunk * 16;
+    if (h < 0 || h >= L.h || col < 0 || col >= L.w) return -1;
+    return (((long long)n * L.h + h) * L.w + col) * L.c + c0 + chunk * 8;
+  }
+
+  template <int CG>
+  __host__ __device__ static int a_row(int slice, int local, int tp, int mt, int i, int lane) {
+    const int matrix = lane / 8, row = (matrix % 2) * 8 + lane % 8;
+    const int tap = CG <= 8 ? (2 * i + matrix / 2 < 8 ? 2 * i + matrix / 2 : 8) : i;
+    const int bytes = CG <= 8 ? local * 16 : local * 32 + (matrix / 2) * 16;
+    const int pixel = (tp * Stride + tap / 3) * kColumns + (mt * 16 + row) * Stride + tap % 3;
+    return pixel * int(pitch(slice)) + bytes;
+  }
+
+  // The offset in y of the two outputs of D registers 2e, 2e+1 of output block nb that `lane` holds
+  // for tile mt of output row p of image n (its tiles from column q0), unit `unit`; -1 past the row.
+  template <int CG>
+  __host__ __device__ static long long d_offset(const Conv2dProblem& L, int P, int Q, int n, int p, int q0, int mt,
+                                                int unit, int nb, int lane, int e) {
+    const int q = q0 + mt * 16 + lane / 4 + 8 * e;
+    if (q >= Q) return -1;
+    return (((long long)n * P + p) * Q + q) * L.k + unit * Unit<CG>::kChannels + nb * 8 + 2 * (lane % 4);
+  }
 };
 
 // A CTA: TP x TQ output pixels of image blockIdx.z / splits, for the `slice` channels (whole units)
@@ -138,21 +181,16 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
   using U = Unit<CG>;
   using Win = Window<Stride, TP, TQ>;
   extern __shared__ __align__(16) unsigned char window[];
-  const int pitch = 2 * slice + 16, vectors = slice / 8;
   const int q0 = int(blockIdx.x) * TQ, p0 = int(blockIdx.y) * TP;
   const int n = int(blockIdx.z) / splits, c0 = slice * (int(blockIdx.z) % splits);
-  const int h0 = p0 * Stride - L.pad_h, w0 = q0 * Stride - L.pad_w;
-  for (int v = threadIdx.x; v < Win::kRows * Win::kColumns * vectors; v += 256) {
-    const int pixel = v / vectors, chunk = v % vectors, r = pixel / Win::kColumns, c = pixel % Win::kColumns;
-    const int h = h0 + r, col = w0 + c;
-    const bool valid = h >= 0 && h < L.h && col >= 0 && col < L.w;
-    const T* from = valid ? x + ((size_t(n) * L.h + h) * L.w + col) * L.c + c0 + chunk * 8 : x;
-    copy16(window + pixel * pitch + chunk * 16, from, valid);
+  for (int v = threadIdx.x; v < Win::kRows * Win::kColumns * (slice / 8); v += 256) {
+    int byte;
+    const long long at = Win::source(L, slice, n, c0, p0, q0, v, byte);
+    copy16(window + byte, at < 0 ? x : x + at, at >= 0);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int matrix = lane / 8, row = (matrix % 2) * 8 + lane % 8;  // the A row this lane's address gives
   for (int local = warp; local < slice / U::kChannels; local += 8) {
     const int unit = c0 / U::kChannels + local;
     uint32_t b[U::kSteps][U::kBlocks][2];
@@ -165,24 +203,18 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
         float d[U::kBlocks][4] = {};
 #pragma unroll
         for (int i = 0; i < U::kSteps; ++i) {
-          // this lane's A row: a pixel of the tap (8 channels a unit: tap 2i or 2i+1 by the matrix,
-          // the tenth reading the ninth's rows) and the unit's channels (16: the matrix's half)
-          const int tap = CG <= 8 ? min(2 * i + matrix / 2, 8) : i;
-          const int bytes = CG <= 8 ? local * 16 : local * 32 + (matrix / 2) * 16;
-          const int pixel = (tp * Stride + tap / 3) * Win::kColumns + (mt * 16 + row) * Stride + tap % 3;
           uint32_t a[4];
-          ldmatrix_x4(a, window + pixel * pitch + bytes);
+          ldmatrix_x4(a, window + Win::template a_row<CG>(slice, local, tp, mt, i, lane));
 #pragma unroll
           for (int nb = 0; nb < U::kBlocks; ++nb) mma16816<T>(d[nb], a, b[i][nb]);
         }
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int q = q0 + mt * 16 + lane / 4 + 8 * e;
-          if (q >= Q) continue;
-          T* out = y + ((size_t(n) * P + p0 + tp) * Q + q) * L.k + unit * U::kChannels + 2 * (lane % 4);
 #pragma unroll
-          for (int nb = 0; nb < U::kBlocks; ++nb)
-            *reinterpret_cast<uint32_t*>(out + nb * 8) = pair_from_float<T>(d[nb][2 * e], d[nb][2 * e + 1]);
+          for (int nb = 0; nb < U::kBlocks; ++nb) {
+            const long long at = Win::template d_offset<CG>(L, P, Q, n, p0 + tp, q0, mt, unit, nb, lane, e);
+            if (at >= 0) *reinterpret_cast<uint32_t*>(y + at) = pair_from_float<T>(d[nb][2 * e], d[nb][2 * e + 1]);
+          }
         }
       }
     }
@@ -194,6 +226,7 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
 template <typename T, int CG, int Stride, int TP, int TQ>
 struct GroupedMma {
   using Win = grouped_mma::Window<Stride, TP, TQ>;
+  static constexpr int kGroupChannels = CG, kStride = Stride, kRows = TP, kColumns = TQ;
 
   static std::string can_implement(const Conv2dProblem& p, int groups) {
     if (groups < 2 || p.c % groups != 0 || p.c / groups != CG || p.k != p.c)

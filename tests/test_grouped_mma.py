@@ -121,6 +121,44 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     assert "1" in expected and "0" in expected
 
 
+def _layer_args(problem) -> list:
+    return [problem.n, problem.h, problem.w, problem.c, problem.k, problem.pad_h, problem.stride_h, problem.groups]
+
+
+@requires_nvcc
+def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(tmp_path):
+    """tests/grouped_mma_model.cu: each committed kernel type's launch (its grid, channel slices,
+    warps and k-steps, through the kernel's own index functions, with ldmatrix and mma.sync as the
+    PTX ISA defines them) on the CPU, on the layers of the GPU test below and layers split into
+    channel slices: exact where ``serves`` says the kernel serves the layer, refused where not."""
+    from kernelgen import render
+    from kernelgen.workloads import parse_workloads
+
+    kernels = load_family(SPEC)
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    (tmp_path / "kernel_types.h").write_text(
+        "#pragma once\n" + "".join(render.type_definition(templates, k) for k in kernels)
+        + "#define KERNELS(X) " + " ".join(f"X({k.name})" for k in kernels) + "\n")
+    build = subprocess.run(["nvcc", "-std=c++17", "-O2", f"-I{ROOT / 'profiler'}", f"-I{tmp_path}", "-o",
+                            str(tmp_path / "model"), str(ROOT / "tests" / "grouped_mma_model.cu")],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-5000:]
+    split = ["n=1 h=3 w=20 c=512 k=512 r=3 s=3 pad=1 stride=1 groups=64",   # 8 a group: 8 slices of 64
+             "n=1 h=4 w=4 c=1024 k=1024 r=3 s=3 pad=1 stride=2 groups=64"]  # 16 a group: 8 slices of 128
+    served = 0
+    for problem in parse_workloads("".join(f"conv2d_fprop {line}\n" for line in LAYERS + split)):
+        out = subprocess.run([str(tmp_path / "model"), *map(str, _layer_args(problem)), "132"], capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        results = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+        assert sorted(results) == sorted(k.name for k in kernels)
+        for k in kernels:
+            expected = "0" if k.refuses(problem.as_conv()) is None else "refused"
+            assert results[k.name] == expected, (problem.name, k.name, results[k.name])
+            served += expected == "0"
+    assert served > len(kernels)
+
+
 # Small odd grouped layers: 4, 8 and 16 channels a group, partial row and column tiles, stride 2, a
 # non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
 # 128 or more channels of 8, 256 or more of 16); and 32 channels a group (refused).
