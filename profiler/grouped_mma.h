@@ -16,7 +16,10 @@
 // different banks; a warp takes every eighth unit and reads each k-step's A fragment (16 pixels by
 // 16 (tap, channel) pairs) with one ldmatrix.x4. The window of all C channels must fit 227 KiB.
 //
-// kernelgen::GroupedMma<T, CG, Stride, TP, TQ> is a kernel type for DepthwiseOperation
+// At stride 2 a window may keep each row's even columns before its odd ones (Parity), so that the
+// pixels an ldmatrix reads are consecutive and fall in different banks.
+//
+// kernelgen::GroupedMma<T, CG, Stride, TP, TQ, Parity> is a kernel type for DepthwiseOperation
 // (depthwise_adapter.h): can_implement(problem, groups), configure() and launch(problem, binding,
 // ctas, stream).
 #pragma once
@@ -128,9 +131,16 @@ __device__ __forceinline__ void load_filter(const T* __restrict__ w, int unit, i
   }
 }
 
-template <int Stride, int TP, int TQ>
+// A CTA's input window. With Parity (stride 2), each row holds its even columns, then its odd ones:
+// the consecutive output pixels of a tap then read consecutive pixels of the window, whose pitch
+// puts the eight an ldmatrix reads in different banks (two columns apart they share banks).
+template <int Stride, int TP, int TQ, bool Parity = false>
 struct Window {
+  static_assert(!Parity || Stride == 2, "columns split by parity at stride 2 only");
   static constexpr int kRows = (TP - 1) * Stride + 3, kColumns = (TQ - 1) * Stride + 3;
+  static constexpr int kEven = (kColumns + 1) / 2;  // the even columns of a row (Parity)
+  // where column c of a row is kept
+  __host__ __device__ static constexpr int column(int c) { return Parity ? (c % 2) * kEven + c / 2 : c; }
   __host__ __device__ static long long pitch(int c) { return 2LL * c + 16; }  // bytes a pixel, padded
   static long long bytes(int c) { return kRows * kColumns * pitch(c); }
 
@@ -146,7 +156,7 @@ struct Window {
                                               int& byte) {
     const int vectors = slice / 8, pixel = v / vectors, chunk = v % vectors;
     const int h = p0 * Stride - L.pad_h + pixel / kColumns, col = q0 * Stride - L.pad_w + pixel % kColumns;
-    byte = pixel * int(pitch(slice)) + chunk * 16;
+    byte = ((pixel / kColumns) * kColumns + column(pixel % kColumns)) * int(pitch(slice)) + chunk * 16;
     if (h < 0 || h >= L.h || col < 0 || col >= L.w) return -1;
     return (((long long)n * L.h + h) * L.w + col) * L.c + c0 + chunk * 8;
   }
@@ -156,7 +166,7 @@ struct Window {
     const int matrix = lane / 8, row = (matrix % 2) * 8 + lane % 8;
     const int tap = CG <= 8 ? (2 * i + matrix / 2 < 8 ? 2 * i + matrix / 2 : 8) : i;
     const int bytes = CG <= 8 ? local * 16 : local * 32 + (matrix / 2) * 16;
-    const int pixel = (tp * Stride + tap / 3) * kColumns + (mt * 16 + row) * Stride + tap % 3;
+    const int pixel = (tp * Stride + tap / 3) * kColumns + column((mt * 16 + row) * Stride + tap % 3);
     return pixel * int(pitch(slice)) + bytes;
   }
 
@@ -173,13 +183,13 @@ struct Window {
 
 // A CTA: TP x TQ output pixels of image blockIdx.z / splits, for the `slice` channels (whole units)
 // from slice * (blockIdx.z % splits).
-template <typename T, int CG, int Stride, int TP, int TQ>
+template <typename T, int CG, int Stride, int TP, int TQ, bool Parity>
 __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P, int Q, int slice, int splits,
                                                           const T* __restrict__ x, const T* __restrict__ w,
                                                           T* __restrict__ y) {
   static_assert(TQ % 16 == 0, "whole 16-pixel tiles along a row");
   using U = Unit<CG>;
-  using Win = Window<Stride, TP, TQ>;
+  using Win = Window<Stride, TP, TQ, Parity>;
   extern __shared__ __align__(16) unsigned char window[];
   const int q0 = int(blockIdx.x) * TQ, p0 = int(blockIdx.y) * TP;
   const int n = int(blockIdx.z) / splits, c0 = slice * (int(blockIdx.z) % splits);
@@ -223,9 +233,9 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
 
 }  // namespace grouped_mma
 
-template <typename T, int CG, int Stride, int TP, int TQ>
+template <typename T, int CG, int Stride, int TP, int TQ, bool Parity = false>
 struct GroupedMma {
-  using Win = grouped_mma::Window<Stride, TP, TQ>;
+  using Win = grouped_mma::Window<Stride, TP, TQ, Parity>;
   static constexpr int kGroupChannels = CG, kStride = Stride, kRows = TP, kColumns = TQ;
 
   static std::string can_implement(const Conv2dProblem& p, int groups) {
@@ -246,7 +256,7 @@ struct GroupedMma {
   // The kernel's shared memory set up once (as much as a CTA may have), and the SMs (the `ctas` a
   // launch is given); 0 with a reason in `why` if the device cannot run it.
   static int configure(std::string& why) {
-    const auto kernel = grouped_mma::grouped_mma_kernel<T, CG, Stride, TP, TQ>;
+    const auto kernel = grouped_mma::grouped_mma_kernel<T, CG, Stride, TP, TQ, Parity>;
     int device = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
@@ -280,7 +290,7 @@ struct GroupedMma {
     const int channels = slice(p, ctas), splits = p.c / channels;
     const dim3 grid((p.q() + TQ - 1) / TQ, (p.p() + TP - 1) / TP, p.n * splits);
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-    grouped_mma::grouped_mma_kernel<T, CG, Stride, TP, TQ><<<grid, 256, size_t(Win::bytes(channels)), stream>>>(
+    grouped_mma::grouped_mma_kernel<T, CG, Stride, TP, TQ, Parity><<<grid, 256, size_t(Win::bytes(channels)), stream>>>(
         p, p.p(), p.q(), channels, splits, static_cast<const T*>(b.x), static_cast<const T*>(b.w),
         static_cast<T*>(b.y));
   }

@@ -30,7 +30,7 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
     std::printf("%s refused\n", name);
     return;
   }
-  const int P = L.p(), Q = L.q(), slice = Kernel::slice(L, ctas), splits = L.c / slice; std::fprintf(stderr, "slice %d\n", slice);
+  const int P = L.p(), Q = L.q(), slice = Kernel::slice(L, ctas), splits = L.c / slice;
   std::vector<float> x(size_t(L.n) * L.h * L.w * L.c), w(size_t(L.k) * 9 * CG), y(size_t(L.n) * P * Q * L.k, NAN);
   for (size_t i = 0; i < x.size(); ++i) x[i] = value(17, i);
   for (size_t i = 0; i < w.size(); ++i) w[i] = value(91, i);
@@ -44,6 +44,10 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
         for (int v = 0; v < Win::kRows * Win::kColumns * (slice / 8); ++v) {
           int byte;
           const long long at = Win::source(L, slice, n, c0, p0, q0, v, byte);
+          if (byte < 0 || size_t(byte / 2) + 8 > elements) {
+            std::printf("%s loads outside its window\n", name);
+            return;
+          }
           for (int c = 0; c < 8; ++c) window[byte / 2 + c] = at < 0 ? 0.0f : x[at + c];
         }
         for (int warp = 0; warp < 8; ++warp)

@@ -32,6 +32,8 @@ kernels = [
     ("columns = 16", "columns = 24", "columns", "24 is not one of"),
     ("stride = 1", "stride = 3", "stride", "3 is not one of"),
     ("rows = 4", "rows = 3", "rows", "3 is not one of"),
+    ("columns = 16", 'columns = 16, window = "odd"', "window", "'odd' is not one of parity, plain"),
+    ("columns = 16", 'columns = 16, window = "parity"', "window", "a window split by column parity serves stride 2 only"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
     path = tmp_path / "family.toml"
@@ -49,6 +51,9 @@ def test_the_name_says_the_groups_the_stride_and_the_tile(tmp_path):
     kernel, = load_family(path)
     assert kernel.name == "kernelgen_sm80_tensorop_gconv_f16nhwc_f16nhwc_f32_f16nhwc_g4_3x3_stride2_tile1x32"
     assert kernel.window_bytes(256) == 3 * 65 * (2 * 256 + 16)
+    path.write_text(FAMILY.replace(FIRST, '{ channels_per_group = 8, stride = 2, rows = 4, columns = 16, window = "parity" }'))
+    kernel, = load_family(path)
+    assert kernel.name.endswith("_g8_3x3_stride2_tile4x16_parity") and kernel.window == "parity"
 
 
 def _kernel(cg, stride, rows=4, columns=16):

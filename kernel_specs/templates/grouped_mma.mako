@@ -1,4 +1,4 @@
 ## The C++ type of one grouped tensor-core kernel (profiler/grouped_mma.h): 3x3 filters, K = C.
-## Inputs: name (the procedural name), v (element, channels_per_group, stride, rows, columns).
-// Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns: ${name}
-using ${name} = kernelgen::GroupedMma<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}>;
+## Inputs: name (the procedural name), v (element, channels_per_group, stride, rows, columns, parity).
+// Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}: ${name}
+using ${name} = kernelgen::GroupedMma<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}${", true" if v["parity"] else ""}>;

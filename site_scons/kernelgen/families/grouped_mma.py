@@ -5,7 +5,9 @@ output columns of one image for all C channels, or a slice of them where the lay
 from its input window in shared memory, ``mma.sync`` m16n8k16 on 16-pixel tiles.
 
 A spec lists entries of ``channels_per_group`` (4, 8 or 16: the layer's C / groups, and its K /
-groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8) and ``columns`` (16, 32, 48 or 64). Other
+groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8), ``columns`` (16, 32, 48 or 64) and
+``window`` ("plain", or at stride 2 "parity": each row of the window keeps its even columns, then
+its odd ones, so that the pixels an ldmatrix reads fall in different banks). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .. import spec_schema as S
+from ..errors import SpecError
 from .common import GroupedKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "grouped_mma"
@@ -28,6 +31,7 @@ ENTRY = S.Table((
     S.Key("stride", S.one_of((1, 2))),
     S.Key("rows", S.one_of((1, 2, 4, 8))),
     S.Key("columns", S.one_of((16, 32, 48, 64))),
+    S.Key("window", S.choice({"plain": None, "parity": None}), default="plain"),
 ))
 
 
@@ -38,6 +42,7 @@ class GroupedMma(GroupedKernel):
     stride: int
     rows: int
     columns: int
+    window: str = "plain"  # "parity": each window row's even columns, then its odd ones (stride 2)
     element: str = "f16"
 
     template = TEMPLATE
@@ -47,7 +52,7 @@ class GroupedMma(GroupedKernel):
     def name(self) -> str:
         t = self.element
         return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
-                f"_stride{self.stride}_tile{self.rows}x{self.columns}")
+                f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else ""))
 
     def window_bytes(self, channels: int) -> int:
         """Shared memory of a CTA's input window of ``channels`` channels (profiler/grouped_mma.h:
@@ -75,8 +80,13 @@ class GroupedMma(GroupedKernel):
 
     def values(self) -> dict:
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
-                "rows": self.rows, "columns": self.columns}
+                "rows": self.rows, "columns": self.columns, "parity": self.window == "parity"}
+
+
+def check(path, entry, kernel) -> None:
+    if kernel.window == "parity" and kernel.stride != 2:
+        raise SpecError(path, "a window split by column parity serves stride 2 only", entry, "window")
 
 
 def expand(path, raw: dict) -> list:
-    return expand_fixed_type_entries(GroupedMma, FAMILY, ENTRY, path, raw, TYPES, lambda *_: None)
+    return expand_fixed_type_entries(GroupedMma, FAMILY, ENTRY, path, raw, TYPES, check)
