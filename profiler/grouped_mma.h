@@ -1,16 +1,17 @@
-// Grouped 3x3 convolutions of 4, 8 or 16 channels a group on tensor cores (grouped.h: 1 < groups <
-// C, K = C): ResNeXt's layers, where CUTLASS's group kernels pad a tile of 32 or more output channels
+// Grouped 3x3 convolutions of 4 to 64 channels a group on tensor cores (grouped.h: 1 < groups < C,
+// K = C): ResNeXt's layers, where CUTLASS's group kernels pad a tile of 32 or more output channels
 // with zeros. NHWC activations, KRS(C/groups) filters, NPQK output, fp16 or bf16, fp32 accumulation.
 //
 // One mma.sync m16n8k16 takes 16 output pixels (A's rows) by 8 output channels (B's columns). A
-// warp computes a unit of channels at a time: 8 (one group of 8, or two of 4 taken as one with a
-// block-diagonal filter) whose k-steps are two taps of the 8 input channels (5 k-steps for 9 taps,
-// the tenth's B zero), or 16 (one group) whose k-steps are one tap of its 16 input channels, two
-// mma.sync a k-step for its two blocks of 8 output channels. The unit's filter stays in registers.
+// warp computes a unit of output channels at a time (Unit): 8 (one group of 8, or two of 4 taken as
+// one with a block-diagonal filter), whose k-steps are two taps of the 8 input channels (5 k-steps
+// for 9 taps, the tenth's B zero); or 16 of a group of 16 or 32, or 8 of a group of 64, whose
+// k-steps are 16 input channels of one tap, one mma.sync a k-step for each block of 8 output
+// channels. The unit's filter stays in registers.
 //
 // A CTA of 8 warps computes TP output rows by TQ output columns (a multiple of 16) of one image for
 // a slice of the channels (all C, or, where the layer has fewer tiles than two a SM, C halved while
-// each half keeps 8 units): its input window ((TP - 1) * Stride + 3 rows by (TQ - 1) * Stride + 3
+// each half keeps 8 units and whole groups): its input window ((TP - 1) * Stride + 3 rows by (TQ - 1) * Stride + 3
 // columns of the slice's channels, zeros outside the image) comes into shared memory with 16-byte
 // cp.async copies, each pixel padded by 16 bytes so that the eight pixels an ldmatrix reads fall in
 // different banks; a warp takes every eighth unit and reads each k-step's A fragment (16 pixels by
@@ -77,21 +78,26 @@ __device__ __forceinline__ uint32_t pair_from_float(float a, float b) {
 }
 
 // How a group of CG channels maps onto mma.sync m16n8k16 (A: 16 output pixels by K, B: K by 8
-// output channels): a unit is the channels a warp computes at once, 8 (two groups of 4, or one of
-// 8) or 16 (one group); a k-step is two taps of a unit of 8 channels, or one tap of 16.
+// output channels). A unit is the output channels a warp computes at once: 8 (a group of 8, or two
+// of 4), 16 (of a group of 16 or 32) or 8 (of a group of 64), in blocks of 8. A k-step is two taps
+// of a unit's 8 input channels (groups of 4 or 8: 5 k-steps, the tenth tap's B zero), or 16 input
+// channels of one tap (larger groups: CG / 16 k-steps a tap). The unit's B stays in registers: 20,
+// 36, 72 and 72 of them.
 template <int CG>
 struct Unit {
-  static_assert(CG == 4 || CG == 8 || CG == 16, "4, 8 or 16 channels a group");
-  static constexpr int kChannels = CG < 8 ? 8 : CG;
-  static constexpr int kSteps = CG <= 8 ? 5 : 9;  // 9 taps, two a k-step (the tenth's B zero), or one
-  static constexpr int kBlocks = kChannels / 8;   // mma.sync N blocks of 8 output channels
+  static_assert(CG == 4 || CG == 8 || CG == 16 || CG == 32 || CG == 64, "4, 8, 16, 32 or 64 channels a group");
+  static constexpr int kOut = CG <= 8 ? 8 : CG <= 32 ? 16 : 8;  // output channels a unit
+  static constexpr int kBlocks = kOut / 8;                       // mma.sync N blocks of 8 output channels
+  static constexpr int kSplit = CG <= 8 ? 1 : CG / 16;           // k-steps a tap (groups of 16 or more)
+  static constexpr int kSteps = CG <= 8 ? 5 : 9 * kSplit;
 };
 
 // The fragment layouts (PTX ISA, mma.m16n8k16 with 16-bit inputs): lane = 4 * row + t. B's
 // registers hold (k 2t..2t+1, n row) and (k 8 + 2t.., n row); D's (row, 2t..2t+1) and (row + 8,
-// 2t..2t+1). A lane's B registers for unit `unit` of a KRS(CG) filter: with 8 channels a unit, k
+// 2t..2t+1). A lane's B registers for unit `unit` of a KRS(CG) filter: with groups of 4 or 8, k
 // 0-7 is tap 2i and 8-15 tap 2i+1 of k-step i (zero for the tenth tap and, with 4 channels a group,
-// across the unit's two groups); with 16, k is the channel of tap i.
+// across the unit's two groups); with larger groups, k is the input channel (i % kSplit) * 16 + k
+// of tap i / kSplit.
 // The offset in w (KRS(CG)) of element e (0-1) of B register `reg` (0-1) of output block `nb` that
 // `lane` holds at k-step i for unit `unit`, or -1 where the element is zero.
 template <int CG>
@@ -104,9 +110,9 @@ __host__ __device__ inline long long b_offset(int unit, int lane, int i, int nb,
     if (tap >= 9 || (CG == 4 && j / 4 != out / 4)) return -1;
     j %= CG;
   } else {
-    tap = i, j = 8 * reg + 2 * (lane % 4) + e;
+    tap = i / U::kSplit, j = (i % U::kSplit) * 16 + 8 * reg + 2 * (lane % 4) + e;
   }
-  return ((long long)(unit * U::kChannels + out) * 9 + tap) * CG + j;
+  return ((long long)(unit * U::kOut + out) * 9 + tap) * CG + j;
 }
 
 template <typename T, int CG>
@@ -163,9 +169,12 @@ struct Window {
 
   template <int CG>
   __host__ __device__ static int a_row(int slice, int local, int tp, int mt, int i, int lane) {
+    using U = Unit<CG>;
     const int matrix = lane / 8, row = (matrix % 2) * 8 + lane % 8;
-    const int tap = CG <= 8 ? (2 * i + matrix / 2 < 8 ? 2 * i + matrix / 2 : 8) : i;
-    const int bytes = CG <= 8 ? local * 16 : local * 32 + (matrix / 2) * 16;
+    const int tap = CG <= 8 ? (2 * i + matrix / 2 < 8 ? 2 * i + matrix / 2 : 8) : i / U::kSplit;
+    // the unit's input channels: its own 8, or its group's, 16 of them a k-step
+    const int bytes = CG <= 8 ? local * 16
+                              : (local * U::kOut / CG) * CG * 2 + (i % U::kSplit) * 32 + (matrix / 2) * 16;
     const int pixel = (tp * Stride + tap / 3) * kColumns + column((mt * 16 + row) * Stride + tap % 3);
     return pixel * int(pitch(slice)) + bytes;
   }
@@ -177,7 +186,7 @@ struct Window {
                                                 int unit, int nb, int lane, int e) {
     const int q = q0 + mt * 16 + lane / 4 + 8 * e;
     if (q >= Q) return -1;
-    return (((long long)n * P + p) * Q + q) * L.k + unit * Unit<CG>::kChannels + nb * 8 + 2 * (lane % 4);
+    return (((long long)n * P + p) * Q + q) * L.k + unit * Unit<CG>::kOut + nb * 8 + 2 * (lane % 4);
   }
 };
 
@@ -201,8 +210,8 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int local = warp; local < slice / U::kChannels; local += 8) {
-    const int unit = c0 / U::kChannels + local;
+  for (int local = warp; local < slice / U::kOut; local += 8) {
+    const int unit = c0 / U::kOut + local;
     uint32_t b[U::kSteps][U::kBlocks][2];
     load_filter<T, CG>(w, unit, lane, b);
 #pragma unroll 1
@@ -280,7 +289,7 @@ struct GroupedMma {
   static int slice(const Conv2dProblem& p, int ctas) {
     const long long tiles = (long long)p.n * ((p.p() + TP - 1) / TP) * ((p.q() + TQ - 1) / TQ);
     int slice = p.c;
-    while (slice % 2 == 0 && (slice / 2) % (8 * grouped_mma::Unit<CG>::kChannels) == 0 &&
+    while (slice % 2 == 0 && (slice / 2) % (8 * grouped_mma::Unit<CG>::kOut) == 0 && (slice / 2) % CG == 0 &&
            tiles * (p.c / slice) < 2LL * ctas && (long long)p.n * (p.c / slice) * 2 <= 65535)
       slice /= 2;
     return slice;

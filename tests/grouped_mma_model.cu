@@ -51,8 +51,8 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
           for (int c = 0; c < 8; ++c) window[byte / 2 + c] = at < 0 ? 0.0f : x[at + c];
         }
         for (int warp = 0; warp < 8; ++warp)
-          for (int local = warp; local < slice / U::kChannels; local += 8) {
-            const int unit = c0 / U::kChannels + local;
+          for (int local = warp; local < slice / U::kOut; local += 8) {
+            const int unit = c0 / U::kOut + local;
             for (int tp = 0; tp < TP && p0 + tp < P; ++tp)
               for (int mt = 0; mt < TQ / 16; ++mt) {
                 double d[U::kBlocks][16][8] = {};

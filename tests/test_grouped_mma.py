@@ -1,5 +1,5 @@
 """The grouped tensor-core family (profiler/grouped_mma.h, site_scons/kernelgen/families/grouped_mma.py):
-its spec checks name file, entry and key; which layers each kernel serves (4, 8 or 16 channels a group
+its spec checks name file, entry and key; which layers each kernel serves (4 to 64 channels a group
 in and out, 3x3, its stride, the input window of all C channels within 227 KiB of shared memory), the
 same answer from the C++ kernel's can_implement; and on a GPU every kernel computes exactly the small
 odd grouped layers it says it serves (verified against the reference) and refuses the others."""
@@ -28,7 +28,7 @@ kernels = [
 
 
 @pytest.mark.parametrize("old, new, key, message", [
-    ("channels_per_group = 8", "channels_per_group = 32", "channels_per_group", "32 is not one of"),
+    ("channels_per_group = 8", "channels_per_group = 24", "channels_per_group", "24 is not one of"),
     ("columns = 16", "columns = 24", "columns", "24 is not one of"),
     ("stride = 1", "stride = 3", "stride", "3 is not one of"),
     ("rows = 4", "rows = 3", "rows", "3 is not one of"),
@@ -56,7 +56,8 @@ def test_the_name_says_the_groups_the_stride_and_the_tile(tmp_path):
     assert kernel.name.endswith("_g8_3x3_stride2_tile4x16_parity") and kernel.window == "parity"
 
 
-def _kernel(cg, stride, rows=4, columns=16):
+def _kernel(cg, stride, rows=None, columns=16):
+    rows = rows or (4 if cg <= 16 else 1)
     return next(k for k in load_family(SPEC) if (k.channels_per_group, k.stride, k.rows, k.columns)
                 == (cg, stride, rows, columns))
 
@@ -74,6 +75,8 @@ CASES = [
     (Conv2dProblem(32, 14, 14, 512, 512, 3, 3, 1, 1, groups=32), 16, 1, None),
     (Conv2dProblem(32, 7, 7, 1024, 1024, 3, 3, 1, 1, groups=32), 16, 1,
      "built for 16 channels a group in and out (K = C = 16 x groups)"),  # 32 a group
+    (Conv2dProblem(32, 7, 7, 1024, 1024, 3, 3, 1, 1, groups=32), 32, 1, None),
+    (Conv2dProblem(32, 7, 7, 2048, 2048, 3, 3, 1, 1, groups=32), 64, 1, None),  # ResNeXt-101 32x8d's last
     (Conv2dProblem(8, 14, 14, 256, 128, 3, 3, 1, 1, groups=32), 8, 1,
      "built for 8 channels a group in and out (K = C = 8 x groups)"),  # K = C / 2
     (Conv2dProblem(8, 14, 14, 256, 256, 5, 5, 2, 2, groups=32), 8, 1, "built for 3x3 filters"),
@@ -164,9 +167,10 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
     assert served > len(kernels)
 
 
-# Small odd grouped layers: 4, 8 and 16 channels a group, partial row and column tiles, stride 2, a
+# Small odd grouped layers: 4 to 64 channels a group, partial row and column tiles, stride 2, a
 # non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
-# 128 or more channels of 8, 256 or more of 16); and 32 channels a group (refused).
+# 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64); and 24 channels a group
+# (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -179,6 +183,9 @@ LAYERS = [
     "n=1 h=5 w=5 c=512 k=512 r=3 s=3 pad=1 stride=1 groups=32",
     "n=1 h=6 w=6 c=256 k=256 r=3 s=3 pad=1 stride=1 groups=32",
     "n=1 h=5 w=5 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=4",
+    "n=2 h=6 w=17 c=256 k=256 r=3 s=3 pad=1 stride=2 groups=4",
+    "n=1 h=4 w=9 c=512 k=512 r=3 s=3 pad=1 stride=1 groups=8",
+    "n=1 h=3 w=3 c=96 k=96 r=3 s=3 pad=1 stride=1 groups=4",
 ]
 
 
