@@ -1,20 +1,21 @@
 // Grouped 3x3 convolutions of 4 to 64 channels a group on tensor cores (grouped.h: 1 < groups < C,
-// K = C): ResNeXt's layers, where CUTLASS's group kernels pad a tile of 32 or more output channels
+// K = C): ResNeXt's and RegNet's layers, where CUTLASS's group kernels pad a tile of 32 or more output channels
 // with zeros. NHWC activations, KRS(C/groups) filters, NPQK output, fp16 or bf16, fp32 accumulation.
 //
 // One mma.sync m16n8k16 takes 16 output pixels (A's rows) by 8 output channels (B's columns). A
 // warp computes a unit of output channels at a time (Unit): 8 (one group of 8, or two of 4 taken as
 // one with a block-diagonal filter), whose k-steps are two taps of the 8 input channels (5 k-steps
-// for 9 taps, the tenth's B zero); or 16 of a group of 16 or 32, or 8 of a group of 64, whose
+// for 9 taps, the tenth's B zero); or 16 of a group of 16 or 32, or 8 of a group of 24 or 64, whose
 // k-steps are 16 input channels of one tap, one mma.sync a k-step for each block of 8 output
-// channels. The unit's filter stays in registers.
+// channels (a group of 24: 8 of its output channels a unit, two k-steps a tap, the second's last 8
+// B rows zero). The unit's filter stays in registers.
 //
 // A CTA of 8 warps computes TP output rows by TQ output columns (a multiple of 16) of one image for
 // a slice of the channels (all C, or, where the layer has fewer tiles than two a SM, C halved while
 // each half keeps 8 units and whole groups): its input window ((TP - 1) * Stride + 3 rows by (TQ - 1) * Stride + 3
 // columns of the slice's channels, zeros outside the image) comes into shared memory with 16-byte
-// cp.async copies, each pixel padded by 16 bytes so that the eight pixels an ldmatrix reads fall in
-// different banks; a warp takes every eighth unit and reads each k-step's A fragment (16 pixels by
+// cp.async copies, each pixel padded by 16 bytes (zeros) so that the eight pixels an ldmatrix reads
+// fall in different banks; a warp takes every eighth unit and reads each k-step's A fragment (16 pixels by
 // 16 (tap, channel) pairs) with one ldmatrix.x4. The window of all C channels must fit 227 KiB.
 //
 // At stride 2 a window may keep each row's even columns before its odd ones (Parity), so that the
@@ -79,16 +80,18 @@ __device__ __forceinline__ uint32_t pair_from_float(float a, float b) {
 
 // How a group of CG channels maps onto mma.sync m16n8k16 (A: 16 output pixels by K, B: K by 8
 // output channels). A unit is the output channels a warp computes at once: 8 (a group of 8, or two
-// of 4), 16 (of a group of 16 or 32) or 8 (of a group of 64), in blocks of 8. A k-step is two taps
-// of a unit's 8 input channels (groups of 4 or 8: 5 k-steps, the tenth tap's B zero), or 16 input
-// channels of one tap (larger groups: CG / 16 k-steps a tap). The unit's B stays in registers: 20,
-// 36, 72 and 72 of them.
+// of 4), 16 (of a group of 16 or 32) or 8 (of a group of 24 or 64), in blocks of 8. A k-step is two
+// taps of a unit's 8 input channels (groups of 4 or 8: 5 k-steps, the tenth tap's B zero), or 16
+// input channels of one tap (larger groups: CG / 16 k-steps a tap, rounded up; past the group's
+// last channel B is zero, and A reads the next group's channels or the window's zeroed padding).
+// The unit's B stays in registers: 20, 36, 36, 72 and 72 of them.
 template <int CG>
 struct Unit {
-  static_assert(CG == 4 || CG == 8 || CG == 16 || CG == 32 || CG == 64, "4, 8, 16, 32 or 64 channels a group");
-  static constexpr int kOut = CG <= 8 ? 8 : CG <= 32 ? 16 : 8;  // output channels a unit
-  static constexpr int kBlocks = kOut / 8;                       // mma.sync N blocks of 8 output channels
-  static constexpr int kSplit = CG <= 8 ? 1 : CG / 16;           // k-steps a tap (groups of 16 or more)
+  static_assert(CG == 4 || CG == 8 || CG == 16 || CG == 24 || CG == 32 || CG == 64,
+                "4, 8, 16, 24, 32 or 64 channels a group");
+  static constexpr int kOut = CG == 16 || CG == 32 ? 16 : 8;  // output channels a unit
+  static constexpr int kBlocks = kOut / 8;                     // mma.sync N blocks of 8 output channels
+  static constexpr int kSplit = CG <= 8 ? 1 : (CG + 15) / 16;  // k-steps a tap (groups of 16 or more)
   static constexpr int kSteps = CG <= 8 ? 5 : 9 * kSplit;
 };
 
@@ -111,6 +114,7 @@ __host__ __device__ inline long long b_offset(int unit, int lane, int i, int nb,
     j %= CG;
   } else {
     tap = i / U::kSplit, j = (i % U::kSplit) * 16 + 8 * reg + 2 * (lane % 4) + e;
+    if (j >= CG) return -1;
   }
   return ((long long)(unit * U::kOut + out) * 9 + tap) * CG + j;
 }
@@ -155,15 +159,19 @@ struct Window {
   // the lane's matrix (lane / 8) says the row's pixel (its half of the tile's 16) and its k half (8
   // channels a unit: tap 2i or 2i+1, the tenth reading the ninth's pixels, its B zero; 16: the
   // unit's first or last 8 channels of tap i).
-  // Vector v (16 bytes) of the window of `slice` channels from c0 of the CTA whose tile starts at
-  // output row p0 and column q0 of image n: its byte in the window (`byte`), and the offset in x of
-  // its first element, or -1 where it is zeros (outside the image).
+  // The 16-byte vectors a window of `slice` channels is loaded in: each pixel's channels and its
+  // padding (zeros: a group of 24 channels reads 8 past the last group's).
+  __host__ __device__ static int vectors(int slice) { return kRows * kColumns * (slice / 8 + 1); }
+
+  // Vector v of the window of `slice` channels from c0 of the CTA whose tile starts at output row
+  // p0 and column q0 of image n: its byte in the window (`byte`), and the offset in x of its first
+  // element, or -1 where it is zeros (outside the image, or the pixel's padding).
   __host__ __device__ static long long source(const Conv2dProblem& L, int slice, int n, int c0, int p0, int q0, int v,
                                               int& byte) {
-    const int vectors = slice / 8, pixel = v / vectors, chunk = v % vectors;
+    const int per_pixel = slice / 8 + 1, pixel = v / per_pixel, chunk = v % per_pixel;
     const int h = p0 * Stride - L.pad_h + pixel / kColumns, col = q0 * Stride - L.pad_w + pixel % kColumns;
     byte = ((pixel / kColumns) * kColumns + column(pixel % kColumns)) * int(pitch(slice)) + chunk * 16;
-    if (h < 0 || h >= L.h || col < 0 || col >= L.w) return -1;
+    if (chunk == per_pixel - 1 || h < 0 || h >= L.h || col < 0 || col >= L.w) return -1;
     return (((long long)n * L.h + h) * L.w + col) * L.c + c0 + chunk * 8;
   }
 
@@ -202,7 +210,7 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
   extern __shared__ __align__(16) unsigned char window[];
   const int q0 = int(blockIdx.x) * TQ, p0 = int(blockIdx.y) * TP;
   const int n = int(blockIdx.z) / splits, c0 = slice * (int(blockIdx.z) % splits);
-  for (int v = threadIdx.x; v < Win::kRows * Win::kColumns * (slice / 8); v += 256) {
+  for (int v = threadIdx.x; v < Win::vectors(slice); v += 256) {
     int byte;
     const long long at = Win::source(L, slice, n, c0, p0, q0, v, byte);
     copy16(window + byte, at < 0 ? x : x + at, at >= 0);

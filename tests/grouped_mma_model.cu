@@ -41,11 +41,11 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
       for (int bx = 0; bx < (Q + TQ - 1) / TQ; ++bx) {
         const int n = z / splits, c0 = slice * (z % splits), p0 = by * TP, q0 = bx * TQ;
         std::vector<float> window(elements, NAN);  // by 16-bit element: byte / 2
-        for (int v = 0; v < Win::kRows * Win::kColumns * (slice / 8); ++v) {
+        for (int v = 0; v < Win::vectors(slice); ++v) {
           int byte;
           const long long at = Win::source(L, slice, n, c0, p0, q0, v, byte);
-          if (byte < 0 || size_t(byte / 2) + 8 > elements) {
-            std::printf("%s loads outside its window\n", name);
+          if (byte < 0 || size_t(byte / 2) + 8 > elements || (at >= 0 && size_t(at) + 8 > x.size())) {
+            std::printf("%s loads outside its window or the input\n", name);
             return;
           }
           for (int c = 0; c < 8; ++c) window[byte / 2 + c] = at < 0 ? 0.0f : x[at + c];

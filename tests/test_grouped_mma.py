@@ -28,7 +28,7 @@ kernels = [
 
 
 @pytest.mark.parametrize("old, new, key, message", [
-    ("channels_per_group = 8", "channels_per_group = 24", "channels_per_group", "24 is not one of"),
+    ("channels_per_group = 8", "channels_per_group = 12", "channels_per_group", "12 is not one of"),
     ("columns = 16", "columns = 24", "columns", "24 is not one of"),
     ("stride = 1", "stride = 3", "stride", "3 is not one of"),
     ("rows = 4", "rows = 3", "rows", "3 is not one of"),
@@ -77,6 +77,7 @@ CASES = [
      "built for 16 channels a group in and out (K = C = 16 x groups)"),  # 32 a group
     (Conv2dProblem(32, 7, 7, 1024, 1024, 3, 3, 1, 1, groups=32), 32, 1, None),
     (Conv2dProblem(32, 7, 7, 2048, 2048, 3, 3, 1, 1, groups=32), 64, 1, None),  # ResNeXt-101 32x8d's last
+    (Conv2dProblem(32, 14, 14, 336, 336, 3, 3, 1, 1, groups=14), 24, 1, None),  # RegNetY-1.6GF's
     (Conv2dProblem(8, 14, 14, 256, 128, 3, 3, 1, 1, groups=32), 8, 1,
      "built for 8 channels a group in and out (K = C = 8 x groups)"),  # K = C / 2
     (Conv2dProblem(8, 14, 14, 256, 256, 5, 5, 2, 2, groups=32), 8, 1, "built for 3x3 filters"),
@@ -169,8 +170,8 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
 
 # Small odd grouped layers: 4 to 64 channels a group, partial row and column tiles, stride 2, a
 # non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
-# 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64); and 24 channels a group
-# (refused).
+# 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64, 768 of 24); and 12
+# channels a group (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -185,7 +186,10 @@ LAYERS = [
     "n=1 h=5 w=5 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=4",
     "n=2 h=6 w=17 c=256 k=256 r=3 s=3 pad=1 stride=2 groups=4",
     "n=1 h=4 w=9 c=512 k=512 r=3 s=3 pad=1 stride=1 groups=8",
-    "n=1 h=3 w=3 c=96 k=96 r=3 s=3 pad=1 stride=1 groups=4",
+    "n=1 h=3 w=3 c=96 k=96 r=3 s=3 pad=1 stride=1 groups=8",
+    "n=2 h=7 w=9 c=48 k=48 r=3 s=3 pad=1 stride=1 groups=2",
+    "n=1 h=6 w=13 c=120 k=120 r=3 s=3 pad=1 stride=2 groups=5",
+    "n=1 h=4 w=4 c=768 k=768 r=3 s=3 pad=1 stride=1 groups=32",
 ]
 
 

@@ -4,7 +4,7 @@ bf16 in and out, fp32 accumulation. A CTA of 8 warps computes ``rows`` output ro
 output columns of one image for all C channels, or a slice of them where the layer has few tiles,
 from its input window in shared memory, ``mma.sync`` m16n8k16 on 16-pixel tiles.
 
-A spec lists entries of ``channels_per_group`` (4, 8, 16, 32 or 64: the layer's C / groups, and its K /
+A spec lists entries of ``channels_per_group`` (4, 8, 16, 24, 32 or 64: the layer's C / groups, and its K /
 groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8), ``columns`` (16, 32, 48 or 64) and
 ``window`` ("plain", or at stride 2 "parity": each row of the window keeps its even columns, then
 its odd ones, so that the pixels an ldmatrix reads fall in different banks). Other
@@ -27,7 +27,7 @@ SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
-    S.Key("channels_per_group", S.one_of((4, 8, 16, 32, 64))),
+    S.Key("channels_per_group", S.one_of((4, 8, 16, 24, 32, 64))),
     S.Key("stride", S.one_of((1, 2))),
     S.Key("rows", S.one_of((1, 2, 4, 8))),
     S.Key("columns", S.one_of((16, 32, 48, 64))),
