@@ -106,14 +106,6 @@ __device__ __forceinline__ void load(const __half* from, float* to) {
   }
 }
 
-// D (16x8, f32) += A (16x16, f16, row) B (16x8, f16, col): one warp's mma.sync.
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 // The fragment layouts (PTX ISA, mma.m16n8k16 with .f16): lane = 4 * row + t. A's registers hold
 // (row, 2t..2t+1), (row + 8, 2t..), (row, 8 + 2t..), (row + 8, 8 + 2t..); B's (k 2t..2t+1, n row) and
 // (k 8 + 2t.., n row); D's (row, 2t..2t+1) and (row + 8, 2t..2t+1). Here a row of A is an output
@@ -210,7 +202,7 @@ __global__ void __launch_bounds__(32 * WARPS) grouped_mma(Layer L, const __half*
         const long long at = a_offset(L, win, group8, lane, i, reg);
         a[reg] = at >= 0 ? __ldg(reinterpret_cast<const uint32_t*>(x + at)) : 0u;
       }
-      mma16816(d, a, b[i]);
+      kernelgen::grouped_mma::mma16816<__half>(d, a, b[i]);
     }
 #pragma unroll
     for (int e = 0; e < 2; ++e) {

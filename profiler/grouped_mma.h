@@ -34,6 +34,7 @@
 #include <string>
 #include <type_traits>
 
+#include "depthwise.h"  // depthwise::copy16 (cp.async with zero fill), depthwise::pair_from_float
 #include "operation.h"
 
 namespace kernelgen {
@@ -62,20 +63,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
                : "r"(at));
-}
-
-// 16 bytes global -> shared, asynchronously; zeros where !valid (src must still be a valid address).
-__device__ __forceinline__ void copy16(void* shared, const void* global, bool valid) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(global), "r"(valid ? 16 : 0));
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pair_from_float(float a, float b) {
-  uint32_t v;
-  if constexpr (std::is_same<T, __half>::value) *reinterpret_cast<__half2*>(&v) = __floats2half2_rn(a, b);
-  else *reinterpret_cast<__nv_bfloat162*>(&v) = __floats2bfloat162_rn(a, b);
-  return v;
 }
 
 // How a group of CG channels maps onto mma.sync m16n8k16 (A: 16 output pixels by K, B: K by 8
@@ -213,7 +200,7 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
   for (int v = threadIdx.x; v < Win::vectors(slice); v += 256) {
     int byte;
     const long long at = Win::source(L, slice, n, c0, p0, q0, v, byte);
-    copy16(window + byte, at < 0 ? x : x + at, at >= 0);
+    depthwise::copy16(window + byte, at < 0 ? x : x + at, at >= 0);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
@@ -240,7 +227,8 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
 #pragma unroll
           for (int nb = 0; nb < U::kBlocks; ++nb) {
             const long long at = Win::template d_offset<CG>(L, P, Q, n, p0 + tp, q0, mt, unit, nb, lane, e);
-            if (at >= 0) *reinterpret_cast<uint32_t*>(y + at) = pair_from_float<T>(d[nb][2 * e], d[nb][2 * e + 1]);
+            const float2 pair = make_float2(d[nb][2 * e], d[nb][2 * e + 1]);
+            if (at >= 0) *reinterpret_cast<uint32_t*>(y + at) = depthwise::pair_from_float<T>(pair);
           }
         }
       }
