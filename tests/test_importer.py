@@ -655,3 +655,33 @@ def test_the_lines_say_only_what_a_fused_kernel_computes_and_the_file_names_the_
                     "a grouped convolution's (no fused kernel is grouped): bias+silu 1; a residual add after the "
                     "activation: bias+relu+add 1; channels no multiple of 8 (the fused kernels move 16-byte rows): "
                     "bias+relu 1 call(s).")
+
+
+@pytest.mark.parametrize("args, kwargs, rank, dims", [
+    (([0, 2, 3, 1],), {}, 4, [0, 2, 3, 1]),      # torch.permute(t, dims), t.permute(dims)
+    ((0, 2, 1), {}, 3, [0, 2, 1]),               # t.permute(*dims)
+    ((), {"dims": (1, 0)}, 2, [1, 0]),           # dims= by keyword
+    (([0, 1, 1],), {}, 3, None),                 # not a permutation
+    (([0, 2],), {}, 3, None),                    # of another rank
+    (([0, -1, 1],), {}, 3, None),                # a negative dimension
+    (([0, True],), {}, 2, None),                 # not whole numbers
+    ((["0", "1"],), {}, 2, None),
+    ((), {}, 2, None),
+])
+def test_a_permutation_folds_only_when_it_is_one_of_the_values_dimensions(args, kwargs, rank, dims):
+    from kernelgen.folds import permutation
+    assert permutation(args, kwargs, rank) == dims
+
+
+@pytest.mark.parametrize("shape, sizes, axis, folds", [
+    ((2, 7, 7, 96), (96,), 3, True),             # ConvNeXt's layer scale after the permute back
+    ((2, 96, 7, 7), (96, 1, 1), 1, True),
+    ((2, 96, 7, 7), (1,), 1, True),              # one value for all channels
+    ((2, 96, 7, 7), (96,), 1, False),            # broadcast along W, not the channels
+    ((2, 7, 7, 96), (7, 1), 3, False),
+    ((2, 7, 7, 96), (48,), 3, False),
+    ((7, 96), (1, 7, 96), 1, False),             # more dimensions than the value
+])
+def test_a_scale_folds_only_when_it_varies_along_the_channels(shape, sizes, axis, folds):
+    from kernelgen.folds import per_channel
+    assert per_channel(shape, sizes, axis) is folds

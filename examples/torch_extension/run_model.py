@@ -9,8 +9,8 @@ in a CUDA graph against PyTorch eager and torch.compile, each timed the same way
 torchvision's, built without weights (none is downloaded), in eval mode, channels_last, of the
 header's element type (best_conv.element()), its parameters of one value throughout (zero biases,
 a zero classifier, layer scales, batch norms' weights) and its batch norms' statistics drawn again,
-seeded (varied()), so that the output check exercises every bias, scale and fold. The input is uniform in [-1, 1). PyTorch eager
-runs with cuDNN's benchmark mode; torch.compile with mode="max-autotune-no-cudagraphs" (its own CUDA
+seeded (varied()), so that the output check exercises every bias, scale and fold. The input is
+uniform in [-1, 1). PyTorch eager runs with cuDNN's benchmark mode; torch.compile with mode="max-autotune-no-cudagraphs" (its own CUDA
 graphs would nest in the timing's), of the model (compiled_ms) and of the swapped model
 (swapped_compiled_ms: swapped through swap.compilable, the header's calls opaque to the compiler,
 which compiles what is left to PyTorch around them; --compile says which, default both). Each forward pass is captured once in a CUDA graph and replayed;

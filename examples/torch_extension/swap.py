@@ -36,10 +36,16 @@ import operator
 from collections import Counter
 from typing import List, Optional
 
+import sys
+from pathlib import Path
+
 import torch
 import torch.fx
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "site_scons"))
+from kernelgen.folds import per_channel, permutation  # noqa: E402 (the importer's rules, shared)
 
 ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu", torch.nn.Hardswish: "hardswish",
                       torch.nn.Sigmoid: "sigmoid"}
@@ -250,16 +256,13 @@ PERMUTES = (torch.permute,)
 MULTIPLIES = (operator.mul, torch.mul, operator.imul)
 
 
-def _permutation(node, value):
-    """The dimensions of ``node`` when it permutes ``value`` (torch.permute, Tensor.permute), else None."""
-    if node.op == "call_function" and node.target in PERMUTES and node.args and node.args[0] is value:
-        dims = node.args[1] if len(node.args) == 2 else node.kwargs.get("dims")
-    elif node.op == "call_method" and node.target == "permute" and node.args and node.args[0] is value:
-        dims = node.args[1] if len(node.args) == 2 and isinstance(node.args[1], (list, tuple)) else node.args[1:]
-    else:
-        return None
-    return [int(d) for d in dims] if isinstance(dims, (list, tuple)) and all(isinstance(d, int) for d in dims) \
-        else None
+def _permutation(node, value, rank: int):
+    """The dimensions of ``node`` when it permutes ``value`` (torch.permute, Tensor.permute; of
+    ``rank`` dimensions), else None."""
+    if (node.op == "call_function" and node.target in PERMUTES or node.op == "call_method"
+            and node.target == "permute") and node.args and node.args[0] is value:
+        return permutation(tuple(node.args[1:]), dict(node.kwargs), rank)
+    return None
 
 
 def _scale(gm, node, value, shape, axis):
@@ -272,10 +275,7 @@ def _scale(gm, node, value, shape, axis):
     if not isinstance(other, torch.fx.Node) or other.op != "get_attr":
         return None
     factor = operator.attrgetter(other.target)(gm)
-    if not isinstance(factor, torch.Tensor) or factor.dim() > len(shape):
-        return None
-    sizes = [1] * (len(shape) - factor.dim()) + list(factor.shape)
-    if any(size != 1 for i, size in enumerate(sizes) if i != axis) or sizes[axis] not in (1, shape[axis]):
+    if not isinstance(factor, torch.Tensor) or not per_channel(shape, tuple(factor.shape), axis):
         return None
     return factor.detach().float().reshape(-1).expand(shape[axis]).clone()
 
@@ -305,7 +305,7 @@ def _chain(gm, first, norm: bool, views: bool = True):
     passing()
     axis = len(shape) - 1
     while views and not norm and nxt is not None:
-        if (dims := _permutation(nxt, value)) is not None and sorted(dims) == list(range(len(shape))):
+        if (dims := _permutation(nxt, value, len(shape))) is not None:
             steps.append(("perm", nxt, dims, "none"))
             shape, axis = tuple(shape[d] for d in dims), dims.index(axis)
         elif (factors := _scale(gm, nxt, value, shape, axis)) is not None:

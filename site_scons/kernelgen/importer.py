@@ -40,6 +40,7 @@ from pathlib import Path
 
 from . import inputs
 from .errors import KernelgenError, shorten
+from .folds import per_channel, permutation
 from .fusion import fusible_part
 from .ops.common import ACTIVATIONS, INT_MAX, ascii_integer
 from .render import write_generated
@@ -742,7 +743,7 @@ class Chains:
                 and stage.steps in ((), ("bias",)):
             rank = len(stage.tensor.shape)
             if step == "permute":
-                dims = args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:] or kwargs.get("dims")
+                dims = permutation(args[1:], kwargs, rank)
             else:
                 swapped = [d % rank if isinstance(d, int) and -rank <= d < rank else None for d in args[1:3]]
                 dims = list(range(rank))
@@ -750,8 +751,8 @@ class Chains:
                     dims[swapped[0]], dims[swapped[1]] = swapped[1], swapped[0]
                 else:
                     dims = None
-            if isinstance(dims, (list, tuple)) and sorted(dims) == list(range(rank)):
-                steps, axis = stage.steps, list(dims).index(stage.axis)
+            if dims is not None:
+                steps, axis = stage.steps, dims.index(stage.axis)
         elif step == "scale" and len(args) == 2 and not kwargs:
             stage, other = next(iter(self._chained(args)), (None, None))
             if stage is not None and stage.axis is not None and stage.steps in ((), ("bias",)) \
@@ -771,12 +772,7 @@ class Chains:
         the layer's weight and bias take: ConvNeXt's layer scale)."""
         if self.parameter_type is None or not isinstance(factor, self.parameter_type):
             return False
-        shape, sizes = tuple(stage.tensor.shape), tuple(factor.shape)
-        if len(sizes) > len(shape):
-            return False
-        sizes = (1,) * (len(shape) - len(sizes)) + sizes
-        return all(size == 1 for i, size in enumerate(sizes) if i != stage.axis) and \
-            sizes[stage.axis] in (1, shape[stage.axis])
+        return per_channel(tuple(stage.tensor.shape), tuple(factor.shape), stage.axis)
 
     def epilogue(self, call: int) -> str:
         """The steps of ``call``'s chain a kernel could fuse, '+'-joined ("" for none)."""
