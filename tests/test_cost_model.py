@@ -99,6 +99,26 @@ def test_features_count_waves_on_the_sms(catalog):
     assert loads == pytest.approx(full[1] * 0.75), "a 2x1 cluster multicasts B: each CTA loads half of it"
 
 
+def test_the_direct_kernels_features_count_their_tiles_where_they_overhang_the_layer(catalog):
+    """A depthwise or grouped_mma kernel's work is counted over its tiles, as a GEMM tile's is: on
+    a 7x7 depthwise layer a tile of 16 x 32 pixels computes ten times the pixels there are, one of
+    4 x 8 pixels a third more; a grouped layer of batch 1 has few tiles, so a CTA computes a slice
+    of the channels and the slices fill more SMs."""
+    def depthwise(tile):
+        return next(k for k in catalog.values() if type(k).__name__ == "Depthwise" and k.element == "f16"
+                    and k.name.endswith(f"_3x3_stride1_{tile}_s3"))
+    layer = Conv2dProblem(32, 7, 7, 1152, 1152, 3, 3, 1, 1, groups=1152)
+    wide, narrow = (cost_model.features(depthwise(t), layer, 132) for t in ("tile16x32_t4x4_c16", "tile4x8_t2x4_c128"))
+    assert wide[0] > 4 * narrow[0] and wide[1] > 2 * narrow[1]
+    assert wide[4] == narrow[4] and wide[5] == narrow[5] == 1.0
+    grouped = next(k for k in catalog.values() if k.name.endswith("_gconv_f16nhwc_f16nhwc_f32_f16nhwc_g32_3x3_stride1_tile1x16"))
+    batch1, batch32 = (Conv2dProblem(n, size, size, 1024, 1024, 3, 3, 1, 1, groups=32) for n, size in ((1, 7), (32, 14)))
+    assert grouped.slice(batch1, 132) == 128 and grouped.slice(batch32, 132) == 1024
+    one, many = cost_model.features(grouped, batch1, 132), cost_model.features(grouped, batch32, 132)
+    assert one[0] == pytest.approx(1 * 16 * 128 * 32 * 9 * 2 / 1e6 * one[3]), "one tile (1 x 16 pixels, 128 channels) a CTA"
+    assert many[0] > 3 * one[0]
+
+
 def test_nonnegative_least_squares_matches_a_known_solution():
     rng = np.random.default_rng(0)
     a = rng.uniform(0, 1, (200, 4))
@@ -210,7 +230,7 @@ class CountingModel:
     """A model whose ranking counts the layers it ranks."""
 
     def __init__(self, model):
-        self.model, self.ranked = model, 0
+        self.model, self.ranked, self.theta = model, 0, model.theta
 
     def to_json(self):
         return self.model.to_json()
@@ -224,7 +244,7 @@ class CountingModel:
         return counted
 
 
-def test_a_run_with_the_same_inputs_takes_each_proposal_from_the_memo_and_ranks_nothing(everything):
+def test_a_run_with_the_same_inputs_takes_each_proposal_from_the_memo_and_ranks_nothing(everything, monkeypatch):
     model = CountingModel(cost_model.load_model(GPU))
     problems = [Conv2dProblem(32, 56, 56, 64, 64, 3, 3, 1, 1, line=1), GemmProblem(6304, 768, 3072, line=2)]
     plain = candidates.propose(problems, everything, model.model, 4)
@@ -243,10 +263,31 @@ def test_a_run_with_the_same_inputs_takes_each_proposal_from_the_memo_and_ranks_
     assert model.ranked == 2 + 2 + 1 and plain[0].ranked[0][1] not in [k for _, k in refused[0].ranked]
     candidates.propose(problems, everything[1:], model, 4, memo=kept)
     assert model.ranked == 2 + 2 + 1 + 2
+    # code that ranks or proposes otherwise: ranked again
+    monkeypatch.setattr(candidates, "code_digest", lambda: "other code")
+    candidates.propose(problems, everything, model, 4, memo=kept)
+    assert model.ranked == 2 + 2 + 1 + 2 + 2
     for text in ("", "not json", "[1, 2]", '{"a": [[1, "no such kernel"]]}'):
         assert candidates.Memo(text).entries in ({}, {"a": [[1, "no such kernel"]]})
         assert candidates.propose(problems[:1], everything, model, 4, memo=candidates.Memo(text))[0].ranked == \
             plain[0].ranked
+
+
+def test_a_quick_family_the_model_has_no_rows_of_is_proposed_in_full(everything):
+    """The grouped_mma kernels (no committed rows: the model cannot order them) are all proposed
+    on a grouped layer they serve, beside the model's top k, and said to be; once the model has
+    constants for their group, only its top k is."""
+    model = cost_model.load_model(GPU)
+    layer = Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, 2, 2, groups=32, line=1)
+    served = {k.name for k in everything if type(k).__name__ == "GroupedMma" and cost_model.serves(k, layer) is None}
+    assert "GroupedMma" not in model.theta and len(served) >= 4
+    proposal, = candidates.propose([layer], everything, model, 2)
+    top = {k.name for _, k in candidates.distinct(model.rank(everything, layer), 2)}
+    assert {k.name for _, k in proposal.ranked} == top | served and proposal.unranked == served - top
+    fitted = cost_model.Model(model.gpu, model.sms, {**model.theta, "GroupedMma": model.fallback}, model.fallback,
+                              model.corrections, model.rows)
+    proposal, = candidates.propose([layer], everything, fitted, 2)
+    assert len(proposal.ranked) == 2 and not proposal.unranked
 
 
 def test_the_ranking_is_each_kernels_prediction_sorted(everything):

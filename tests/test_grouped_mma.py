@@ -105,16 +105,22 @@ def test_a_dense_or_depthwise_layer_is_never_served():
 @requires_nvcc
 def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     """Each committed kernel type's can_implement (host code, no GPU) on every case, against the
-    family's ``refuses``: both refuse, or neither."""
+    family's ``refuses``: both refuse, or neither; and where it serves, the channels a CTA computes
+    on the 132 SMs of an H200 (its ``slice``, which the cost model counts tiles by) are the
+    family's ``slice``."""
     from kernelgen import render
 
     kernels = load_family(SPEC)
     templates = render.lookup(ROOT / "kernel_specs" / "templates")
     problems = [p for p, *_ in CASES]
-    calls = "".join(
-        f'  std::printf("%d\\n", int({k.name}::can_implement(kernelgen::Conv2dProblem{{{p.n}, {p.h}, {p.w}, {p.c}, '
-        f'{p.k}, {p.r}, {p.s}, {p.pad_h}, {p.pad_w}, {p.stride_h}, {p.stride_w}, {p.dilation_h}, {p.dilation_w}}}, '
-        f'{p.groups}).empty()));\n' for k in kernels for p in problems)
+    def problem(p):
+        return (f"kernelgen::Conv2dProblem{{{p.n}, {p.h}, {p.w}, {p.c}, {p.k}, {p.r}, {p.s}, {p.pad_h}, {p.pad_w}, "
+                f"{p.stride_h}, {p.stride_w}, {p.dilation_h}, {p.dilation_w}}}")
+
+    served = [(k, p) for k in kernels for p in problems if k.refuses(p) is None]
+    calls = "".join(f'  std::printf("%d\\n", int({k.name}::can_implement({problem(p)}, {p.groups}).empty()));\n'
+                    for k in kernels for p in problems)
+    calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
     source.write_text('#include <cstdio>\n#include "grouped_mma.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
@@ -126,8 +132,10 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     out = subprocess.run([str(tmp_path / "can_implement")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     expected = [str(int(k.refuses(p) is None)) for k in kernels for p in problems]
-    assert out.stdout.split() == expected
+    slices = [str(k.slice(p, 132)) for k, p in served]
+    assert out.stdout.split() == expected + slices
     assert "1" in expected and "0" in expected
+    assert len({s for s, (_, p) in zip(slices, served) if s != str(p.c)}) > 1  # some layers are sliced
 
 
 def _layer_args(problem) -> list:

@@ -6,13 +6,15 @@ writes them to ``BUILD/candidates.csv`` (workload, kernel, rank, predicted_ms) a
 """
 
 import csv
+import functools
 import hashlib
 import io
 import json
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
-from .cost_model import serves
+from .cost_model import group, serves
 from .errors import WorkloadError
 from .ops import serves as serves_op
 from .families.gemm_sm90 import GemmSm90
@@ -24,6 +26,7 @@ from .vocab import verify_tolerance
 class Proposal:
     problem: object
     ranked: list  # [(predicted ms, kernel)], fastest first
+    unranked: frozenset = frozenset()  # names of those proposed as ``unfitted``, not for their rank
 
 
 def variant_of(kernel) -> tuple:
@@ -54,10 +57,20 @@ def listed(kernel) -> bool:
     return not kernel.family.endswith(SPACE_SUFFIX)
 
 
+@functools.cache
+def code_digest() -> str:
+    """A digest of this package's Python sources, part of every memo key: entries that code which
+    ranks or proposes otherwise made are not taken."""
+    digest = hashlib.sha1()
+    for path in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 class Memo:
     """Each layer's proposal as an earlier run made it, kept in BUILD (``outputs.PROPOSALS``) so that
     a run whose inputs are the same ranks nothing again: keyed by what the ranking depends on (the
-    model, the kernels with their families, the layer, ``top``, the kernels refused on the layer),
+    code, the model, the kernels with their families, the layer, ``top``, the kernels refused on the layer),
     valued (predicted ms, kernel name) fastest first. A file that is not one reads as empty."""
 
     LIMIT = 4096  # entries kept: this run's first, then the most recent others
@@ -72,21 +85,24 @@ class Memo:
 
     @staticmethod
     def key(model_text: str, kernels_text: str, problem, top: int, gone) -> str:
-        words = [model_text, kernels_text, problem.name, str(top), *sorted(gone)]
+        words = [code_digest(), model_text, kernels_text, problem.name, str(top), *sorted(gone)]
         return hashlib.sha1("\0".join(words).encode()).hexdigest()
 
-    def get(self, key: str, by_name: dict) -> list | None:
+    def get(self, key: str, by_name: dict) -> tuple | None:
+        """(chosen, unranked) as ``put`` was given them, or None."""
         value = self.entries.get(key)
         try:
-            chosen = [(float(ms), by_name[name]) for ms, name in value] if isinstance(value, list) else None
+            chosen = [(float(ms), by_name[name]) for ms, name, _ in value] if isinstance(value, list) else None
+            unranked = frozenset(name for _, name, flag in value if flag)
         except (KeyError, TypeError, ValueError):
             chosen = None
         if chosen:
             self.used[key] = value
-        return chosen or None
+            return chosen, unranked
+        return None
 
-    def put(self, key: str, chosen: list) -> None:
-        self.used[key] = [[ms, k.name] for ms, k in chosen]
+    def put(self, key: str, chosen: list, unranked=frozenset()) -> None:
+        self.used[key] = [[ms, k.name, int(k.name in unranked)] for ms, k in chosen]
         self.changed = True
 
     def text(self) -> str:
@@ -99,8 +115,17 @@ class Memo:
         return json.dumps(kept, sort_keys=True) + "\n"
 
 
+def unfitted(model, kernel) -> bool:
+    """Whether ``kernel`` is of a family quick to compile (``measure_unfitted``) of whose group the
+    model was fitted on no measured row: its prediction is a guess the model cannot order the
+    family's kernels by, so every layer it serves measures each of them, until rows of it are
+    committed and the model is fitted again."""
+    return getattr(kernel, "measure_unfitted", False) and group(kernel) not in model.theta
+
+
 def propose(problems, kernels, model, top: int, workload_file="", refused=None, memo=None) -> list:
-    """Each problem's ``top`` best-ranked distinct kernels (``distinct``), and as many of the
+    """Each problem's ``top`` best-ranked distinct kernels (``distinct``), the ``unfitted`` ones
+    that serve it, and as many of the
     listed kernels' best as those hold fewer than half of ``top``: the model ranks the listed
     tiles from their measurements and the space's others by extrapolation, so a layer always has
     candidates of both; kernels ``refused`` (workload name -> kernel names that ran on it and did
@@ -116,7 +141,7 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             key = Memo.key(model_text, kernels_text, problem, top, gone)
             chosen = memo.get(key, by_name)
             if chosen is not None:
-                proposals.append(Proposal(problem, chosen))
+                proposals.append(Proposal(problem, *chosen))
                 continue
         ranked = rank(problem)
         if gone:
@@ -129,13 +154,18 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             raise WorkloadError(workload_file or problem.name, f"no kernel of the space serves {problem.name} "
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
         chosen = distinct(ranked, top)
+        named = {k.name for _, k in chosen}
+        unranked = [(ms, k) for ms, k in ranked if k.name not in named and unfitted(model, k)]
+        if unranked:
+            chosen = sorted(chosen + unranked, key=lambda t: (t[0], t[1].name))
+        unranked = frozenset(k.name for _, k in unranked)
         wanted = (top + 1) // 2 - sum(listed(k) for _, k in chosen)
         if wanted > 0:
             extra = distinct([(ms, k) for ms, k in ranked if listed(k)], wanted, chosen)
             chosen = sorted(chosen + extra, key=lambda t: (t[0], t[1].name))
         if memo is not None:
-            memo.put(key, chosen)
-        proposals.append(Proposal(problem, chosen))
+            memo.put(key, chosen, unranked)
+        proposals.append(Proposal(problem, chosen, unranked))
     return proposals
 
 

@@ -70,9 +70,11 @@ def empty_plan() -> plan_module.BuildPlan:
 def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config, searched: int) -> str:
     """What ``scons candidates`` writes (BUILD/candidates.csv and .txt, a kernel list for KERNELS=@)
     and says, as the JSON of a Value."""
+    unranked = sorted({k.family for p in proposals for _, k in p.ranked if k.name in p.unranked})
     summary = (f"{searched} kernels in the space and the listed families, {len(plan.kernels)} for "
-               f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, and what it "
-               "chose before)")
+               f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, "
+               + (f"every kernel of {', '.join(unranked)} that serves a layer (the model has no rows of it), "
+                  if unranked else "") + "and what it chose before)")
     return json.dumps({"csv": candidates.to_csv_text(proposals),
                        "txt": "".join(f"{k.name}\n" for k in plan.kernels), "summary": summary})
 

@@ -188,16 +188,19 @@ def features(kernel, problem, sms: int) -> np.ndarray:
 
 def _layer(problem, sms: int) -> tuple:
     """What the features take from a layer, whatever the kernel: (the bytes it must move, MB;
-    its GEMM's M, N, K; its MFLOP an SM)."""
+    its GEMM's M, N, K; its MFLOP an SM; the convolution it is, None for a GEMM)."""
     memory = problem.min_bytes() / 1e6
-    mnk = problem.as_conv().gemm_mnk if problem.op != "gemm" else (problem.m, problem.n, problem.k)
-    return memory, mnk, problem.flops / 1e6 / sms
+    conv = problem.as_conv() if problem.op != "gemm" else None
+    mnk = conv.gemm_mnk if conv is not None else (problem.m, problem.n, problem.k)
+    return memory, mnk, problem.flops / 1e6 / sms, conv
 
 
 def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
-    memory, (m, n, k), mflop_per_sm = layer
+    memory, (m, n, k), mflop_per_sm, conv = layer
     if tiling is None:
+        if isinstance(kernel, (Depthwise, GroupedMma)) and conv is not None:
+            return _direct_features(kernel, conv, memory, sms)
         return [mflop_per_sm, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
     if isinstance(kernel, Conv2dFpropSm90Transposed):
@@ -226,6 +229,43 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         memory,
         1.0,
     ]
+
+
+SHARED_MEMORY_SM = 228 * 1024  # shared memory of an SM on SM90; each CTA also reserves 1 KiB
+REGISTERS_SM = 65536
+
+
+def _resident(threads: int, shared: int, registers: int) -> int:
+    """CTAs of ``threads`` threads, ``shared`` bytes of shared memory and ``registers`` a thread
+    (0: not known, not counted) an SM holds at once, at least one."""
+    by_shared = SHARED_MEMORY_SM // (shared + 1024)
+    by_registers = REGISTERS_SM // (threads * -(-registers // 8) * 8) if registers else 2048 // threads
+    return max(1, min(2048 // threads, by_shared, by_registers))
+
+
+def _direct_features(kernel, conv, memory: float, sms: int) -> list:
+    """``features`` of a kernel of this project's grouped families on ``conv``, from its tiles as
+    the GEMM tiles' are counted: a depthwise tile is ``rows`` x its columns output pixels of 8 x
+    ``channel_vectors`` channels, walked by a persistent grid of the CTAs the GPU holds; a
+    grouped_mma tile is ``rows`` x ``columns`` pixels of the channels a CTA computes (all C, or a
+    slice of them), one CTA each. A tile's work counts in full where it overhangs the layer."""
+    size = 2
+    if isinstance(kernel, Depthwise):
+        tp, tq, tc, taps = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors, kernel.filter ** 2
+        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
+        per_sm = _resident(256, kernel.shared_bytes(), kernel.registers())
+        rows_in, columns_in = ((t - 1) * kernel.stride + kernel.filter for t in (tp, tq))
+        flops, loads = tp * tq * tc * taps * 2, (rows_in * columns_in + taps) * tc * size
+    else:
+        channels = kernel.slice(conv, sms)
+        tp, tq, tc = kernel.rows, kernel.columns, channels
+        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * (conv.c // channels)
+        per_sm = _resident(256, kernel.window_bytes(channels), 0)
+        flops = tp * tq * tc * kernel.channels_per_group * 9 * 2
+        loads = kernel.window_bytes(channels) + tc * 9 * kernel.channels_per_group * size
+    waves = math.ceil(tiles / (sms * per_sm))
+    return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
+            waves * per_sm, memory, 1.0]
 
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
@@ -258,6 +298,11 @@ def _kernel_attributes(kernel) -> list:
     if tile is not None:
         tm, tn, tk = tile[:3]
         out += [f"{name}:tile_m={tm}", f"{name}:tile_n={tn}", f"tile_k={tk}", f"{name}:tile={tm}x{tn}"]
+    if isinstance(kernel, Depthwise):
+        out += [f"{name}:tile={kernel.rows}x{kernel.tile_columns()}x{8 * kernel.channel_vectors}",
+                f"{name}:thread={kernel.thread_rows}x{kernel.columns}", f"{name}:stages={kernel.stages}"]
+    if isinstance(kernel, GroupedMma):
+        out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}"]
     if isinstance(kernel, (GemmSm90, Conv2dFpropSm90)):
         out.append(f"cluster={kernel.cluster[0]}x{kernel.cluster[1]}")
     if isinstance(kernel, GemmSm90):

@@ -58,6 +58,7 @@ class GroupedKernel:
     arch_specific = False  # plain CUDA
     adapter = "kernelgen::DepthwiseOperation"
     adapter_header = "depthwise_adapter.h"
+    measure_unfitted = True  # seconds to compile: measured in full while the cost model has no rows of it
 
     @property
     def output(self) -> str:
