@@ -1,5 +1,6 @@
 """CACHE=: a folder of compiled objects shared by builds. A second clean copy of the project, in
-another folder and with CUTLASS reached by another path, compiles no kernel; another flag compiles
+another folder and with CUTLASS reached by another path, compiles no kernel, nor does a BUILD
+outside the project; another flag compiles
 them again; what is taken from the cache is recorded, so `scons -c` removes it (fake nvcc of
 tests/test_hostile_build.py)."""
 
@@ -41,6 +42,12 @@ def test_a_second_clone_takes_every_kernel_from_the_cache_and_another_flag_compi
     assert out.stdout.count("Retrieved `") >= len(KERNELS) + 1, "the kernels and the profiler"
     objects = [second / "generated" / "obj" / f"{k}.o" for k in KERNELS]
     assert all(o.is_file() for o in objects)
+
+    before = len(toolchain.argvs())
+    out = run(second, "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}",
+              f"BUILD={tmp_path / 'another-build'}")
+    assert compiled_kernels(toolchain, before) == [], "a BUILD elsewhere takes the same objects: " + out.stdout
+    assert (tmp_path / "another-build" / "obj" / f"{KERNELS[0]}.o").is_file()
 
     before = len(toolchain.argvs())
     run(second, "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}", "NVCCFLAGS=-O2 -std=c++17")

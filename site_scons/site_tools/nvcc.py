@@ -23,11 +23,15 @@ kernelgen.variables.Word) reach nvcc as one word each, as they are: SCons neithe
 nor splits a Literal, and the noshell tool runs commands without a shell.
 """
 
+import os
+
 import SCons.Action
 import SCons.Builder
+import SCons.CacheDir
 import SCons.Defaults
 import SCons.Scanner.C
 import SCons.Tool
+import SCons.Util
 
 
 def _isystem_flags(target, source, env, for_signature):
@@ -67,6 +71,21 @@ def kernel_compile_action():
     return action
 
 
+class PlaceFreeCacheDir(SCons.CacheDir.CacheDir):
+    """SCons's CacheDir, with a file's folder left out of its key: SCons adds the target's path to
+    what it was built from (its children's contents and the action's words), so that the targets
+    of one action differ; the file's name does that here, and an object cached by a build in one
+    BUILD folder is a hit for a build in another, on this machine or the next (CACHE=)."""
+
+    def cachepath(self, node) -> tuple:
+        if not self.is_enabled():
+            return None, None
+        sigs = [child.get_cachedir_csig() for child in node.children()]
+        sig = SCons.Util.hash_collect(sigs + [node.get_contents_sig(), node.name])
+        folder = os.path.join(self.path, sig[:self.config["prefix_len"]].upper())
+        return folder, os.path.join(folder, sig)
+
+
 def generate(env):
     env.SetDefault(
         NVCC="nvcc",
@@ -76,8 +95,11 @@ def generate(env):
         NVCC_HOST_FLAGS=["-Xcompiler", "-fPIC"],
     )
     env["_NVCC_ISYSTEM"] = _isystem_flags
-    env["NVCCCOM"] = ("$NVCC -c -o $TARGET $NVCCFLAGS $NVCC_GENCODE $NVCC_HOST_FLAGS $_CPPDEFFLAGS $_CPPINCFLAGS "
-                      "$_NVCC_ISYSTEM $SOURCES")
+    # Where the object and its source are is no part of the signature (``$( $)``) either: the
+    # source's text and the headers it includes are, so that a CACHE= shared by builds in other
+    # BUILD folders, on other machines, gives each the objects of the same code.
+    env["NVCCCOM"] = ("$NVCC -c -o $( $TARGET $) $NVCCFLAGS $NVCC_GENCODE $NVCC_HOST_FLAGS $_CPPDEFFLAGS "
+                      "$_CPPINCFLAGS $_NVCC_ISYSTEM $( $SOURCES $)")
     static_obj, _ = SCons.Tool.createObjBuilders(env)
     static_obj.add_action(".cu", SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"))
     static_obj.add_emitter(".cu", SCons.Defaults.StaticObjectEmitter)
@@ -86,6 +108,7 @@ def generate(env):
     # change of NVCCFLAGS (or of the compiler) compiles the kernels again.
     env["BUILDERS"]["KernelObject"] = SCons.Builder.Builder(
         action=kernel_compile_action(), suffix=".o", src_suffix=".cu", source_scanner=SCons.Scanner.C.CScanner())
+    env["CACHEDIR_CLASS"] = PlaceFreeCacheDir
     # Link with nvcc too: it knows where the CUDA runtime lives.
     env["LINK"] = "$NVCC"
     env["LINKFLAGS"] = ["$NVCC_GENCODE"]
