@@ -131,10 +131,15 @@ __device__ __forceinline__ void load_filter(const T* __restrict__ w, int unit, i
 // A CTA's input window. With Parity (stride 2), each row holds its even columns, then its odd ones:
 // the consecutive output pixels of a tap then read consecutive pixels of the window, whose pitch
 // puts the eight an ldmatrix reads in different banks (two columns apart they share banks).
+// A tile of 8 columns (TQ = 8, for images 7 or 14 wide) takes its 16-pixel mma tiles two output
+// rows at a time: pixel j of such a tile is row j / 8, column j % 8 of the two.
 template <int Stride, int TP, int TQ, bool Parity = false>
 struct Window {
   static_assert(!Parity || Stride == 2, "columns split by parity at stride 2 only");
+  static_assert(TQ % 16 == 0 || (TQ == 8 && TP % 2 == 0), "whole 16-pixel tiles: of a row, or of two of 8");
   static constexpr int kRows = (TP - 1) * Stride + 3, kColumns = (TQ - 1) * Stride + 3;
+  static constexpr int kTileRows = TQ < 16 ? 16 / TQ : 1;  // output rows a 16-pixel tile spans
+  static constexpr int kRowTiles = TQ < 16 ? 1 : TQ / 16;  // 16-pixel tiles along those rows
   static constexpr int kEven = (kColumns + 1) / 2;  // the even columns of a row (Parity)
   // where column c of a row is kept
   __host__ __device__ static constexpr int column(int c) { return Parity ? (c % 2) * kEven + c / 2 : c; }
@@ -142,7 +147,8 @@ struct Window {
   static long long bytes(int c) { return kRows * kColumns * pitch(c); }
 
   // The byte, in the window of `slice` channels, of the A row `lane` gives ldmatrix.x4 at k-step i
-  // of output row tp and 16-pixel tile mt, for the window's unit `local` of CG channels a group:
+  // of output row tp (the first of kTileRows) and 16-pixel tile mt, for the window's unit `local` of
+  // CG channels a group:
   // the lane's matrix (lane / 8) says the row's pixel (its half of the tile's 16) and its k half (8
   // channels a unit: tap 2i or 2i+1, the tenth reading the ninth's pixels, its B zero; 16: the
   // unit's first or last 8 channels of tap i).
@@ -170,17 +176,20 @@ struct Window {
     // the unit's input channels: its own 8, or its group's, 16 of them a k-step
     const int bytes = CG <= 8 ? local * 16
                               : (local * U::kOut / CG) * CG * 2 + (i % U::kSplit) * 32 + (matrix / 2) * 16;
-    const int pixel = (tp * Stride + tap / 3) * kColumns + column((mt * 16 + row) * Stride + tap % 3);
+    const int j = mt * 16 + row, r = tp + j / TQ, q = j % TQ;  // the output pixel of the tile's row
+    const int pixel = (r * Stride + tap / 3) * kColumns + column(q * Stride + tap % 3);
     return pixel * int(pitch(slice)) + bytes;
   }
 
   // The offset in y of the two outputs of D registers 2e, 2e+1 of output block nb that `lane` holds
-  // for tile mt of output row p of image n (its tiles from column q0), unit `unit`; -1 past the row.
+  // for tile mt of output row p (the first of kTileRows) of image n (its tiles from column q0),
+  // unit `unit`; -1 past the row or the image.
   template <int CG>
   __host__ __device__ static long long d_offset(const Conv2dProblem& L, int P, int Q, int n, int p, int q0, int mt,
                                                 int unit, int nb, int lane, int e) {
-    const int q = q0 + mt * 16 + lane / 4 + 8 * e;
-    if (q >= Q) return -1;
+    const int j = mt * 16 + lane / 4 + 8 * e, q = q0 + j % TQ;
+    p += j / TQ;
+    if (q >= Q || p >= P) return -1;
     return (((long long)n * P + p) * Q + q) * L.k + unit * Unit<CG>::kOut + nb * 8 + 2 * (lane % 4);
   }
 };
@@ -191,7 +200,6 @@ template <typename T, int CG, int Stride, int TP, int TQ, bool Parity>
 __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P, int Q, int slice, int splits,
                                                           const T* __restrict__ x, const T* __restrict__ w,
                                                           T* __restrict__ y) {
-  static_assert(TQ % 16 == 0, "whole 16-pixel tiles along a row");
   using U = Unit<CG>;
   using Win = Window<Stride, TP, TQ, Parity>;
   extern __shared__ __align__(16) unsigned char window[];
@@ -210,10 +218,10 @@ __global__ void __launch_bounds__(256) grouped_mma_kernel(Conv2dProblem L, int P
     uint32_t b[U::kSteps][U::kBlocks][2];
     load_filter<T, CG>(w, unit, lane, b);
 #pragma unroll 1
-    for (int tp = 0; tp < TP; ++tp) {
+    for (int tp = 0; tp < TP; tp += Win::kTileRows) {
       if (p0 + tp >= P) break;
 #pragma unroll
-      for (int mt = 0; mt < TQ / 16; ++mt) {
+      for (int mt = 0; mt < Win::kRowTiles; ++mt) {
         float d[U::kBlocks][4] = {};
 #pragma unroll
         for (int i = 0; i < U::kSteps; ++i) {

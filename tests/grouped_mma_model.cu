@@ -53,8 +53,8 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
         for (int warp = 0; warp < 8; ++warp)
           for (int local = warp; local < slice / U::kOut; local += 8) {
             const int unit = c0 / U::kOut + local;
-            for (int tp = 0; tp < TP && p0 + tp < P; ++tp)
-              for (int mt = 0; mt < TQ / 16; ++mt) {
+            for (int tp = 0; tp < TP && p0 + tp < P; tp += Win::kTileRows)
+              for (int mt = 0; mt < Win::kRowTiles; ++mt) {
                 double d[U::kBlocks][16][8] = {};
                 for (int i = 0; i < U::kSteps; ++i) {
                   float a[32][4][2];  // ldmatrix.x4: register m of lane t is row t / 4 of matrix m, whose
@@ -91,6 +91,10 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
                       const long long at =
                           Win::template d_offset<CG>(L, P, Q, n, p0 + tp, q0, mt, unit, nb, lane, e);
                       if (at < 0) continue;
+                      if (size_t(at) + 2 > y.size()) {
+                        std::printf("%s writes outside its output\n", name);
+                        return;
+                      }
                       y[at] = float(d[nb][lane / 4 + 8 * e][2 * (lane % 4)]);
                       y[at + 1] = float(d[nb][lane / 4 + 8 * e][2 * (lane % 4) + 1]);
                     }

@@ -138,6 +138,29 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     assert len({s for s, (_, p) in zip(slices, served) if s != str(p.c)}) > 1  # some layers are sliced
 
 
+@requires_nvcc
+def test_the_registers_the_cost_model_counts_are_those_ptxas_gives(tmp_path):
+    """GroupedMma.registers (the cost model's CTAs an SM holds) against ptxas -v on sm_90a for a
+    kernel of each number of channels a group: within 8 registers a thread."""
+    import re
+
+    kernels = {}
+    for k in load_family(SPEC):
+        kernels.setdefault(k.channels_per_group, k)
+    source = tmp_path / "registers.cu"
+    source.write_text('#include <cuda_fp16.h>\n#include "grouped_mma.h"\nvoid* kernels_here[] = {\n' + "".join(
+        f"  (void*)kernelgen::grouped_mma::grouped_mma_kernel<__half, {k.channels_per_group}, {k.stride}, {k.rows}, "
+        f"{k.columns}, {'true' if k.window == 'parity' else 'false'}>,\n" for k in kernels.values()) + "};\n")
+    out = subprocess.run(["nvcc", "-std=c++17", "-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a",
+                          f"-I{ROOT / 'profiler'}", "-Xptxas", "-v", "-c", "-o", str(tmp_path / "registers.o"),
+                          str(source)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+    found = dict(re.findall(r"grouped_mma_kernelI6__halfLi(\d+)E.*?Used (\d+) registers", out.stderr, re.S))
+    assert sorted(map(int, found)) == sorted(kernels)
+    for cg, used in found.items():
+        assert abs(int(used) - kernels[int(cg)].registers()) <= 8, (cg, used)
+
+
 def _layer_args(problem) -> list:
     return [problem.n, problem.h, problem.w, problem.c, problem.k, problem.pad_h, problem.stride_h, problem.groups]
 
@@ -178,8 +201,9 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
 
 # Small odd grouped layers: 4 to 64 channels a group, partial row and column tiles, stride 2, a
 # non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
-# 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64, 768 of 24); and 12
-# channels a group (refused).
+# 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64, 768 of 24), an odd
+# number of output rows for the tiles of 8 columns (two rows a 16-pixel tile); and 12 channels a
+# group (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -198,6 +222,7 @@ LAYERS = [
     "n=2 h=7 w=9 c=48 k=48 r=3 s=3 pad=1 stride=1 groups=2",
     "n=1 h=6 w=13 c=120 k=120 r=3 s=3 pad=1 stride=2 groups=5",
     "n=1 h=4 w=4 c=768 k=768 r=3 s=3 pad=1 stride=1 groups=32",
+    "n=2 h=13 w=15 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=2",
 ]
 
 

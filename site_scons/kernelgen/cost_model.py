@@ -237,9 +237,9 @@ REGISTERS_SM = 65536
 
 def _resident(threads: int, shared: int, registers: int) -> int:
     """CTAs of ``threads`` threads, ``shared`` bytes of shared memory and ``registers`` a thread
-    (0: not known, not counted) an SM holds at once, at least one."""
+    an SM holds at once, at least one."""
     by_shared = SHARED_MEMORY_SM // (shared + 1024)
-    by_registers = REGISTERS_SM // (threads * -(-registers // 8) * 8) if registers else 2048 // threads
+    by_registers = REGISTERS_SM // (threads * -(-registers // 8) * 8)
     return max(1, min(2048 // threads, by_shared, by_registers))
 
 
@@ -260,7 +260,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         channels = kernel.slice(conv, sms)
         tp, tq, tc = kernel.rows, kernel.columns, channels
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * (conv.c // channels)
-        per_sm = _resident(256, kernel.window_bytes(channels), 0)
+        per_sm = _resident(256, kernel.window_bytes(channels), kernel.registers())
         flops = tp * tq * tc * kernel.channels_per_group * 9 * 2
         loads = kernel.window_bytes(channels) + tc * 9 * kernel.channels_per_group * size
     waves = math.ceil(tiles / (sms * per_sm))

@@ -5,7 +5,8 @@ output columns of one image for all C channels, or a slice of them where the lay
 from its input window in shared memory, ``mma.sync`` m16n8k16 on 16-pixel tiles.
 
 A spec lists entries of ``channels_per_group`` (4, 8, 16, 24, 32 or 64: the layer's C / groups, and its K /
-groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8), ``columns`` (16, 32, 48 or 64) and
+groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8), ``columns`` (16, 32, 48 or 64, or 8 with
+an even number of rows: its 16-pixel mma tiles span two rows of 8, for images 7 or 14 wide) and
 ``window`` ("plain", or at stride 2 "parity": each row of the window keeps its even columns, then
 its odd ones, so that the pixels an ldmatrix reads fall in different banks). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
@@ -24,13 +25,14 @@ TEMPLATE = "grouped_mma.mako"
 TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
          {"element": "bf16", "accumulator": "f32", "output": "bf16"})
 SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90
+REGISTERS = {4: 64, 8: 48, 16: 96, 24: 71, 32: 168, 64: 192}  # by channels a group: GroupedMma.registers
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
     S.Key("channels_per_group", S.one_of((4, 8, 16, 24, 32, 64))),
     S.Key("stride", S.one_of((1, 2))),
     S.Key("rows", S.one_of((1, 2, 4, 8))),
-    S.Key("columns", S.one_of((16, 32, 48, 64))),
+    S.Key("columns", S.one_of((8, 16, 32, 48, 64))),
     S.Key("window", S.choice({"plain": None, "parity": None}), default="plain"),
 ))
 
@@ -53,6 +55,12 @@ class GroupedMma(GroupedKernel):
         t = self.element
         return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
                 f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else ""))
+
+    def registers(self) -> int:
+        """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
+        a few): the filter's fragments for every k-step stay in registers, so they grow with the
+        channels a group. 256 threads of 168 make one CTA an SM at 32 channels a group."""
+        return REGISTERS[self.channels_per_group]
 
     def window_bytes(self, channels: int) -> int:
         """Shared memory of a CTA's input window of ``channels`` channels (profiler/grouped_mma.h:
@@ -98,6 +106,9 @@ class GroupedMma(GroupedKernel):
 def check(path, entry, kernel) -> None:
     if kernel.window == "parity" and kernel.stride != 2:
         raise SpecError(path, "a window split by column parity serves stride 2 only", entry, "window")
+    if kernel.columns == 8 and kernel.rows % 2:
+        raise SpecError(path, f"a tile of 8 columns takes its 16-pixel mma tiles from two rows: {kernel.rows} rows "
+                        "is not a whole number of them", entry, "rows")
 
 
 def expand(path, raw: dict) -> list:
