@@ -112,3 +112,17 @@ def test_a_kernel_objects_signature_is_the_compiles_words_not_the_bytecode_of_th
     monkeypatch.setattr(tool, "_compile_kernel", lambda target, source, env: 0 if target else 1)  # other bytecode
     assert contents(["-O3"]) == first
     assert contents(["-O2"]) != first, "the compile's words are part of it"
+
+
+def test_an_object_is_keyed_in_the_cache_by_its_place_among_its_actions_targets_not_its_folder():
+    """PlaceFreeCacheDir's key takes a target's name where it is its action's only one, and its
+    path from their shared folder where an action writes files of one name in two folders."""
+    import SCons.Environment
+
+    tool = _nvcc_tool()
+    env = SCons.Environment.Environment(tools=[])
+    one, = env.Command("build-one/obj/k.o", "k.cu", "cp $SOURCE $TARGET")
+    other, = env.Command("build-two/obj/k.o", "k.cu", "cp $SOURCE $TARGET")
+    pair = env.Command(["out/a/x.txt", "out/b/x.txt"], "k.cu", "touch $TARGETS")
+    assert tool._place(one) == tool._place(other) == "k.o"
+    assert sorted(tool._place(t) for t in pair) == ["a/x.txt", "b/x.txt"]

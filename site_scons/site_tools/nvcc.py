@@ -71,17 +71,28 @@ def kernel_compile_action():
     return action
 
 
+def _place(node) -> str:
+    """What tells ``node`` from the other targets of its action: its path from the folder they
+    share (its name, where it is the only one or they share its folder)."""
+    executor = node.get_executor()
+    targets = executor.get_all_targets() if executor is not None else [node]
+    paths = [target.get_internal_path() for target in targets]
+    common = os.path.commonpath(paths) if len(set(paths)) > 1 else os.path.dirname(paths[0])
+    return os.path.relpath(node.get_internal_path(), common)
+
+
 class PlaceFreeCacheDir(SCons.CacheDir.CacheDir):
     """SCons's CacheDir, with a file's folder left out of its key: SCons adds the target's path to
     what it was built from (its children's contents and the action's words), so that the targets
-    of one action differ; the file's name does that here, and an object cached by a build in one
-    BUILD folder is a hit for a build in another, on this machine or the next (CACHE=)."""
+    of one action differ; its place among them (``_place``) does that here, and an object cached
+    by a build in one BUILD folder is a hit for a build in another, on this machine or the next
+    (CACHE=)."""
 
     def cachepath(self, node) -> tuple:
         if not self.is_enabled():
             return None, None
         sigs = [child.get_cachedir_csig() for child in node.children()]
-        sig = SCons.Util.hash_collect(sigs + [node.get_contents_sig(), node.name])
+        sig = SCons.Util.hash_collect(sigs + [node.get_contents_sig(), _place(node)])
         folder = os.path.join(self.path, sig[:self.config["prefix_len"]].upper())
         return folder, os.path.join(folder, sig)
 
