@@ -70,8 +70,9 @@ def code_digest() -> str:
 class Memo:
     """Each layer's proposal as an earlier run made it, kept in BUILD (``outputs.PROPOSALS``) so that
     a run whose inputs are the same ranks nothing again: keyed by what the ranking depends on (the
-    code, the model, the kernels with their families, the layer, ``top``, the kernels refused on the layer),
-    valued (predicted ms, kernel name) fastest first. A file that is not one reads as empty."""
+    code, the model, the kernels with their families, the layer, ``top``, the kernels refused on
+    the layer), valued (predicted ms, kernel name, proposed as ``unfitted``) fastest first. A file
+    that is not one reads as empty."""
 
     LIMIT = 4096  # entries kept: this run's first, then the most recent others
 
@@ -125,12 +126,11 @@ def unfitted(model, kernel) -> bool:
 
 def propose(problems, kernels, model, top: int, workload_file="", refused=None, memo=None) -> list:
     """Each problem's ``top`` best-ranked distinct kernels (``distinct``), the ``unfitted`` ones
-    that serve it, and as many of the
-    listed kernels' best as those hold fewer than half of ``top``: the model ranks the listed
-    tiles from their measurements and the space's others by extrapolation, so a layer always has
-    candidates of both; kernels ``refused`` (workload name -> kernel names that ran on it and did
-    not pass) are left out. A problem no kernel serves is an error naming it and why each kernel
-    refused it."""
+    that serve it, and as many of the listed kernels' best as those hold fewer than half of
+    ``top``: the model ranks the listed tiles from their measurements and the space's others by
+    extrapolation, so a layer always has candidates of both; kernels ``refused`` (workload name ->
+    kernel names that ran on it and did not pass) are left out. A problem no kernel serves is an
+    error naming it and why each kernel refused it."""
     proposals, rank = [], model.ranking(kernels)
     if memo is not None:
         model_text, by_name = model.to_json(), {k.name: k for k in kernels}
