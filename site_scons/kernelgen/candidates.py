@@ -155,10 +155,10 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
         chosen = distinct(ranked, top)
         named = {k.name for _, k in chosen}
-        unranked = [(ms, k) for ms, k in ranked if k.name not in named and unfitted(model, k)]
+        unranked = frozenset(k.name for _, k in ranked if k.name not in named and unfitted(model, k))
         if unranked:
-            chosen = sorted(chosen + unranked, key=lambda t: (t[0], t[1].name))
-        unranked = frozenset(k.name for _, k in unranked)
+            chosen = sorted(chosen + [(ms, k) for ms, k in ranked if k.name in unranked],
+                            key=lambda t: (t[0], t[1].name))
         wanted = (top + 1) // 2 - sum(listed(k) for _, k in chosen)
         if wanted > 0:
             extra = distinct([(ms, k) for ms, k in ranked if listed(k)], wanted, chosen)

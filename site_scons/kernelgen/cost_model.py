@@ -251,15 +251,14 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     slice of them), one CTA each. A tile's work counts in full where it overhangs the layer."""
     size = 2
     if isinstance(kernel, Depthwise):
-        tp, tq, tc, taps = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors, kernel.filter ** 2
+        tp, tq, tc = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
         per_sm = _resident(256, kernel.shared_bytes(), kernel.registers())
-        rows_in, columns_in = ((t - 1) * kernel.stride + kernel.filter for t in (tp, tq))
-        flops, loads = tp * tq * tc * taps * 2, (rows_in * columns_in + taps) * tc * size
+        flops, loads = tp * tq * tc * kernel.filter ** 2 * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
     else:
         channels = kernel.slice(conv, sms)
         tp, tq, tc = kernel.rows, kernel.columns, channels
-        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * (conv.c // channels)
+        tiles = kernel.pixel_tiles(conv) * (conv.c // channels)
         per_sm = _resident(256, kernel.window_bytes(channels), kernel.registers())
         flops = tp * tq * tc * kernel.channels_per_group * 9 * 2
         loads = kernel.window_bytes(channels) + tc * 9 * kernel.channels_per_group * size

@@ -69,11 +69,15 @@ class GroupedMma(GroupedKernel):
         columns = (self.columns - 1) * self.stride + 3
         return rows * columns * (2 * channels + 16)
 
+    def pixel_tiles(self, conv) -> int:
+        """The layer's tiles of ``rows`` x ``columns`` output pixels, over its images."""
+        return conv.n * -(-conv.p // self.rows) * -(-conv.q // self.columns)
+
     def slice(self, conv, ctas: int) -> int:
         """The channels a CTA computes on ``conv`` with ``ctas`` CTAs to fill (profiler/grouped_mma.h:
         slice): all C, or where the layer has fewer tiles than two a CTA, C halved while each half
         still holds a unit of output channels for each of the 8 warps and whole groups."""
-        tiles = conv.n * -(-conv.p // self.rows) * -(-conv.q // self.columns)
+        tiles = self.pixel_tiles(conv)
         unit = 16 if self.channels_per_group in (16, 32) else 8
         channels = conv.c
         while (channels % 2 == 0 and (channels // 2) % (8 * unit) == 0 and (channels // 2) % self.channels_per_group == 0
