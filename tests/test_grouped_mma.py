@@ -34,6 +34,7 @@ kernels = [
     ("rows = 4", "rows = 3", "rows", "3 is not one of"),
     ("columns = 16", 'columns = 16, window = "odd"', "window", "'odd' is not one of parity, plain"),
     ("columns = 16", 'columns = 16, window = "parity"', "window", "a window split by column parity serves stride 2 only"),
+    ("rows = 4, columns = 16", "rows = 1, columns = 8", "rows", "1 rows is not a whole number of them"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
     path = tmp_path / "family.toml"
