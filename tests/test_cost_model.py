@@ -22,6 +22,7 @@ from test_space import AXES, HEAD
 FAMILIES = ROOT / "kernel_specs" / "families"
 SETS = ROOT / "kernel_specs" / "workloads"
 RESULTS = ROOT / "profile_results"
+SPACES = ROOT / "kernel_specs" / "spaces"
 GPU = "nvidia_h200"
 
 
@@ -31,8 +32,9 @@ def catalog():
 
 
 @pytest.fixture(scope="module")
-def samples(catalog):
-    return cost_model.measured_samples(RESULTS, SETS, catalog, GPU)
+def samples():
+    """The rows the fit takes: of the listed kernels and of the space's descriptors."""
+    return cost_model.measured_samples(RESULTS, SETS, cost_model.measured_kernels(FAMILIES, SPACES), GPU)
 
 
 def test_serves_never_refuses_a_kernel_that_ran_ok(samples):
@@ -99,6 +101,20 @@ def test_features_count_waves_on_the_sms(catalog):
     assert loads == pytest.approx(full[1] * 0.75), "a 2x1 cluster multicasts B: each CTA loads half of it"
 
 
+def test_an_activation_epilogue_counts_its_outputs_again(catalog):
+    """The activation feature is the stores of a kernel whose fused epilogue applies an activation,
+    padding included (tile N 128 on 144 outputs: two tiles), and 0 for a bias alone or no epilogue."""
+    from kernelgen.fusion import fused
+    plain = next(k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.tile == (128, 128, 64)
+                 and k.cluster == (1, 1, 1) and k.fusible)
+    problem = GemmProblem(128 * 132, 144, 24)
+    index = cost_model.FEATURES.index("activation")
+    silu = cost_model.features(fused(plain, "bias+silu"), problem, 132)
+    assert silu[index] == silu[cost_model.FEATURES.index("stores")] == pytest.approx(2 * 128 * 128 * 2 / 1e3)
+    assert cost_model.features(fused(plain, "bias"), problem, 132)[index] == 0
+    assert cost_model.features(plain, problem, 132)[index] == 0
+
+
 def test_the_direct_kernels_features_count_their_tiles_where_they_overhang_the_layer(catalog):
     """A depthwise or grouped_mma kernel's work is counted over its tiles, as a GEMM tile's is: on
     a 7x7 depthwise layer a tile of 16 x 32 pixels computes ten times the pixels there are, one of
@@ -132,7 +148,7 @@ def test_nonnegative_least_squares_matches_a_known_solution():
 def test_a_fit_recovers_the_constants_it_was_made_from(catalog):
     kernels = [k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.scheduler == "default"]
     problems = [GemmProblem(m, n, k) for m in (256, 4096, 50176) for n in (64, 512, 2048) for k in (64, 1024)]
-    theta = np.array([0.15, 0.002, 0.01, 0.5, 0.1, 2.5])
+    theta = np.array([0.15, 0.002, 0.01, 0.5, 0.1, 2.5, 0.0])
     samples = [(k, p, float(cost_model.features(k, p, 132) @ theta) / 1e3) for k in kernels for p in problems]
     model = cost_model.fit(samples, GPU, 132)
     worst = max(abs(model.predict(k, p) / ms - 1) for k, p, ms in samples)
@@ -176,7 +192,7 @@ def test_the_model_ranks_the_measured_winner_near_the_top(samples):
 BAD_MODELS = [
     ("not JSON", "{", "not a cost model"),
     ("a list", "[1, 2]", "fitted for GPU None with other features or none"),
-    ("no theta", '{"gpu": "nvidia_h200", "features": ["mma", "loads", "stores", "tiles", "memory", "launch"]}',
+    ("no theta", '{"gpu": "nvidia_h200", "features": ["mma", "loads", "stores", "tiles", "memory", "launch", "activation"]}',
      "not a cost model \\(missing or malformed 'sms'\\)"),
     ("a theta of text", lambda good: good.replace('"fallback": [', '"fallback": ["x", '), "not a cost model"),
     ("other features", lambda good: good.replace('"launch"', '"latency"'), "with other features or none"),

@@ -11,6 +11,9 @@ for the busiest SM, what those tiles cost:
   tiles   tiles it runs (a fixed cost each: pipeline fill and drain)
   memory  bytes the layer must move at least, MB (the floor: every operand once)
   launch  1 (a launch and the kernel's set-up)
+  activation  ``stores`` again where the kernel's fused epilogue applies an activation (SiLU, GELU,
+          ...), else 0: computing it over every output a tile holds, padding included, is what
+          bounds such a kernel on a layer of few input channels
 
 and predicts ``base = sum(theta[f] * feature[f])``, one non-negative ``theta`` per group of
 kernels (family class, schedule and tile scheduler: a ping-pong kernel hides its epilogue). What the counts miss (how well a tile shape, cluster, epilogue subtile or
@@ -49,12 +52,13 @@ from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
 from .families.grouped_mma import GroupedMma
 from .families.gemv import Gemv
+from .fusion import activation
 from .ops import serves as serves_op
 
 # numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
 # from measured rows) does not wait for it.
 
-FEATURES = ("mma", "loads", "stores", "tiles", "memory", "launch")
+FEATURES = ("mma", "loads", "stores", "tiles", "memory", "launch", "activation")
 # SMs of the GPUs a model may be fitted for (by results folder name)
 SM_COUNTS = {"nvidia_h200": 132, "nvidia_h100_80gb_hbm3": 132, "nvidia_a100_sxm4_80gb": 108}
 SHARED_MEMORY_2X = 227 * 1024  # bytes of shared memory an SM gives 2.x kernels' CTAs on SM90
@@ -197,6 +201,12 @@ def _layer(problem, sms: int) -> tuple:
 
 def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
+    counted = _counts(kernel, tiling, layer, sms)
+    return counted + [counted[2] if activation(getattr(kernel, "fusion", "") or "") else 0.0]
+
+
+def _counts(kernel, tiling, layer: tuple, sms: int) -> list:
+    """``_features`` but the last (``activation``)."""
     memory, (m, n, k), mflop_per_sm, conv = layer
     if tiling is None:
         if isinstance(kernel, (Depthwise, GroupedMma)) and conv is not None:
@@ -563,8 +573,15 @@ def record_markdown(rows: list) -> str:
                           + f" | {r[-1]:g} |\n" for r in rows)
 
 
-def main(argv=None) -> int:
+def measured_kernels(specs_dir, spaces_dir) -> dict:
+    """name -> descriptor of every kernel whose committed rows the fit and the record take: the
+    listed families' and the generated space's (``space.merged``), as a build's catalog holds them."""
+    from .space import load_space, merged
     from .specs import load_catalog
+    return {k.name: k for k in merged(load_catalog(specs_dir), load_space(spaces_dir))}
+
+
+def main(argv=None) -> int:
 
     root = Path(__file__).resolve().parents[2]
     parser = argparse.ArgumentParser(prog="python -m kernelgen.cost_model",
@@ -576,13 +593,14 @@ def main(argv=None) -> int:
     parser.add_argument("--results", default=str(root / "profile_results"))
     parser.add_argument("--sets-dir", default=str(root / "kernel_specs" / "workloads"))
     parser.add_argument("--specs", default=str(root / "kernel_specs" / "families"))
+    parser.add_argument("--spaces", default=str(root / "kernel_specs" / "spaces"))
     parser.add_argument("--out", default=str(MODELS_DIR))
     args = parser.parse_args(argv)
     if args.gpu not in SM_COUNTS:
         print(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(SM_COUNTS))})", file=sys.stderr)
         return 2
     try:
-        catalog = {k.name: k for k in load_catalog(args.specs)}
+        catalog = measured_kernels(args.specs, args.spaces)
         samples = measured_samples(args.results, args.sets_dir, catalog, args.gpu)
     except KernelgenError as e:
         print(e, file=sys.stderr)
