@@ -484,6 +484,9 @@ def test_d3_a_selection_after_a_driver_change_is_refused_before_anything_is_lost
                       r"3 row\(s\) were measured with GPU NVIDIA H200, driver 580\.159\.04, CUDA 13\.0, CUTLASS "
                       r"4\.2\.0, timed by graph, and 2 of their kernels are not in this build \(e\.g\. kernel_b\) \(1 more CSV\(s\) alike\)")
     assert "Nothing was profiled" in message and "without KERNELS=" in message and "move the file aside" in message
+    listed = tmp_path / f"remeasure-{workload_file.stem}.txt"  # beside the manifest, in BUILD
+    assert f"3 kernels: scons profile TOP=all KERNELS=@{listed}" in message
+    assert listed.read_text() == "kernel_a\nkernel_b\nkernel_c\n", "every kernel of the rows it would lose"
     assert results_of(tmp_path, workload_file) == before, "every row is still there"
     assert len(invocations(log)) == 1, "no profiler run"
     profile_run(tmp_path, workload_file)  # every kernel: each old row gets its replacement

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import inputs, resolved, results
+from . import inputs, outputs, resolved, results
 from .ops import check_served, op_of, serves
 from .errors import KernelgenError, one_line, shorten
 from .workloads import load_workloads
@@ -182,6 +182,7 @@ class Runner:
         self.started = time.monotonic()
         self.holds_gpu = False
         self.only: set | None = None  # GPUS=: the kernels this process measures (of the manifest's)
+        self.remeasure: Path | None = None  # where a refused plan lists the kernels to measure again
 
     @contextlib.contextmanager
     def measuring(self):
@@ -226,13 +227,26 @@ class Runner:
         if losses:
             path, foreign, unmeasured = losses[0]
             more = f" ({len(losses) - 1} more CSV(s) alike)" if len(losses) > 1 else ""
+            again = self._list_remeasure(sorted({row["kernel"] for _, rows, _ in losses for row in rows}))
             raise KernelgenError(
                 f"{path}: {len(foreign)} row(s) were measured with {_stack(foreign[0])}, and {len(unmeasured)} of "
                 f"their kernels are not in this build (e.g. {unmeasured[0]}){more}; measuring with this stack "
                 f"({_stack(vars(self.device))}) would replace the file and lose them. Nothing was profiled: "
-                "profile every kernel (scons profile TOP=listed without KERNELS=), or move the file aside to keep "
-                "them")
+                f"profile every kernel of those rows ({again}), or move the file aside to keep them")
         return states
+
+    def _list_remeasure(self, kernels: list) -> str:
+        """How to measure ``kernels`` (every kernel of the rows a plan would lose) again: a list of
+        them written to ``remeasure`` for KERNELS=@, where there is one; and TOP=listed, where every
+        one of them is listed."""
+        where = "scons profile TOP=listed without KERNELS=, where they are all listed kernels"
+        if self.remeasure is None:
+            return where
+        try:  # in BUILD, beside the manifest: in the build's record, so that scons -c removes it
+            outputs.write(outputs.Record(self.remeasure.parent), self.remeasure, "".join(f"{name}\n" for name in kernels))
+        except (OSError, KernelgenError) as e:
+            return f"{where}; the list of them could not be written to {self.remeasure}: {one_line(e)}"
+        return f"{len(kernels)} kernels: scons profile TOP=all KERNELS=@{self.remeasure}; or {where}"
 
     def on_disk(self, path: Path) -> list[dict]:
         """The rows of a CSV of this GPU's folder as they are now (none if there is no file)."""
@@ -614,6 +628,7 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, device.gpu), timeout,
                     list(extra_args), log)
     runner.device = device
+    runner.remeasure = Path(manifest_path).with_name(f"remeasure-{set_name}.txt")
     device.device = device_label()
     if only is not None:
         runner.only = set(only)
