@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import ROOT, requires_gpu
-from kernelgen import render
+from kernelgen import cost_model, render
 from kernelgen.ops import serves
 from kernelgen.ops.gemm import GemmProblem
 from kernelgen.specs import load_catalog
@@ -21,6 +21,7 @@ TEMPLATES = ROOT / "kernel_specs" / "templates"
 CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
 GEMV = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m4_rows4_threads128_unroll2"
 GEMV_1 = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows4_threads128_unroll4"
+GEMV_NARROW = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m8_rows2_threads64_unroll2_vec2"
 SPLIT_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_splitk2"
               "_warpspecialized_cooperative_epi_tma")
 STREAM_K_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_stream_k"
@@ -66,6 +67,20 @@ def test_a_matrix_vector_kernel_serves_gemms_and_renders_its_parameters():
     assert '#include "gemv.h"' in text and f"kernelgen::DirectOperation<::{GEMV}>" in text
 
 
+def test_a_narrow_matrix_vector_kernel_serves_an_even_k_and_renders_its_own_type():
+    """vector = 2: gemv_narrow.h's 4-byte loads, for the K (input channels) of squeeze-excite layers
+    that no 16-byte load divides; a kernel of gemv.h renders as it did before the key existed."""
+    narrow, wide = CATALOG[GEMV_NARROW], CATALOG[GEMV]
+    layer = parse_workloads("conv2d_fprop n=1 h=1 w=1 c=222 k=888 r=1 s=1\n")[0]
+    assert cost_model.serves(narrow, layer) is None
+    assert cost_model.serves(wide, layer) == "K must be a multiple of 8"
+    assert cost_model.serves(narrow, GemmProblem(m=2, n=64, k=31)) == "K must be a multiple of 2"
+    text = source(GEMV_NARROW)
+    assert f"using {GEMV_NARROW} = kernelgen::GemvNarrow<8, 2, 64, 2>;" in text and '#include "gemv_narrow.h"' in text
+    assert "gemv.h" not in text.replace("gemv_narrow.h", "")
+    assert "vector" not in wide.values() and "type" not in wide.values()
+
+
 SMALL = {
     # (layers it computes, layers it refuses with a word of the reason)
     GEMV: ({"gemm m=1 n=1000 k=2048", "gemm m=3 n=257 k=1032", "gemm m=4 n=64 k=8",
@@ -73,6 +88,10 @@ SMALL = {
            {"gemm m=5 n=64 k=64": "at most 4 rows", "gemm m=2 n=64 k=60": "multiple of 8",
             "conv2d_fprop n=1 h=2 w=2 c=64 k=64 r=3 s=3 pad=1": "not a GEMM"}),
     GEMV_1: ({"gemm m=1 n=4096 k=25088", "gemm m=1 n=7 k=4104"}, {"gemm m=2 n=64 k=64": "at most 1 rows"}),
+    GEMV_NARROW: ({"conv2d_fprop n=1 h=1 w=1 c=222 k=888 r=1 s=1", "conv2d_fprop n=3 h=1 w=1 c=84 k=337 r=1 s=1",
+                   "gemm m=8 n=5 k=2", "gemm m=1 n=1000 k=2050"},
+                  {"gemm m=9 n=64 k=64": "at most 8 rows", "gemm m=2 n=64 k=31": "must be even",
+                   "conv2d_fprop n=1 h=3 w=3 c=30 k=30 r=3 s=3 pad=1": "not a GEMM"}),
     SPLIT_GEMM: ({"conv2d_fprop n=1 h=7 w=7 c=2048 k=512 r=1 s=1", "gemm m=256 n=4096 k=4096", "gemm m=3 n=200 k=136"},
                  {"conv2d_fprop n=1 h=7 w=7 c=512 k=512 r=3 s=3 pad=1": "not a GEMM"}),
     STREAM_K_GEMM: ({"conv2d_fprop n=1 h=14 w=14 c=1024 k=256 r=1 s=1", "gemm m=1 n=1000 k=2048"}, {}),

@@ -101,7 +101,7 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Gemv):
         if conv.n * conv.p * conv.q > kernel.max_m:
             return f"a matrix-vector kernel for at most {kernel.max_m} rows"
-        return None if conv.c % 8 == 0 else "K must be a multiple of 8"
+        return None if conv.c % kernel.vector == 0 else f"K must be a multiple of {kernel.vector}"
     if isinstance(kernel, Conv2dFpropFewChannels):
         if conv.c > 4:
             return "needs 1 to 4 input channels"

@@ -6,8 +6,9 @@ compute mostly padding and leave most SMs idle.
 
 A spec lists entries of ``max_m`` (the most rows of A a kernel takes), ``rows`` (output columns
 per CTA), ``threads`` (per CTA, striding over K in 16-byte chunks) and ``unroll`` (chunks of
-each B row a thread loads before using any). K must be a multiple of 8; other shapes are
-``unsupported``.
+each B row a thread loads before using any), and ``vector``: 8 (16-byte loads, profiler/gemv.h,
+K a multiple of 8; the default) or 2 (4-byte loads, profiler/gemv_narrow.h, K even: the
+squeeze-excite layers of 84 or 222 channels). Other shapes are ``unsupported``.
 """
 
 from dataclasses import dataclass
@@ -30,7 +31,10 @@ ENTRY = S.Table((
     S.Key("rows", S.integer(1, 64)),
     S.Key("threads", S.one_of((32, 64, 128, 256, 512, 1024))),
     S.Key("unroll", S.integer(1, 16)),
+    S.Key("vector", S.one_of((8, 2)), 8),
 ))
+# vector -> (the kernel type, its header)
+KERNEL_TYPES = {8: ("Gemv", "gemv.h"), 2: ("GemvNarrow", "gemv_narrow.h")}
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class Gemv:
     rows: int
     threads: int
     unroll: int
+    vector: int = 8  # halves a load of B reads: K must be a multiple of it
 
     element = TYPES["element"]
     accumulator = TYPES["accumulator"]
@@ -48,21 +53,28 @@ class Gemv:
     arch = 80
     arch_specific = False  # plain CUDA: any GPU the other kernels run on
     template = TEMPLATE
-    includes = ("gemv.h",)
     adapter = "kernelgen::DirectOperation"
     adapter_header = "direct_adapter.h"
+
+    @property
+    def includes(self) -> tuple:
+        return (KERNEL_TYPES[self.vector][1],)
 
     @cached_property
     def name(self) -> str:
         return (f"kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m{self.max_m}_rows{self.rows}"
-                f"_threads{self.threads}_unroll{self.unroll}")
+                f"_threads{self.threads}_unroll{self.unroll}" + ("" if self.vector == 8 else f"_vec{self.vector}"))
 
     def registers(self) -> int:
-        """A thread's registers, about: its fp32 sums, its B chunks in flight (4 each), the rest."""
-        return self.max_m * self.rows + 4 * self.unroll * self.rows + BASE_REGISTERS
+        """A thread's registers, about: its fp32 sums, its B loads in flight (a register a pair of
+        halves), the rest."""
+        return self.max_m * self.rows + self.vector // 2 * self.unroll * self.rows + BASE_REGISTERS
 
     def values(self) -> dict:
-        return {"max_m": self.max_m, "rows": self.rows, "threads": self.threads, "unroll": self.unroll}
+        values = {"max_m": self.max_m, "rows": self.rows, "threads": self.threads, "unroll": self.unroll}
+        if self.vector != 8:  # the kernel type named where it is not gemv.h's (whose kernels render as before)
+            values["type"] = KERNEL_TYPES[self.vector][0]
+        return values
 
 
 def check(path, entry, kernel) -> None:
