@@ -8,7 +8,9 @@ A spec lists entries of ``max_m`` (the most rows of A a kernel takes), ``rows`` 
 per CTA), ``threads`` (per CTA, striding over K in 16-byte chunks) and ``unroll`` (chunks of
 each B row a thread loads before using any), and ``vector``: 8 (16-byte loads, profiler/gemv.h,
 K a multiple of 8; the default) or 2 (4-byte loads, profiler/gemv_narrow.h, K even: the
-squeeze-excite layers of 84 or 222 channels). Other shapes are ``unsupported``.
+squeeze-excite layers of 84 or 222 channels). Other shapes are ``unsupported``. gemv_narrow.h
+repeats gemv.h's scheme rather than generalising it: a kernel's hash covers the headers it
+includes, so gemv.h unchanged keeps its kernels' measured rows current.
 """
 
 from dataclasses import dataclass
