@@ -487,6 +487,8 @@ def test_d3_a_selection_after_a_driver_change_is_refused_before_anything_is_lost
     listed = tmp_path / f"remeasure-{workload_file.stem}.txt"  # beside the manifest, in BUILD
     assert f"3 kernels: scons profile TOP=all KERNELS=@{listed}" in message
     assert listed.read_text() == "kernel_a\nkernel_b\nkernel_c\n", "every kernel of the rows it would lose"
+    from kernelgen import outputs
+    assert listed.name in outputs.read_record(tmp_path), "in the build's record: scons -c removes it"
     assert results_of(tmp_path, workload_file) == before, "every row is still there"
     assert len(invocations(log)) == 1, "no profiler run"
     profile_run(tmp_path, workload_file)  # every kernel: each old row gets its replacement
