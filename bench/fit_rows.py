@@ -24,12 +24,6 @@ from kernelgen.specs import load_catalog  # noqa: E402
 TOPS = (3, 5)
 
 
-def held_out(samples: list, stems: list, gpu: str) -> dict:
-    """set -> the model fitted to ``samples`` without that set's rows."""
-    sms = cost_model.SM_COUNTS[gpu]
-    return {stem: cost_model.fit([s[:3] for s in samples if s[3] != stem], gpu, sms) for stem in stems}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpu", default="nvidia_h200")
@@ -40,7 +34,8 @@ def main() -> int:
     every = cost_model.measured_samples(results, sets, cost_model.measured_kernels(families, spaces), args.gpu)
     listed_rows = cost_model.measured_samples(results, sets, listed, args.gpu)
     stems = sorted({s[3] for s in every})
-    fits = {"listed rows": held_out(listed_rows, stems, args.gpu), "listed and space rows": held_out(every, stems, args.gpu)}
+    fits = {"listed rows": cost_model.fit_held_out(listed_rows, stems, args.gpu),
+            "listed and space rows": cost_model.fit_held_out(every, stems, args.gpu)}
     records = {name: {row[0]: row for row in cost_model.record(models.__getitem__, every)} for name, models in fits.items()}
     print(f"{len(every)} measured rows ({len(listed_rows)} of listed kernels), {len(stems)} sets, each ranked by models "
           "fitted without it\n")

@@ -573,6 +573,11 @@ def record_markdown(rows: list) -> str:
                           + f" | {r[-1]:g} |\n" for r in rows)
 
 
+def fit_held_out(samples: list, stems: list, gpu: str) -> dict:
+    """set -> the model fitted to ``samples`` [(kernel, problem, ms, set)] without that set's rows."""
+    return {stem: fit([s[:3] for s in samples if s[3] != stem], gpu, SM_COUNTS[gpu]) for stem in stems}
+
+
 def measured_kernels(specs_dir, spaces_dir) -> dict:
     """name -> descriptor of every kernel whose committed rows the fit and the record take: the
     listed families' and the generated space's (``space.merged``), as a build's catalog holds them."""
@@ -612,8 +617,7 @@ def main(argv=None) -> int:
     if args.command == "record":
         print(f"Fitted on every set ({len(samples)} rows):\n")
         print(record_markdown(record(lambda stem: model, samples)))
-        held_out = {stem: fit([s[:3] for s in samples if s[3] != stem], args.gpu, SM_COUNTS[args.gpu])
-                    for stem in sorted({s[3] for s in samples})}
+        held_out = fit_held_out(samples, sorted({s[3] for s in samples}), args.gpu)
         print("Fitted without the set it ranks:\n")
         print(record_markdown(record(held_out.__getitem__, samples)))
         return 0
