@@ -273,6 +273,7 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (GEMV.replace("unroll = 4", "unroll = 16"), "kernels[0]", "unroll",
      "max_m 1 x rows 4 sums and unroll 16 x rows 4 chunks in flight need about 300 registers"),
     (GEMV.replace("threads = 128", "threads = 96"), "kernels[0]", "threads", "96 is not one of"),
+    (GEMV.replace("unroll = 4 }", "unroll = 4, vector = 4 }"), "kernels[0]", "vector", "4 is not one of"),
     (GEMV.replace('accumulator = "f32"', 'accumulator = "f16"'), None, "accumulator",
      "written for accumulator f32, not f16"),
     (GEMM.replace('[[1, 1, 1]] }', '[[1, 1, 3]] }'), "kernels[1].clusters[0]", None, "cluster K must be 1"),
