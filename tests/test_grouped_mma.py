@@ -35,6 +35,9 @@ kernels = [
     ("columns = 16", 'columns = 16, window = "odd"', "window", "'odd' is not one of parity, plain"),
     ("columns = 16", 'columns = 16, window = "parity"', "window", "a window split by column parity serves stride 2 only"),
     ("rows = 4, columns = 16", "rows = 1, columns = 8", "rows", "1 rows is not a whole number of them"),
+    ("columns = 16", "columns = 16, max_channels = 96", "max_channels", "96 is not one of"),
+    ("channels_per_group = 8", "channels_per_group = 16, max_channels = 64", "max_channels",
+     "a slice of 64 channels is not whole groups of 16 and a unit of 16 output channels for each of the 8 warps"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
     path = tmp_path / "family.toml"
@@ -55,6 +58,19 @@ def test_the_name_says_the_groups_the_stride_and_the_tile(tmp_path):
     path.write_text(FAMILY.replace(FIRST, '{ channels_per_group = 8, stride = 2, rows = 4, columns = 16, window = "parity" }'))
     kernel, = load_family(path)
     assert kernel.name.endswith("_g8_3x3_stride2_tile4x16_parity") and kernel.window == "parity"
+
+
+def test_a_sliced_kernel_says_its_most_channels_and_serves_a_layer_whose_whole_window_is_too_large(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, "{ channels_per_group = 8, stride = 1, rows = 4, columns = 16, max_channels = 128 }"))
+    kernel, = load_family(path)
+    assert kernel.name.endswith("_g8_3x3_stride1_tile4x16_slice128") and kernel.includes == ("grouped_mma_sliced.h",)
+    whole = _kernel(8, 1)
+    wide = Conv2dProblem(2, 14, 14, 4096, 4096, 3, 3, 1, 1, groups=512)
+    assert serves(whole, wide).startswith("the input window of 4096 channels")
+    assert serves(kernel, wide) is None and kernel.slice(wide, 0) == 128
+    resnext = Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32)  # many tiles: only the most cuts it
+    assert (whole.slice(resnext, 132), kernel.slice(resnext, 132)) == (256, 128)
 
 
 def _kernel(cg, stride, rows=None, columns=16):
@@ -123,7 +139,7 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
                     for k in kernels for p in problems)
     calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
-    source.write_text('#include <cstdio>\n#include "grouped_mma.h"\n\n'
+    source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
                       + "\nint main() {\n" + calls + "  return 0;\n}\n")
     build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",

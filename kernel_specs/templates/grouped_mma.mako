@@ -1,4 +1,10 @@
 ## The C++ type of one grouped tensor-core kernel (profiler/grouped_mma.h): 3x3 filters, K = C.
-## Inputs: name (the procedural name), v (element, channels_per_group, stride, rows, columns, parity).
+## Inputs: name (the procedural name), v (element, channels_per_group, stride, rows, columns, parity,
+## slice: the most channels a CTA computes, None for all C: profiler/grouped_mma_sliced.h).
+% if v["slice"] is None:
 // Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}: ${name}
 using ${name} = kernelgen::GroupedMma<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}${", true" if v["parity"] else ""}>;
+% else:
+// Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}, at most ${v["slice"]} channels a CTA: ${name}
+using ${name} = kernelgen::GroupedMmaSliced<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}, ${"true" if v["parity"] else "false"}, ${v["slice"]}>;
+% endif

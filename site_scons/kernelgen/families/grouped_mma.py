@@ -8,7 +8,9 @@ A spec lists entries of ``channels_per_group`` (4, 8, 16, 24, 32 or 64: the laye
 groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8), ``columns`` (16, 32, 48 or 64, or 8 with
 an even number of rows: its 16-pixel mma tiles span two rows of 8, for images 7 or 14 wide) and
 ``window`` ("plain", or at stride 2 "parity": each row of the window keeps its even columns, then
-its odd ones, so that the pixels an ldmatrix reads fall in different banks). Other
+its odd ones, so that the pixels an ldmatrix reads fall in different banks), and optionally
+``max_channels`` (64, 128 or 256: the most channels a CTA computes, profiler/grouped_mma_sliced.h; a
+window of fewer channels lets several CTAs share a SM, one loading while another computes). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -34,6 +36,7 @@ ENTRY = S.Table((
     S.Key("rows", S.one_of((1, 2, 4, 8))),
     S.Key("columns", S.one_of((8, 16, 32, 48, 64))),
     S.Key("window", S.choice({"plain": None, "parity": None}), default="plain"),
+    S.Key("max_channels", S.one_of((64, 128, 256)), default=None),
 ))
 
 
@@ -46,15 +49,20 @@ class GroupedMma(GroupedKernel):
     columns: int
     window: str = "plain"  # "parity": each window row's even columns, then its odd ones (stride 2)
     element: str = "f16"
+    max_channels: int | None = None  # the most channels a CTA computes; None: all C
 
     template = TEMPLATE
-    includes = ("grouped_mma.h",)
+
+    @property
+    def includes(self) -> tuple:
+        return ("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)
 
     @cached_property
     def name(self) -> str:
         t = self.element
         return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
-                f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else ""))
+                f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else "")
+                + ("" if self.max_channels is None else f"_slice{self.max_channels}"))
 
     def registers(self) -> int:
         """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
@@ -74,14 +82,16 @@ class GroupedMma(GroupedKernel):
         return conv.n * -(-conv.p // self.rows) * -(-conv.q // self.columns)
 
     def slice(self, conv, ctas: int) -> int:
-        """The channels a CTA computes on ``conv`` with ``ctas`` CTAs to fill (profiler/grouped_mma.h:
-        slice): all C, or where the layer has fewer tiles than two a CTA, C halved while each half
-        still holds a unit of output channels for each of the 8 warps and whole groups."""
+        """The channels a CTA computes on ``conv`` with ``ctas`` CTAs to fill (profiler/grouped_mma.h
+        and grouped_mma_sliced.h: slice): all C, or C halved while over ``max_channels`` or while
+        the layer has fewer tiles than two a CTA, as long as each half still holds whole groups and a
+        unit of output channels for each of the 8 warps. ``ctas`` = 0: the most a launch gives a CTA."""
         tiles = self.pixel_tiles(conv)
         unit = 16 if self.channels_per_group in (16, 32) else 8
+        most = conv.c if self.max_channels is None else self.max_channels
         channels = conv.c
         while (channels % 2 == 0 and (channels // 2) % (8 * unit) == 0 and (channels // 2) % self.channels_per_group == 0
-               and tiles * (conv.c // channels) < 2 * ctas and conv.n * (conv.c // channels) * 2 <= 65535):
+               and conv.n * (conv.c // channels) * 2 <= 65535 and (channels > most or tiles * (conv.c // channels) < 2 * ctas)):
             channels //= 2
         return channels
 
@@ -98,16 +108,27 @@ class GroupedMma(GroupedKernel):
             return "built for dilation 1"
         if conv.c % 8:
             return "C must be a multiple of 8 (16-byte accesses along C)"
-        if self.window_bytes(conv.c) > SHARED_MEMORY:
+        if self.max_channels is None and self.window_bytes(conv.c) > SHARED_MEMORY:
             return f"the input window of {conv.c} channels needs more than {SHARED_MEMORY} bytes of shared memory"
+        if self.max_channels is not None and self.window_bytes(self.slice(conv, 0)) > SHARED_MEMORY:
+            return (f"the input window of a slice of {self.slice(conv, 0)} channels needs more than {SHARED_MEMORY} "
+                    "bytes of shared memory")
+        if self.max_channels is not None and conv.n * (conv.c // self.slice(conv, 0)) > 65535:
+            return "more images or tile rows than a grid holds"
         return None
 
     def values(self) -> dict:
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
-                "rows": self.rows, "columns": self.columns, "parity": self.window == "parity"}
+                "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
+                "slice": self.max_channels}
 
 
 def check(path, entry, kernel) -> None:
+    unit = 8 * (16 if kernel.channels_per_group in (16, 32) else 8)
+    if kernel.max_channels is not None and (kernel.max_channels % unit or kernel.max_channels % kernel.channels_per_group):
+        raise SpecError(path, f"a slice of {kernel.max_channels} channels is not whole groups of "
+                        f"{kernel.channels_per_group} and a unit of {unit // 8} output channels for each of the 8 warps",
+                        entry, "max_channels")
     if kernel.window == "parity" and kernel.stride != 2:
         raise SpecError(path, "a window split by column parity serves stride 2 only", entry, "window")
     if kernel.columns == 8 and kernel.rows % 2:
