@@ -38,6 +38,9 @@ kernels = [
     ("columns = 16", "columns = 16, max_channels = 96", "max_channels", "96 is not one of"),
     ("channels_per_group = 8", "channels_per_group = 16, max_channels = 64", "max_channels",
      "a slice of 64 channels is not whole groups of 16 and a unit of 16 output channels for each of the 8 warps"),
+    ("columns = 16", 'columns = 16, schedule = "pipelined"', "schedule", "a pipelined kernel computes a slice of max_channels"),
+    ("stride = 1, rows = 4, columns = 16", 'stride = 2, rows = 4, columns = 16, max_channels = 256, schedule = "pipelined"',
+     "schedule", "two windows of 256 channels need 313632 bytes of shared memory, more than 232448"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
     path = tmp_path / "family.toml"
@@ -71,6 +74,19 @@ def test_a_sliced_kernel_says_its_most_channels_and_serves_a_layer_whose_whole_w
     assert serves(kernel, wide) is None and kernel.slice(wide, 0) == 128
     resnext = Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32)  # many tiles: only the most cuts it
     assert (whole.slice(resnext, 132), kernel.slice(resnext, 132)) == (256, 128)
+
+
+def test_a_pipelined_kernel_computes_exactly_its_slice_and_refuses_channels_it_does_not_divide(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, '{ channels_per_group = 8, stride = 1, rows = 4, columns = 16, max_channels = 128, '
+                                          'schedule = "pipelined" }'))
+    kernel, = load_family(path)
+    assert kernel.name.endswith("_g8_3x3_stride1_tile4x16_slice128_pipelined")
+    assert kernel.includes == ("grouped_mma_pipelined.h",) and kernel.buffers == 2
+    assert kernel.slice(Conv2dProblem(1, 4, 4, 1024, 1024, 3, 3, 1, 1, groups=128), 132) == 128  # few tiles: still 128
+    assert serves(kernel, Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32)) is None
+    assert serves(kernel, Conv2dProblem(2, 9, 9, 192, 192, 3, 3, 1, 1, groups=24)) == \
+        "C must be a multiple of the slice of 128 channels"
 
 
 def _kernel(cg, stride, rows=None, columns=16):
@@ -139,7 +155,7 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
                     for k in kernels for p in problems)
     calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
-    source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n\n'
+    source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
                       + "\nint main() {\n" + calls + "  return 0;\n}\n")
     build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",

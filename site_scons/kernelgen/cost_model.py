@@ -269,7 +269,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         channels = kernel.slice(conv, sms)
         tp, tq, tc = kernel.rows, kernel.columns, channels
         tiles = kernel.pixel_tiles(conv) * (conv.c // channels)
-        per_sm = _resident(256, kernel.window_bytes(channels), kernel.registers())
+        per_sm = _resident(256, kernel.window_bytes(channels) * kernel.buffers, kernel.registers())
         flops = tp * tq * tc * kernel.channels_per_group * 9 * 2
         loads = kernel.window_bytes(channels) + tc * 9 * kernel.channels_per_group * size
     waves = math.ceil(tiles / (sms * per_sm))

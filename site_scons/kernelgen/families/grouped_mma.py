@@ -10,7 +10,10 @@ an even number of rows: its 16-pixel mma tiles span two rows of 8, for images 7 
 ``window`` ("plain", or at stride 2 "parity": each row of the window keeps its even columns, then
 its odd ones, so that the pixels an ldmatrix reads fall in different banks), and optionally
 ``max_channels`` (64, 128 or 256: the most channels a CTA computes, profiler/grouped_mma_sliced.h; a
-window of fewer channels lets several CTAs share a SM, one loading while another computes). Other
+window of fewer channels lets several CTAs share a SM, one loading while another computes) and
+``schedule`` ("tile": a CTA a tile; "pipelined", with ``max_channels``: persistent CTAs of one slice
+of exactly that many channels each, their filters loaded once and the next tile's window loading
+into a second buffer while they compute, profiler/grouped_mma_pipelined.h). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -37,6 +40,7 @@ ENTRY = S.Table((
     S.Key("columns", S.one_of((8, 16, 32, 48, 64))),
     S.Key("window", S.choice({"plain": None, "parity": None}), default="plain"),
     S.Key("max_channels", S.one_of((64, 128, 256)), default=None),
+    S.Key("schedule", S.choice({"tile": None, "pipelined": None}), default="tile"),
 ))
 
 
@@ -50,19 +54,28 @@ class GroupedMma(GroupedKernel):
     window: str = "plain"  # "parity": each window row's even columns, then its odd ones (stride 2)
     element: str = "f16"
     max_channels: int | None = None  # the most channels a CTA computes; None: all C
+    schedule: str = "tile"  # "pipelined": persistent CTAs of a slice of max_channels, two windows
 
     template = TEMPLATE
 
     @property
     def includes(self) -> tuple:
+        if self.schedule == "pipelined":
+            return ("grouped_mma_pipelined.h",)
         return ("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)
+
+    @property
+    def buffers(self) -> int:
+        """The windows a CTA holds in shared memory."""
+        return 2 if self.schedule == "pipelined" else 1
 
     @cached_property
     def name(self) -> str:
         t = self.element
         return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
                 f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else "")
-                + ("" if self.max_channels is None else f"_slice{self.max_channels}"))
+                + ("" if self.max_channels is None else f"_slice{self.max_channels}")
+                + ("_pipelined" if self.schedule == "pipelined" else ""))
 
     def registers(self) -> int:
         """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
@@ -85,7 +98,10 @@ class GroupedMma(GroupedKernel):
         """The channels a CTA computes on ``conv`` with ``ctas`` CTAs to fill (profiler/grouped_mma.h
         and grouped_mma_sliced.h: slice): all C, or C halved while over ``max_channels`` or while
         the layer has fewer tiles than two a CTA, as long as each half still holds whole groups and a
-        unit of output channels for each of the 8 warps. ``ctas`` = 0: the most a launch gives a CTA."""
+        unit of output channels for each of the 8 warps. ``ctas`` = 0: the most a launch gives a CTA.
+        A pipelined kernel's CTAs compute ``max_channels``, always."""
+        if self.schedule == "pipelined":
+            return self.max_channels
         tiles = self.pixel_tiles(conv)
         unit = 16 if self.channels_per_group in (16, 32) else 8
         most = conv.c if self.max_channels is None else self.max_channels
@@ -108,6 +124,9 @@ class GroupedMma(GroupedKernel):
             return "built for dilation 1"
         if conv.c % 8:
             return "C must be a multiple of 8 (16-byte accesses along C)"
+        if self.schedule == "pipelined":
+            return None if conv.c % self.max_channels == 0 else \
+                f"C must be a multiple of the slice of {self.max_channels} channels"
         if self.max_channels is None and self.window_bytes(conv.c) > SHARED_MEMORY:
             return f"the input window of {conv.c} channels needs more than {SHARED_MEMORY} bytes of shared memory"
         if self.max_channels is not None and self.window_bytes(self.slice(conv, 0)) > SHARED_MEMORY:
@@ -120,7 +139,7 @@ class GroupedMma(GroupedKernel):
     def values(self) -> dict:
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
-                "slice": self.max_channels}
+                "slice": self.max_channels, "pipelined": self.schedule == "pipelined"}
 
 
 def check(path, entry, kernel) -> None:
@@ -129,6 +148,12 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, f"a slice of {kernel.max_channels} channels is not whole groups of "
                         f"{kernel.channels_per_group} and a unit of {unit // 8} output channels for each of the 8 warps",
                         entry, "max_channels")
+    if kernel.schedule == "pipelined" and kernel.max_channels is None:
+        raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
+    if kernel.schedule == "pipelined" and 2 * kernel.window_bytes(kernel.max_channels) > SHARED_MEMORY:
+        raise SpecError(path, f"two windows of {kernel.max_channels} channels need "
+                        f"{2 * kernel.window_bytes(kernel.max_channels)} bytes of shared memory, more than {SHARED_MEMORY}",
+                        entry, "schedule")
     if kernel.window == "parity" and kernel.stride != 2:
         raise SpecError(path, "a window split by column parity serves stride 2 only", entry, "window")
     if kernel.columns == 8 and kernel.rows % 2:
