@@ -8,7 +8,10 @@ A spec lists entries of ``max_m`` (the most rows of A a kernel takes), ``rows`` 
 per CTA), ``threads`` (per CTA, striding over K in 16-byte chunks) and ``unroll`` (chunks of
 each B row a thread loads before using any), and ``vector``: 8 (16-byte loads, profiler/gemv.h,
 K a multiple of 8; the default) or 2 (4-byte loads, profiler/gemv_narrow.h, K even: the
-squeeze-excite layers of 84 or 222 channels). Other shapes are ``unsupported``. gemv_narrow.h
+squeeze-excite layers of 84 or 222 channels), and ``lanes``: "k" (a CTA's threads stride over
+K, each keeping every row of A's sums, then reduce them; the default) or "m" (max_m 32: lane i of
+every warp keeps row i's sums, the warps split K, profiler/gemv_lanes.h: the same layers at batch
+32, where the other scheme spends its time reducing). Other shapes are ``unsupported``. gemv_narrow.h
 repeats gemv.h's scheme rather than generalising it: a kernel's hash covers the headers it
 includes, so gemv.h unchanged keeps its kernels' measured rows current.
 """
@@ -34,9 +37,11 @@ ENTRY = S.Table((
     S.Key("threads", S.one_of((32, 64, 128, 256, 512, 1024))),
     S.Key("unroll", S.integer(1, 16)),
     S.Key("vector", S.one_of((8, 2)), 8),
+    S.Key("lanes", S.choice({"k": None, "m": None}), "k"),
 ))
-# vector -> (the kernel type, its header)
-KERNEL_TYPES = {8: ("Gemv", "gemv.h"), 2: ("GemvNarrow", "gemv_narrow.h")}
+# (lanes, vector) -> (the kernel type, its header)
+KERNEL_TYPES = {("k", 8): ("Gemv", "gemv.h"), ("k", 2): ("GemvNarrow", "gemv_narrow.h"),
+                ("m", 8): ("GemvLanes", "gemv_lanes.h"), ("m", 2): ("GemvLanesNarrow", "gemv_lanes.h")}
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class Gemv:
     threads: int
     unroll: int
     vector: int = 8  # halves a load of B reads: K must be a multiple of it
+    lanes: str = "k"  # what a warp's lanes stride over: "k", or "m" (a lane a row of A)
 
     element = TYPES["element"]
     accumulator = TYPES["accumulator"]
@@ -60,27 +66,34 @@ class Gemv:
 
     @property
     def includes(self) -> tuple:
-        return (KERNEL_TYPES[self.vector][1],)
+        return (KERNEL_TYPES[self.lanes, self.vector][1],)
 
     @cached_property
     def name(self) -> str:
         return (f"kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m{self.max_m}_rows{self.rows}"
-                f"_threads{self.threads}_unroll{self.unroll}" + ("" if self.vector == 8 else f"_vec{self.vector}"))
+                f"_threads{self.threads}_unroll{self.unroll}" + ("" if self.vector == 8 else f"_vec{self.vector}")
+                + ("" if self.lanes == "k" else "_lanesm"))
 
     def registers(self) -> int:
         """A thread's registers, about: its fp32 sums, its B loads in flight (a register a pair of
-        halves), the rest."""
+        halves), the rest. With a lane a row of A (lanes "m"), a thread keeps one row's sums and
+        loads a chunk of A besides each step's chunks of B."""
+        if self.lanes == "m":
+            return self.rows + self.vector // 2 * self.unroll * (self.rows + 1) + BASE_REGISTERS
         return self.max_m * self.rows + self.vector // 2 * self.unroll * self.rows + BASE_REGISTERS
 
     def values(self) -> dict:
         values = {"max_m": self.max_m, "rows": self.rows, "threads": self.threads, "unroll": self.unroll}
-        if self.vector != 8:  # the kernel type named where it is not gemv.h's (whose kernels render as before)
-            values["type"] = KERNEL_TYPES[self.vector][0]
+        if (self.lanes, self.vector) != ("k", 8):  # the kernel type named where it is not gemv.h's (whose kernels render as before)
+            values["type"] = KERNEL_TYPES[self.lanes, self.vector][0]
         return values
 
 
 def check(path, entry, kernel) -> None:
-    """Refuse a kernel whose thread would need more registers than a thread has, naming the key."""
+    """Refuse a kernel whose thread would need more registers than a thread has, or a lane a row
+    of A for other than 32 rows, naming the key."""
+    if kernel.lanes == "m" and kernel.max_m != 32:
+        raise SpecError(path, f"a lane a row of A takes 32 rows: max_m must be 32, not {kernel.max_m}", entry, "max_m")
     need = kernel.registers()
     if need > MAX_REGISTERS_PER_THREAD:
         raise SpecError(path, f"max_m {kernel.max_m} x rows {kernel.rows} sums and unroll {kernel.unroll} x rows "
