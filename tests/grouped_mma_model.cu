@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "grouped_mma_odd.h"
 #include "grouped_mma_pipelined.h"
 #include "grouped_mma_sliced.h"
 #include "kernel_types.h"
