@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <vector>
 
-#include "grouped_mma_odd.h"
 #include "grouped_mma_pipelined.h"
 #include "grouped_mma_sliced.h"
 #include "kernel_types.h"

@@ -39,8 +39,6 @@ kernels = [
     ("channels_per_group = 8", "channels_per_group = 16, max_channels = 64", "max_channels",
      "a slice of 64 channels is not whole groups of 16 and a unit of 16 output channels for each of the 8 warps"),
     ("columns = 16", 'columns = 16, schedule = "pipelined"', "schedule", "a pipelined kernel computes a slice of max_channels"),
-    ("columns = 16", 'columns = 16, max_channels = 64, pitch = "odd"', "pitch",
-     "an odd pitch is built for the tile kernels of all C channels"),
     ("stride = 1, rows = 4, columns = 16", 'stride = 2, rows = 4, columns = 16, max_channels = 256, schedule = "pipelined"',
      "schedule", "two windows of 256 channels need 313632 bytes of shared memory, more than 232448"),
 ])
@@ -89,16 +87,6 @@ def test_a_pipelined_kernel_computes_exactly_its_slice_and_refuses_channels_it_d
     assert serves(kernel, Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32)) is None
     assert serves(kernel, Conv2dProblem(2, 9, 9, 192, 192, 3, 3, 1, 1, groups=24)) == \
         "C must be a multiple of the slice of 128 channels"
-
-
-def test_an_odd_pitch_pads_a_pixel_to_an_odd_number_of_chunks(tmp_path):
-    path = tmp_path / "family.toml"
-    path.write_text(FAMILY.replace(FIRST, '{ channels_per_group = 8, stride = 1, rows = 4, columns = 16, pitch = "odd" }'))
-    kernel, = load_family(path)
-    assert kernel.name.endswith("_g8_3x3_stride1_tile4x16_oddpitch") and kernel.includes == ("grouped_mma_odd.h",)
-    pixels = 6 * 18
-    assert kernel.window_bytes(120) == pixels * (240 + 32) and _kernel(8, 1).window_bytes(120) == pixels * (240 + 16)
-    assert kernel.window_bytes(128) == pixels * (256 + 16) == _kernel(8, 1).window_bytes(128)
 
 
 def _kernel(cg, stride, rows=None, columns=16):
@@ -167,7 +155,7 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
                     for k in kernels for p in problems)
     calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
-    source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n#include "grouped_mma_odd.h"\n\n'
+    source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
                       + "\nint main() {\n" + calls + "  return 0;\n}\n")
     build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
@@ -247,8 +235,8 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
 # Small odd grouped layers: 4 to 64 channels a group, partial row and column tiles, stride 2, a
 # non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
 # 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64, 768 of 24), an odd
-# number of output rows for the tiles of 8 columns (two rows a 16-pixel tile), C / 8 odd; and 12
-# channels a group (refused).
+# number of output rows for the tiles of 8 columns (two rows a 16-pixel tile); and 12 channels a
+# group (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -268,8 +256,6 @@ LAYERS = [
     "n=1 h=6 w=13 c=120 k=120 r=3 s=3 pad=1 stride=2 groups=5",
     "n=1 h=4 w=4 c=768 k=768 r=3 s=3 pad=1 stride=1 groups=32",
     "n=2 h=13 w=15 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=2",
-    "n=2 h=9 w=10 c=56 k=56 r=3 s=3 pad=1 stride=1 groups=7",    # C / 8 odd: the odd pitch pads 32 bytes
-    "n=1 h=11 w=20 c=40 k=40 r=3 s=3 pad=1 stride=2 groups=5",
 ]
 
 

@@ -66,7 +66,7 @@ def test_catalog_holds_each_family():
     assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
     assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
-    assert len(tensor_grouped) == 87 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert len(tensor_grouped) == 79 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
         == [20, 20]
     assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {(4, 1), (4, 2), (8, 1), (8, 2), (16, 1),
@@ -104,9 +104,9 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 352
-    assert len(select(kernels, "*", parse_arch("90"))) == 211, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 211
+    assert len(select(kernels, "*", parse_arch("90a"))) == 344
+    assert len(select(kernels, "*", parse_arch("90"))) == 203, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 203
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

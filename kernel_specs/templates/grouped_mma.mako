@@ -1,14 +1,10 @@
 ## The C++ type of one grouped tensor-core kernel (profiler/grouped_mma.h): 3x3 filters, K = C.
 ## Inputs: name (the procedural name), v (element, channels_per_group, stride, rows, columns, parity,
 ## slice: the most channels a CTA computes, None for all C: profiler/grouped_mma_sliced.h;
-## pipelined: persistent CTAs of a slice, two windows: profiler/grouped_mma_pipelined.h;
-## odd: window pixels an odd number of 16-byte chunks apart: profiler/grouped_mma_odd.h).
+## pipelined: persistent CTAs of a slice, two windows: profiler/grouped_mma_pipelined.h).
 % if v["slice"] is None:
 // Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}: ${name}
 using ${name} = kernelgen::GroupedMma<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}${", true" if v["parity"] else ""}>;
-% elif v["odd"]:
-// Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}, pixels an odd number of 16-byte chunks apart: ${name}
-using ${name} = kernelgen::GroupedMmaOdd<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}${", true" if v["parity"] else ""}>;
 % elif v["pipelined"]:
 // Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}, persistent CTAs of ${v["slice"]} channels, two windows: ${name}
 using ${name} = kernelgen::GroupedMmaPipelined<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}, ${"true" if v["parity"] else "false"}, ${v["slice"]}>;

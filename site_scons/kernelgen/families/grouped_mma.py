@@ -13,10 +13,7 @@ its odd ones, so that the pixels an ldmatrix reads fall in different banks), and
 window of fewer channels lets several CTAs share a SM, one loading while another computes) and
 ``schedule`` ("tile": a CTA a tile; "pipelined", with ``max_channels``: persistent CTAs of one slice
 of exactly that many channels each, their filters loaded once and the next tile's window loading
-into a second buffer while they compute, profiler/grouped_mma_pipelined.h) and ``pitch``
-("plain": each pixel of the window padded by 16 bytes; "odd": by 16 or 32, whichever makes the
-pixels an odd number of 16-byte chunks apart, so that an ldmatrix's eight rows fall in different
-banks where C / 8 is odd, profiler/grouped_mma_odd.h; tile kernels of all C only). Other
+into a second buffer while they compute, profiler/grouped_mma_pipelined.h). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -44,7 +41,6 @@ ENTRY = S.Table((
     S.Key("window", S.choice({"plain": None, "parity": None}), default="plain"),
     S.Key("max_channels", S.one_of((64, 128, 256)), default=None),
     S.Key("schedule", S.choice({"tile": None, "pipelined": None}), default="tile"),
-    S.Key("pitch", S.choice({"plain": None, "odd": None}), default="plain"),
 ))
 
 
@@ -59,7 +55,6 @@ class GroupedMma(GroupedKernel):
     element: str = "f16"
     max_channels: int | None = None  # the most channels a CTA computes; None: all C
     schedule: str = "tile"  # "pipelined": persistent CTAs of a slice of max_channels, two windows
-    pitch: str = "plain"  # "odd": window pixels an odd number of 16-byte chunks apart
 
     template = TEMPLATE
 
@@ -67,8 +62,6 @@ class GroupedMma(GroupedKernel):
     def includes(self) -> tuple:
         if self.schedule == "pipelined":
             return ("grouped_mma_pipelined.h",)
-        if self.pitch == "odd":
-            return ("grouped_mma_odd.h",)
         return ("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)
 
     @property
@@ -82,7 +75,7 @@ class GroupedMma(GroupedKernel):
         return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
                 f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else "")
                 + ("" if self.max_channels is None else f"_slice{self.max_channels}")
-                + ("_pipelined" if self.schedule == "pipelined" else "") + ("_oddpitch" if self.pitch == "odd" else ""))
+                + ("_pipelined" if self.schedule == "pipelined" else ""))
 
     def registers(self) -> int:
         """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
@@ -95,8 +88,6 @@ class GroupedMma(GroupedKernel):
         Window::bytes): its pixels, 2 bytes a channel and 16 of padding each."""
         rows = (self.rows - 1) * self.stride + 3
         columns = (self.columns - 1) * self.stride + 3
-        if self.pitch == "odd":  # profiler/grouped_mma_odd.h: OddWindow::pitch
-            return rows * columns * 16 * (channels // 8 + 1 + channels // 8 % 2)
         return rows * columns * (2 * channels + 16)
 
     def pixel_tiles(self, conv) -> int:
@@ -148,7 +139,7 @@ class GroupedMma(GroupedKernel):
     def values(self) -> dict:
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
-                "slice": self.max_channels, "pipelined": self.schedule == "pipelined", "odd": self.pitch == "odd"}
+                "slice": self.max_channels, "pipelined": self.schedule == "pipelined"}
 
 
 def check(path, entry, kernel) -> None:
@@ -157,8 +148,6 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, f"a slice of {kernel.max_channels} channels is not whole groups of "
                         f"{kernel.channels_per_group} and a unit of {unit // 8} output channels for each of the 8 warps",
                         entry, "max_channels")
-    if kernel.pitch == "odd" and (kernel.schedule != "tile" or kernel.max_channels is not None):
-        raise SpecError(path, "an odd pitch is built for the tile kernels of all C channels", entry, "pitch")
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
         raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
     if kernel.schedule == "pipelined" and 2 * kernel.window_bytes(kernel.max_channels) > SHARED_MEMORY:
