@@ -16,6 +16,7 @@ choose alike.
 
 import math
 import re
+from collections import namedtuple
 from pathlib import Path
 
 import pandas as pd
@@ -32,33 +33,42 @@ _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once[^\n]*\n", re.MULTILINE)
 
 
 def load_set(results_dir, problems, gpu: str | None = None) -> pd.DataFrame:
-    """All CSVs of a set, validated, as one frame; one provenance (GPU and versions) for all.
-    ``gpu``: the slug of the GPU whose folder ``results_dir`` is (results.read_csv)."""
+    """All CSVs of a set, validated, as one frame (a column ``source``: the file of each row); one
+    provenance (GPU and versions) for all. ``gpu``: the slug of the GPU whose folder
+    ``results_dir`` is (results.read_csv). The files' columns are checked and joined as lists, and
+    made one frame once."""
     results_dir = Path(results_dir)
-    frames = []
+    merged, sources, first, other = {c: [] for c in results.COLUMNS}, [], None, None
     for problem in problems:
         path = results_dir / f"{problem.name}.csv"
         if inputs.file_kind(path) == "missing":
             raise ResultsError(path, f"no results for workload {problem.name}: run scons profile on a GPU")
-        frame = results.read_csv(path, gpu)
-        if frame.empty:
+        columns = results.read_columns(path, gpu)
+        if columns is None:
             raise ResultsError(path, "holds no rows, only a header: run scons profile on a GPU")
-        others = sorted(set(frame["workload"]) - {problem.name})
+        others = sorted(set(columns["workload"]) - {problem.name})
         if others:
             raise ResultsError(path, f"holds rows of another workload ({others[0]})")
-        provenance = frame[list(results.PROVENANCE)].drop_duplicates()
+        provenance = list(dict.fromkeys(zip(*(columns[c] for c in results.PROVENANCE))))
         if len(provenance) > 1:
             raise ResultsError(path, "mixes measurements from different GPUs or software versions: "
-                               + "; ".join(_describe(r) for r in provenance.itertuples(index=False)))
-        frame["source"] = str(path)
-        frames.append(frame)
-    merged = pd.concat(frames, ignore_index=True)
-    provenance = merged[list(results.PROVENANCE) + ["source"]].drop_duplicates(list(results.PROVENANCE))
-    if len(provenance) > 1:
-        first, second = provenance.iloc[0], provenance.iloc[1]
-        raise ResultsError(second["source"], f"measured with {_describe(second)}, but {first['source']} "
-                           f"with {_describe(first)}: one set must come from one GPU and software stack")
-    return merged
+                               + "; ".join(_describe(_Provenance(*p)) for p in provenance))
+        if first is None:
+            first = (provenance[0], path)
+        elif provenance[0] != first[0] and other is None:
+            other = (provenance[0], path)
+        for c in results.COLUMNS:
+            merged[c] += columns[c]
+        sources += [str(path)] * len(columns["workload"])
+    if first is None:
+        raise ValueError("No objects to concatenate")  # as pandas says of a set of no workload
+    if other is not None:
+        raise ResultsError(other[1], f"measured with {_describe(_Provenance(*other[0]))}, but {first[1]} "
+                           f"with {_describe(_Provenance(*first[0]))}: one set must come from one GPU and software stack")
+    return results.frame_of(merged, source=sources)
+
+
+_Provenance = namedtuple("_Provenance", results.PROVENANCE)
 
 
 def _describe(row) -> str:
@@ -87,6 +97,13 @@ def fastest(rows: pd.DataFrame) -> pd.Series:
     return rows.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]
 
 
+def _fastest_position(columns: dict, positions: list) -> int:
+    """The position, among ``positions`` (of ok rows, in the frame's order), of the row ``fastest``
+    chooses: the least runtime (a missing one last), then kernel name, the first of equals."""
+    runtime, kernel = columns["runtime_ms"], columns["kernel"]
+    return min(positions, key=lambda i: (math.inf if math.isnan(runtime[i]) else runtime[i], kernel[i]))
+
+
 def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None,
                 kernels_by_name: dict | None = None) -> pd.DataFrame:
     """One row per workload (in the set's order): the fastest ok and verified kernel among
@@ -96,13 +113,15 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
     without a row) and ``stale`` (rows of changed code, left out).
 
     The rows of each workload are sorted out by position (``_select``), once over the frame's
-    columns, rather than by masks of the whole frame for every workload; ``fastest`` chooses."""
+    columns, rather than by masks of the whole frame for every workload, and the fastest found
+    among them as ``fastest`` finds it, without sorting a frame for each workload."""
     chosen, unmeasured_counts, stale_counts, every = [], [], [], hashes
     problems = list(problems)
     if not problems:
         return pd.DataFrame(chosen)
     positions = frame.groupby("workload", sort=False).indices  # workload -> its rows' positions, in order
-    columns = {c: frame[c].tolist() for c in ("kernel", "kernel_hash", "status", "rel_l2_error", "rel_max_error")}
+    columns = {c: frame[c].tolist() for c in ("kernel", "kernel_hash", "status", "rel_l2_error", "rel_max_error",
+                                              "runtime_ms")}
     for problem in problems:
         if kernels_by_name is not None:
             hashes = {n: h for n, h in every.items() if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
@@ -121,7 +140,7 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
                 counts.append(f"{unmeasured} not measured")
             raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly on the current "
                                f"code ({', '.join(counts) or 'no row'}): run scons profile")
-        chosen.append(fastest(frame.iloc[ok]))
+        chosen.append(frame.iloc[_fastest_position(columns, ok)])
         unmeasured_counts.append(unmeasured)
         stale_counts.append(len(stale))
     best = pd.DataFrame(chosen)

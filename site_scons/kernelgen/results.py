@@ -188,6 +188,22 @@ def read_rows(path, gpu: str | None = None) -> list[dict]:
     return [dict(zip(COLUMNS, values)) for values in zip(*(columns[c] for c in COLUMNS))]
 
 
+def read_columns(path, gpu: str | None = None) -> dict | None:
+    """As ``read_csv``, its validated columns (column -> list, every one of COLUMNS; numbers as
+    floats, NaN for empty) without a frame, or None for a file of a header and no row."""
+    return _read_columns(path, gpu)
+
+
+def frame_of(columns: dict, **more) -> pd.DataFrame:
+    """The frame ``read_csv`` makes of validated ``columns``, and string columns ``more`` (name ->
+    list of the same length)."""
+    import pandas as pd
+    frame = _frame(columns)
+    for name, values in more.items():
+        frame[name] = pd.array(values, dtype=str)
+    return frame
+
+
 def _read_columns(path, gpu: str | None) -> dict | None:
     """read_csv's validated columns (every one of COLUMNS), None for a file of no row."""
     path = Path(path)
