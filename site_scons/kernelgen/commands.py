@@ -80,15 +80,17 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
 
 
 def measured_frames(config: Config) -> dict:
-    """Workload name -> the rows its CSV holds, of every CSV of the set that can be read (one that
-    cannot is the header build's to report)."""
+    """Workload name -> the rows its CSV holds, as validated columns (``results.read_columns``:
+    column -> list), of every CSV of the set that can be read (one that cannot is the header
+    build's to report). Columns, not frames: a set's tens of frames cost more to make than all
+    that is done with them."""
     frames = {}
     for path in result_paths(config):
         try:
-            frame = results.read_csv(path)
+            columns = results.read_columns(path)
         except KernelgenError:
             continue
-        frames[path.stem] = frame  # a CSV is named by its workload
+        frames[path.stem] = columns or {c: [] for c in results.COLUMNS}  # a CSV is named by its workload
     return frames
 
 
