@@ -187,23 +187,22 @@ def to_csv_text(proposals: list) -> str:
 def measured(frames: dict, tolerances: dict) -> tuple:
     """(chosen, refused) from the rows measured so far (``frames``: workload name -> its CSV's
     validated columns, ``commands.measured_frames``): the kernels of each workload's fastest ok
-    row within its kernel's tolerance (``tolerances``: name -> tolerance; ``reduce.verified``'s
-    test, ``reduce.fastest``'s order), which stay among a set's candidates so that a profile of
+    row within its kernel's tolerance (``tolerances``: name -> tolerance; ``reduce.within_tolerance``,
+    ``reduce.fastest_position``), which stay among a set's candidates so that a profile of
     the model's proposals never leaves it slower than before; and for each workload the kernels
     that ran on it and did not pass (unsupported, incorrect, failed, ...), which are no
     candidates of it again: the next profile proposes the next-ranked instead."""
-    from .reduce import _fastest_position
+    from .reduce import fastest_position, within_tolerance
 
     chosen, refused = set(), {}
     for workload, columns in frames.items():
         kernels, statuses = columns["kernel"], columns["status"]
         l2, worst = columns["rel_l2_error"], columns["rel_max_error"]
         rows = [i for i, k in enumerate(kernels) if k in tolerances]
-        passed = [i for i in rows if statuses[i] == "ok"
-                  and 0 <= l2[i] <= tolerances[kernels[i]] and 0 <= worst[i] <= tolerances[kernels[i]]]
+        passed = [i for i in rows if statuses[i] == "ok" and within_tolerance(l2[i], worst[i], tolerances[kernels[i]])]
         refused[workload] = {kernels[i] for i in set(rows) - set(passed)}
         if passed:
-            chosen.add(kernels[_fastest_position(columns, passed)])
+            chosen.add(kernels[fastest_position(columns, passed)])
     return chosen, refused
 
 

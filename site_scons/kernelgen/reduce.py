@@ -91,17 +91,17 @@ def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
             & (rows["rel_max_error"] >= 0) & (rows["rel_max_error"] <= limit))
 
 
-def fastest(rows: pd.DataFrame) -> pd.Series:
-    """The fastest of ``rows`` (not empty) by the total order every choice uses: runtime, then
-    kernel name."""
-    return rows.sort_values(["runtime_ms", "kernel"], kind="mergesort").iloc[0]
-
-
-def _fastest_position(columns: dict, positions: list) -> int:
-    """The position, among ``positions`` (of ok rows, in the frame's order), of the row ``fastest``
-    chooses: the least runtime (a missing one last), then kernel name, the first of equals."""
+def fastest_position(columns: dict, positions: list) -> int:
+    """The fastest of the rows at ``positions`` (not empty; in their frame's order) of ``columns``
+    (column -> list) by the total order every choice uses: the least runtime (a missing one last),
+    then kernel name, the first of equals."""
     runtime, kernel = columns["runtime_ms"], columns["kernel"]
     return min(positions, key=lambda i: (math.inf if math.isnan(runtime[i]) else runtime[i], kernel[i]))
+
+
+def within_tolerance(l2: float, worst: float, limit: float) -> bool:
+    """``verified``'s test of one row: both recorded errors within ``limit`` (NaN, missing, is not)."""
+    return 0 <= l2 <= limit and 0 <= worst <= limit
 
 
 def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None,
@@ -114,7 +114,7 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
 
     The rows of each workload are sorted out by position (``_select``), once over the frame's
     columns, rather than by masks of the whole frame for every workload, and the fastest found
-    among them as ``fastest`` finds it, without sorting a frame for each workload."""
+    among them by position (``fastest_position``), without sorting a frame for each workload."""
     chosen, unmeasured_counts, stale_counts, every = [], [], [], hashes
     problems = list(problems)
     if not problems:
@@ -140,7 +140,7 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
                 counts.append(f"{unmeasured} not measured")
             raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly on the current "
                                f"code ({', '.join(counts) or 'no row'}): run scons profile")
-        chosen.append(frame.iloc[_fastest_position(columns, ok)])
+        chosen.append(frame.iloc[fastest_position(columns, ok)])
         unmeasured_counts.append(unmeasured)
         stale_counts.append(len(stale))
     best = pd.DataFrame(chosen)
@@ -172,7 +172,7 @@ def _select(columns: dict, where, hashes: dict, tolerances: dict | None) -> tupl
         else:
             limit = tolerances.get(kernels[i])
             limit = math.nan if limit is None else float(limit)
-        if 0 <= l2[i] <= limit and 0 <= worst[i] <= limit:  # NaN (missing) is not within
+        if within_tolerance(l2[i], worst[i], limit):
             ok.append(i)
     return unmeasured, current, stale, ok
 

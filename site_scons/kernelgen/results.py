@@ -172,7 +172,7 @@ def read_csv(path, gpu: str | None = None) -> pd.DataFrame:
     What a text validates to is kept for the rest of the process (the build plan and the header's
     build both read a set's CSVs): a text read again is only checked for its rows' GPU. Each call
     returns a frame of its own."""
-    columns = _read_columns(path, gpu)
+    columns = read_columns(path, gpu)
     if columns is None:  # a header and no row
         import pandas as pd
         return validate(pd.DataFrame(columns=list(COLUMNS), dtype=str), path)
@@ -182,16 +182,10 @@ def read_csv(path, gpu: str | None = None) -> pd.DataFrame:
 def read_rows(path, gpu: str | None = None) -> list[dict]:
     """As ``rows_of(read_csv(path, gpu))``, without pandas: the validated rows as dicts of every
     column (numbers as floats, NaN for empty)."""
-    columns = _read_columns(path, gpu)
+    columns = read_columns(path, gpu)
     if columns is None:
         return []
     return [dict(zip(COLUMNS, values)) for values in zip(*(columns[c] for c in COLUMNS))]
-
-
-def read_columns(path, gpu: str | None = None) -> dict | None:
-    """As ``read_csv``, its validated columns (column -> list, every one of COLUMNS; numbers as
-    floats, NaN for empty) without a frame, or None for a file of a header and no row."""
-    return _read_columns(path, gpu)
 
 
 def frame_of(columns: dict, **more) -> pd.DataFrame:
@@ -204,8 +198,9 @@ def frame_of(columns: dict, **more) -> pd.DataFrame:
     return frame
 
 
-def _read_columns(path, gpu: str | None) -> dict | None:
-    """read_csv's validated columns (every one of COLUMNS), None for a file of no row."""
+def read_columns(path, gpu: str | None = None) -> dict | None:
+    """As ``read_csv``, its validated columns (column -> list, every one of COLUMNS; numbers as
+    floats, NaN for empty) without a frame, or None for a file of a header and no row."""
     path = Path(path)
     try:
         text = inputs.read_text(path, inputs.CSV_LIMIT)

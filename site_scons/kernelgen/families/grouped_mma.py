@@ -83,6 +83,12 @@ class GroupedMma(GroupedKernel):
         channels a group. 256 threads of 168 make one CTA an SM at 32 channels a group."""
         return REGISTERS[self.channels_per_group]
 
+    @property
+    def unit_channels(self) -> int:
+        """The channels a CTA computes at least: a unit of output channels (Unit::kOut: 16 of a
+        group of 16 or 32, else 8) for each of its 8 warps."""
+        return 8 * (16 if self.channels_per_group in (16, 32) else 8)
+
     def window_bytes(self, channels: int) -> int:
         """Shared memory of a CTA's input window of ``channels`` channels (profiler/grouped_mma.h:
         Window::bytes): its pixels, 2 bytes a channel and 16 of padding each."""
@@ -103,10 +109,9 @@ class GroupedMma(GroupedKernel):
         if self.schedule == "pipelined":
             return self.max_channels
         tiles = self.pixel_tiles(conv)
-        unit = 16 if self.channels_per_group in (16, 32) else 8
         most = conv.c if self.max_channels is None else self.max_channels
         channels = conv.c
-        while (channels % 2 == 0 and (channels // 2) % (8 * unit) == 0 and (channels // 2) % self.channels_per_group == 0
+        while (channels % 2 == 0 and (channels // 2) % self.unit_channels == 0 and (channels // 2) % self.channels_per_group == 0
                and conv.n * (conv.c // channels) * 2 <= 65535 and (channels > most or tiles * (conv.c // channels) < 2 * ctas)):
             channels //= 2
         return channels
@@ -127,12 +132,14 @@ class GroupedMma(GroupedKernel):
         if self.schedule == "pipelined":
             return None if conv.c % self.max_channels == 0 else \
                 f"C must be a multiple of the slice of {self.max_channels} channels"
-        if self.max_channels is None and self.window_bytes(conv.c) > SHARED_MEMORY:
-            return f"the input window of {conv.c} channels needs more than {SHARED_MEMORY} bytes of shared memory"
-        if self.max_channels is not None and self.window_bytes(self.slice(conv, 0)) > SHARED_MEMORY:
-            return (f"the input window of a slice of {self.slice(conv, 0)} channels needs more than {SHARED_MEMORY} "
-                    "bytes of shared memory")
-        if self.max_channels is not None and conv.n * (conv.c // self.slice(conv, 0)) > 65535:
+        if self.max_channels is None:
+            if self.window_bytes(conv.c) > SHARED_MEMORY:
+                return f"the input window of {conv.c} channels needs more than {SHARED_MEMORY} bytes of shared memory"
+            return None
+        most = self.slice(conv, 0)
+        if self.window_bytes(most) > SHARED_MEMORY:
+            return f"the input window of a slice of {most} channels needs more than {SHARED_MEMORY} bytes of shared memory"
+        if conv.n * (conv.c // most) > 65535:
             return "more images or tile rows than a grid holds"
         return None
 
@@ -143,7 +150,7 @@ class GroupedMma(GroupedKernel):
 
 
 def check(path, entry, kernel) -> None:
-    unit = 8 * (16 if kernel.channels_per_group in (16, 32) else 8)
+    unit = kernel.unit_channels
     if kernel.max_channels is not None and (kernel.max_channels % unit or kernel.max_channels % kernel.channels_per_group):
         raise SpecError(path, f"a slice of {kernel.max_channels} channels is not whole groups of "
                         f"{kernel.channels_per_group} and a unit of {unit // 8} output channels for each of the 8 warps",
