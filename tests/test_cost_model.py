@@ -2,6 +2,7 @@
 record on the committed measurements, and the candidates it proposes."""
 
 import collections
+import re
 import shutil
 import subprocess
 import sys
@@ -336,7 +337,7 @@ def test_a_layer_no_kernel_serves_is_named_with_the_reasons(everything):
         candidates.propose([twelve], everything, model, 5, "regnet.txt")
     why = str(error.value).split("refused it: ", 1)[1]
     reasons = why.split("; ")
-    assert why.startswith(tuple(f"{n} " for n in range(1, 40)))
+    assert re.match(r"\d+ ", why)
     assert "built for 8 channels a group in and out" in why and not any(" not for " in r for r in reasons)
 
 

@@ -43,6 +43,16 @@ kernels = [
      "stages", "1 is outside [2, 6]"),
     ("{ filter = 3, stride = 1, rows = 8, columns = 4, channel_vectors = 64 }", "channel_vectors",
      "64 is not one of"),
+    ('{ filter = 3, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4, loader = "dma" }',
+     "loader", "'dma'"),
+    ("{ filter = 3, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4, threads = 128 }",
+     "threads", "CTAs of 128 threads are a tensor-copy kernel's"),
+    ('{ filter = 3, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4, loader = "tma", '
+     "threads = 64 }", "threads", "64 is not one of 128, 256"),
+    ('{ filter = 7, stride = 1, rows = 8, thread_rows = 4, columns = 8, channel_vectors = 4, loader = "tma", '
+     "threads = 128 }", "columns", "need about 202 registers a thread, more than 168"),
+    ('{ filter = 3, stride = 1, rows = 16, thread_rows = 1, columns = 4, channel_vectors = 4, loader = "tma", '
+     "threads = 128 }", "rows", "rows 16 in thread rows of 1 do not divide the 8 threads"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
     path = tmp_path / "family.toml"
@@ -62,6 +72,21 @@ def test_the_defaults_and_the_name_say_the_tile(tmp_path):
     # 8 positions (64 / 8 channel vectors) in 8 thread rows: 1 thread column of 2 outputs
     assert kernel.thread_grid() == (8, 1) and kernel.tile_columns() == 2
     assert kernel.name.endswith("_5x5_stride2_tile8x2_t1x2_c64_s3")
+    assert kernel.name.startswith("kernelgen_sm80_simt_dwconv_") and kernel.arch == 80
+
+
+def test_a_tensor_copy_kernel_needs_sm90_and_its_name_says_its_loader_and_threads(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, '{ filter = 7, stride = 1, rows = 8, thread_rows = 4, columns = 4, '
+                                          'channel_vectors = 4, loader = "tma", threads = 128 }'))
+    kernel, = load_family(path)
+    # 128 threads, 16 along C (4 vectors of 8 channels, two channels a thread): 8 along the pixels,
+    # 2 rows of 4 outputs by 4 columns of 4
+    assert kernel.thread_grid() == (2, 4) and kernel.tile_columns() == 16
+    assert kernel.name == "kernelgen_sm90_simt_dwconv_f16nhwc_f16nhwc_f32_f16nhwc_7x7_stride1_tile8x16_t4x4_c32_s3_tma_cta128"
+    assert kernel.arch == 90 and kernel.includes == ("depthwise_tma.h",)
+    # three stages of a 14 x 22 pixel window of 4 vectors, and the block's taps once
+    assert kernel.shared_bytes() == 3 * 14 * 22 * 4 * 16 + 49 * 4 * 16
 
 
 @requires_nvcc
@@ -74,8 +99,9 @@ def test_every_committed_kernel_type_has_the_spec_tile_and_shared_memory(tmp_pat
         f" && {k.name}::Shape::kPR == {k.thread_grid()[0]} && {k.name}::Shape::kPC == {k.thread_grid()[1]},"
         f' "{k.name}");\n' for k in kernels)
     source = tmp_path / "types.cu"
-    source.write_text('#include "depthwise.h"\n\n' + "".join(render.type_definition(templates, k) for k in kernels)
-                      + checks)
+    includes = sorted({header for k in kernels for header in k.includes})
+    source.write_text("".join(f'#include "{header}"\n' for header in includes) + "\n"
+                      + "".join(render.type_definition(templates, k) for k in kernels) + checks)
     out = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
                           "-c", "-o", str(tmp_path / "types.o"), str(source)], capture_output=True, text=True,
                          timeout=600)
@@ -83,7 +109,9 @@ def test_every_committed_kernel_type_has_the_spec_tile_and_shared_memory(tmp_pat
 
 
 # Small odd depthwise layers: partial row and column tiles, C not a multiple of any tile's channels
-# (24, 40, 200), one image row, padding wider than the filter's reach, a non-square image.
+# (24, 40, 200), one image row, padding wider than the filter's reach, a non-square image; and two
+# of more tiles than a GPU runs CTAs at once, so that a tensor-copy kernel's CTA takes a run of tiles
+# that spans two channel blocks (depthwise_tma.h: its taps loaded again mid-run).
 LAYERS = [
     "n=3 h=13 w=17 c=24 k=24 r=3 s=3 pad=1 stride=1 groups=24",
     "n=2 h=9 w=30 c=40 k=40 r=3 s=3 pad=1 stride=2 groups=40",
@@ -92,13 +120,15 @@ LAYERS = [
     "n=2 h=7 w=9 c=136 k=136 r=7 s=7 pad=3 stride=1 groups=136",
     "n=1 h=1 w=33 c=16 k=16 r=3 s=3 pad=1 stride=1 groups=16",
     "n=2 h=6 w=5 c=8 k=8 r=3 s=3 pad=3 stride=1 groups=8",
+    "n=16 h=30 w=31 c=104 k=104 r=3 s=3 pad=1 stride=1 groups=104",
+    "n=8 h=29 w=27 c=136 k=136 r=7 s=7 pad=3 stride=1 groups=136",
 ]
 
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
     kernels = {k.name: k for k in load_family(SPECS[0])}
-    for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_f16*"):
+    for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm*_simt_dwconv_f16*"):
         assert sorted(frame["kernel"]) == sorted(kernels)
         for row in frame.itertuples():
             k = kernels[row.kernel]

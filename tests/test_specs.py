@@ -60,7 +60,8 @@ def test_catalog_holds_each_family():
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
     depthwise = [k for k in kernels if k.family.startswith("depthwise")]
-    assert len(depthwise) == 36 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
+    assert len(depthwise) == 64 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
+    assert sum(k.loader == "tma" for k in depthwise) == 28 and all(k.arch == 90 for k in depthwise if k.loader == "tma")
     grouped = [k for k in kernels if k.family.startswith("conv2d_fprop_sm80_grouped")]
     assert len(grouped) == 10 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
     assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
@@ -104,8 +105,8 @@ def test_names_follow_cutlass_procedural_style():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 344
-    assert len(select(kernels, "*", parse_arch("90"))) == 203, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 372
+    assert len(select(kernels, "*", parse_arch("90"))) == 231, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 203
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",

@@ -263,7 +263,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     if isinstance(kernel, Depthwise):
         tp, tq, tc = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
-        per_sm = _resident(256, kernel.shared_bytes(), kernel.registers())
+        per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
         flops, loads = tp * tq * tc * kernel.filter ** 2 * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
     else:
         channels = kernel.slice(conv, sms)
@@ -310,6 +310,8 @@ def _kernel_attributes(kernel) -> list:
     if isinstance(kernel, Depthwise):
         out += [f"{name}:tile={kernel.rows}x{kernel.tile_columns()}x{8 * kernel.channel_vectors}",
                 f"{name}:thread={kernel.thread_rows}x{kernel.columns}", f"{name}:stages={kernel.stages}"]
+        if kernel.loader == "tma":
+            out += [f"{name}:loader=tma", f"{name}:threads={kernel.threads}"]
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}"]
     if isinstance(kernel, (GemmSm90, Conv2dFpropSm90)):
