@@ -48,6 +48,13 @@ def _compile_site_scons() -> None:
 _compile_site_scons()
 
 
+def pytest_sessionfinish(session):
+    """The helper process of tests/scons_runs.py, where this process started one, ends with the session."""
+    runs = sys.modules.get("scons_runs")
+    if runs is not None:
+        runs.close()
+
+
 @pytest.fixture(autouse=True)
 def _one_gpu_test_at_a_time(request):
     """The tests that need a GPU take turns on it across the workers (each worker's profile runs

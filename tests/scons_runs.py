@@ -1,54 +1,118 @@
-"""Several `scons` runs of one project, each a process of its own, started from one Python that has
-imported what every run imports first.
+"""`scons` runs of the tests, each a process of its own, forked from one Python that has imported
+what every run imports first.
 
 A `scons best_kernels.h` run of a committed set spends about half of its second importing SCons,
-pandas, numpy, Mako and the project's kernelgen. ``run_all`` imports them once, in a helper process
-of the project's own site_scons (as `scons` run in the project would import them), and forks a
-child per run: the child runs SCons's main() on the run's arguments in the project, as the `scons`
-script does, with its own standard output and error, and exits with SCons's status. What the child
-does after the imports is what a fresh `scons` does: it reads the project's SConstruct, configures,
-builds and writes its signature database. An import that fails in the helper (a module the project
-lacks) is left to the child, which fails as a fresh `scons` would.
+pandas, numpy, Mako and the project's kernelgen. A helper process imports them once, with the
+project's own site_scons on its path (as `scons` run in the project would import them), and forks
+a child per run: the child takes the run's folder, environment and arguments, and runs SCons's
+main() as the `scons` script does, with its own standard output and error, and exits with SCons's
+status. What the child does after the imports is what a fresh `scons` does: it reads the project's
+SConstruct, configures, builds and writes its signature database, and its exit functions run as it
+exits. An import that fails in the helper (a module the project lacks) is left to the child, which
+fails as a fresh `scons` would.
+
+``run`` runs one `scons` in a helper kept for the process (each pytest-xdist worker has its own),
+``run_all`` several at once in a helper of their own. A run in a copy of the project (a folder with
+a site_scons other than this checkout's) imports kernelgen again, from the copy, as `scons` there
+would: the helper keeps only what does not depend on which project runs (SCons, pandas, numpy,
+Mako). In the checkout's own runs the helper has also expanded the kernel catalog and compiled the
+templates, as each run would first (kernelgen keeps both by the state of their files). A run whose environment gives Python other settings (a PYTHON* variable the helper was not
+started with) is a fresh `scons` process, since those act as the interpreter starts.
 """
 
 import json
+import locale
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # What a header build imports (SConstruct, kernelgen's builders and the header's reduction) that
 # takes time to import; a run that needs none of it loses nothing.
-WARM = ("SCons.Script.Main", "SCons.Script", "SCons.Environment", "SCons.Defaults", "numpy", "pandas",
-        "mako.lookup", "mako.template", "mako.exceptions", "kernelgen.commands", "kernelgen.config",
-        "kernelgen.variables", "kernelgen.outputs", "kernelgen.reduce", "kernelgen.results", "kernelgen.render")
+WARM = ("SCons.Script.Main", "SCons.Script", "SCons.Environment", "SCons.Defaults", "SCons.Tool", "SCons.Builder",
+        "SCons.Action", "SCons.SConsign", "SCons.Taskmaster", "numpy", "pandas", "mako.lookup", "mako.template",
+        "mako.exceptions", "kernelgen.commands", "kernelgen.config", "kernelgen.variables", "kernelgen.outputs",
+        "kernelgen.reduce", "kernelgen.results", "kernelgen.render", "kernelgen.profile", "kernelgen.merge")
 
+# The helper: its first arguments are the project and the scons script, then the modules to import.
+# It imports them, then forks the child of each request and answers with the child's pid and, once
+# the child ended, its exit status (what os.waitstatus_to_exitcode says: minus the signal that
+# ended it). ``run_all``'s requests come all at once and run ``jobs`` at a time.
 _HELPER = r"""
-import importlib, json, os, sys
+import gc, importlib, json, os, sys
 
-project, runs, jobs, folder, scons = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+project, scons, warm = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+requests = os.fdopen(os.dup(0), "r")  # the requests and the answers keep to descriptors that no
+answers = os.fdopen(os.dup(1), "w", buffering=1)  # program the runs start inherits (os.dup's are not)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+os.close(null)
 sys.path[0] = os.path.dirname(scons)  # as for the scons script: not the current folder
 os.chdir(project)
 site_scons = os.path.join(project, "site_scons")
 sys.path.insert(0, site_scons)  # where SCons's main() puts it (again) before it reads SConstruct
-for name in json.loads(sys.argv[6]):
+for name in warm:
     try:
         importlib.import_module(name)
     except Exception:
         pass  # the run imports it again, and says what is wrong as a fresh scons would
 sys.path.remove(site_scons)
+site_scons = os.path.realpath(site_scons)
+
+
+def warm_up():
+    # What each run of the project does first, done once: the kernel catalog of the default specs
+    # and space (kernelgen keeps it for the rest of a process by the files' state and text, so that
+    # a run whose files differ expands its own), and the templates compiled (a lookup is kept by the
+    # state of its folder).
+    from kernelgen import commands, render
+    from kernelgen.variables import ROOT
+
+    commands.kernel_catalog(ROOT / "kernel_specs" / "families", ROOT / "kernel_specs" / "spaces", [])
+    templates = ROOT / "kernel_specs" / "templates"
+    lookup = render.lookup(templates)
+    for template in sorted(templates.glob("*.mako")):
+        lookup.get_template(template.name)
+
+
+try:
+    warm_up()
+except Exception:
+    pass  # the runs say what is wrong, as a fresh scons would
 sys.stdout.flush()
 sys.stderr.flush()
+# What the imports made is left out of the children's garbage collections: a child that exits
+# would otherwise go through all of it, copying each page it touches from the helper's (a tenth
+# of a second and more a run).
+gc.freeze()
 
 
-def child(index, args):
-    for fd, name in ((1, "out"), (2, "err")):
-        target = os.open(os.path.join(folder, f"{index}.{name}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def child(request):
+    requests.close()
+    answers.close()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None  # TMPDIR is read again, from the run's environment
+    if os.path.realpath(os.path.join(request["cwd"], "site_scons")) != site_scons:
+        # Another copy of the project: its own kernelgen is imported from its site_scons.
+        for name in [m for m in sys.modules if m == "kernelgen" or m.startswith("kernelgen.")]:
+            del sys.modules[name]
+    for fd, path in ((1, request["out"]), (2, request["err"])):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
         os.close(target)
-    sys.argv = [scons, *args]
+    sys.argv = [scons, *request["args"]]
     try:
         from SCons.Script.Main import main
         sys.exit(main())
@@ -61,35 +125,141 @@ def child(index, args):
         os._exit(1)
 
 
-running, statuses = {}, {}
-pending = list(enumerate(runs))
-while pending or running:
-    while pending and len(running) < jobs:
-        index, args = pending.pop(0)
-        pid = os.fork()
-        if pid == 0:
-            child(index, args)
-        running[pid] = index
-    pid, status = os.wait()
-    statuses[running.pop(pid)] = os.waitstatus_to_exitcode(status)
-print(json.dumps([statuses[i] for i in range(len(runs))]))
+running = {}
+pending = []
+for line in requests:
+    message = json.loads(line)
+    pending.extend(message["runs"])
+    jobs = message.get("jobs", 1)
+    while pending or running:
+        while pending and len(running) < jobs:
+            request = pending.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                child(request)
+            running[pid] = request["index"]
+            answers.write(json.dumps({"index": request["index"], "pid": pid}) + "\n")
+        pid, status = os.wait()
+        answers.write(json.dumps({"index": running.pop(pid), "status": os.waitstatus_to_exitcode(status)}) + "\n")
 """
+
+_ENVIRONMENT = dict(os.environ)  # as the tests' process started: what the helper runs in
+
+
+class _Helper:
+    """The helper process of ``project``: ``start`` sends it runs, ``answer`` reads what it says."""
+
+    def __init__(self, project: Path, warm=WARM):
+        self.scons = shutil.which("scons")
+        self.process = subprocess.Popen([sys.executable, "-c", _HELPER, str(project), self.scons, json.dumps(warm)],
+                                        cwd=project, env=_ENVIRONMENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.said = b""  # what the helper wrote that is not read as an answer yet
+
+    def start(self, runs: list, jobs: int = 1) -> None:
+        self.process.stdin.write(json.dumps({"runs": runs, "jobs": jobs}).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self, timeout=None) -> dict:
+        """The helper's next answer; None when none came within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.said:
+            wait = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not select.select([self.process.stdout], [], [], wait)[0]:
+                return None
+            data = os.read(self.process.stdout.fileno(), 65536)
+            if not data:
+                raise RuntimeError(f"the scons helper ended (status {self.process.wait()})")
+            self.said += data
+        line, self.said = self.said.split(b"\n", 1)
+        return json.loads(line)
+
+
+def _python_settings(env) -> dict:
+    return {k: v for k, v in env.items() if k.startswith("PYTHON")}
+
+
+def _text(data: bytes) -> str:
+    """``data`` as subprocess.run(text=True) gives a program's output: decoded in the locale's
+    encoding, its line ends made newlines."""
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _completed(command, status, out: Path, err: Path, text: bool):
+    stdout, stderr = out.read_bytes(), err.read_bytes()
+    if text:
+        stdout, stderr = _text(stdout), _text(stderr)
+    return subprocess.CompletedProcess(command, status, stdout, stderr)
+
+
+_HELPERS = {}
+_LOCK = threading.Lock()
+
+
+def close() -> None:
+    """Ends this process's helper (it ends when its requests end) and waits for it, as a test waits
+    for its scons runs (tests/conftest.py calls it as the session finishes)."""
+    helper = _HELPERS.pop(os.getpid(), None)
+    if helper is not None and helper.process.poll() is None:
+        helper.process.stdin.close()
+        helper.process.wait()
+
+
+def run(args, cwd, env=None, timeout=None, text=True) -> subprocess.CompletedProcess:
+    """`scons *args` in ``cwd`` with ``env`` (default: this process's), as
+    subprocess.run([sys.executable, scons, *args], capture_output=True) would run it: a
+    subprocess.CompletedProcess, its output as text where ``text``; subprocess.TimeoutExpired
+    after ``timeout`` seconds (the run killed)."""
+    env = dict(os.environ if env is None else env)
+    scons = shutil.which("scons")
+    command = [sys.executable, scons, *map(str, args)]
+    if _python_settings(env) != _python_settings(_ENVIRONMENT):
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=text, timeout=timeout)
+    folder = Path(tempfile.mkdtemp(prefix="kernelgen-scons-run-"))
+    try:
+        out, err = folder / "out", folder / "err"
+        with _LOCK:
+            helper = _HELPERS.get(os.getpid())
+            if helper is None or helper.process.poll() is not None:
+                helper = _HELPERS[os.getpid()] = _Helper(ROOT)
+            try:
+                helper.start([{"index": 0, "args": command[2:], "cwd": str(Path(cwd).resolve()), "env": env,
+                               "out": str(out), "err": str(err)}])
+                pid = helper.answer()["pid"]
+                answer = helper.answer(timeout)
+                if answer is None:
+                    os.kill(pid, signal.SIGKILL)
+                    helper.answer()
+                    killed = _completed(command, None, out, err, text)
+                    raise subprocess.TimeoutExpired(command, timeout, killed.stdout, killed.stderr)
+            except BaseException:
+                if helper.process.poll() is None and not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                    helper.process.kill()  # a helper interrupted mid-run is not used again
+                raise
+        return _completed(command, answer["status"], out, err, text)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_all(project: Path, runs: list, jobs: int | None = None, timeout=900) -> list:
     """`scons *args` in ``project`` for each ``args`` of ``runs``, ``jobs`` at a time (default: one
-    a core): a subprocess.CompletedProcess of each (its output as text)."""
+    a core), in a helper of the project's: a subprocess.CompletedProcess of each (its output as text)."""
     folder = Path(tempfile.mkdtemp(prefix="kernelgen-scons-runs-"))
+    helper = _Helper(project)
     try:
-        scons = shutil.which("scons")
-        helper = subprocess.run([sys.executable, "-c", _HELPER, str(project), json.dumps(runs),
-                                 str(jobs or os.cpu_count() or 1), str(folder), scons, json.dumps(WARM)],
-                                cwd=project, capture_output=True, text=True, timeout=timeout)
-        assert helper.returncode == 0, helper.stdout + helper.stderr
-        statuses = json.loads(helper.stdout.splitlines()[-1])
-        return [subprocess.CompletedProcess([sys.executable, scons, *args], status,
-                                            (folder / f"{i}.out").read_text(errors="replace"),
-                                            (folder / f"{i}.err").read_text(errors="replace"))
-                for i, (args, status) in enumerate(zip(runs, statuses))]
+        env = dict(os.environ)
+        helper.start([{"index": i, "args": list(map(str, args)), "cwd": str(project), "env": env,
+                       "out": str(folder / f"{i}.out"), "err": str(folder / f"{i}.err")}
+                      for i, args in enumerate(runs)], jobs or os.cpu_count() or 1)
+        statuses, deadline = {}, time.monotonic() + timeout
+        while len(statuses) < len(runs):
+            answer = helper.answer(max(deadline - time.monotonic(), 0))
+            assert answer is not None, f"the scons runs took over {timeout} s"
+            if "status" in answer:
+                statuses[answer["index"]] = answer["status"]
+        return [_completed([sys.executable, helper.scons, *args], statuses[i], folder / f"{i}.out",
+                           folder / f"{i}.err", True) for i, args in enumerate(runs)]
     finally:
+        if helper.process.poll() is None:
+            helper.process.kill()
+        helper.process.wait()
         shutil.rmtree(folder, ignore_errors=True)

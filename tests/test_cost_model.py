@@ -3,13 +3,11 @@ record on the committed measurements, and the candidates it proposes."""
 
 import collections
 import re
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+import scons_runs
 from conftest import ROOT
 from kernelgen import candidates, cost_model
 from kernelgen.errors import KernelgenError, WorkloadError
@@ -350,8 +348,7 @@ def test_top_is_a_positive_integer_or_listed_or_all(text):
 
 
 def scons_candidates(build, *args):
-    return subprocess.run([sys.executable, shutil.which("scons"), "-Q", "candidates", f"BUILD={build}", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return scons_runs.run(["-Q", "candidates", f"BUILD={build}", *args], cwd=ROOT, timeout=300)
 
 
 def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):

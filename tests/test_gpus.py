@@ -5,15 +5,15 @@ nvidia-smi and profiler of tests/test_hostile_build.py; FAKE_GPUS names the GPUs
 import json
 import os
 import re
-import subprocess
 
 import pandas as pd
 
 from kernelgen import results
 from kernelgen.profile import Progress, balance
 from kernelgen.workloads import parse_workloads
+import scons_runs
 from conftest import FAKES
-from test_hostile_build import FAKE_PATH, KERNELS, LAYERS, fake_build, scons_command  # noqa: F401  (fixture)
+from test_hostile_build import FAKE_PATH, KERNELS, LAYERS, fake_build, scons_args  # noqa: F401  (fixture)
 from test_hostile_input import no_traceback
 
 
@@ -24,8 +24,8 @@ def scons(project, tmp_path, *args, gpus="NVIDIA H200"):
     smi = folder / "nvidia-smi"
     smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' exec {FAKES / 'nvidia-smi'} \"$@\"\n")
     smi.chmod(0o755)
-    out = subprocess.run(scons_command(*args), cwd=project, env=dict(os.environ, PATH=f"{folder}{os.pathsep}{FAKE_PATH}"),
-                         capture_output=True, text=True, timeout=300)
+    out = scons_runs.run(scons_args(*args), cwd=project, env=dict(os.environ, PATH=f"{folder}{os.pathsep}{FAKE_PATH}"),
+                         timeout=300)
     no_traceback(out)
     return out
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import scons_runs
 from conftest import FAKES, ROOT
 from kernelgen import commands, outputs
 from kernelgen.config import resolve
@@ -80,14 +81,18 @@ class Toolchain:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
 
+def scons_args(*args):
+    """The arguments of `scons` (after the command's name) the runs on a fake build are given."""
+    return ["-j2", "SPECS=specs", "TOP=listed", *args]
+
+
 def scons_command(*args):
-    return [sys.executable, shutil.which("scons"), "-j2", "SPECS=specs", "TOP=listed", *args]
+    return [sys.executable, shutil.which("scons"), *scons_args(*args)]
 
 
 def run(project, *args, check=True):
     """scons in ``project`` with the fake GPU on PATH; no traceback, and (``check``) status 0."""
-    out = subprocess.run(scons_command(*args), cwd=project, env=dict(os.environ, PATH=FAKE_PATH),
-                         capture_output=True, text=True, timeout=120)
+    out = scons_runs.run(scons_args(*args), cwd=project, env=dict(os.environ, PATH=FAKE_PATH), timeout=120)
     no_traceback(out)
     if check:
         assert out.returncode == 0, out.stdout + out.stderr

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import scons_runs
 from conftest import FAKES, ROOT, write_manifest
 from kernelgen import commands, profile, reduce, report, results
 from kernelgen.config import resolve
@@ -160,9 +161,8 @@ def test_scons_refuses_to_build_a_header_from_a_row_out_of_range(tmp_path, corru
     shutil.copytree(ROOT / "profile_results" / "resnet50_fc" / "nvidia_h200", folder)
     path = next(p for p in folder.glob("*.csv") if p.name != "compare.csv")
     path.write_text(corrupt(path.read_text()))
-    out = no_traceback(subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", "WORKLOADS=resnet50_fc",
-                                       f"RESULTS={tmp_path / 'res'}", "GPU=nvidia_h200", f"BUILD={tmp_path / 'build'}"],
-                                      cwd=ROOT, capture_output=True, text=True, timeout=600))
+    out = no_traceback(scons_runs.run(["best_kernels.h", "WORKLOADS=resnet50_fc", f"RESULTS={tmp_path / 'res'}",
+                                       "GPU=nvidia_h200", f"BUILD={tmp_path / 'build'}"], cwd=ROOT, timeout=600))
     assert out.returncode != 0
     assert re.search(rf"^scons best_kernels.h: {re.escape(str(path))}: {match}", out.stderr, re.MULTILINE), out.stderr
     assert not (tmp_path / "build" / "sets" / "resnet50_fc" / "best_kernels.h").exists()

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
+import scons_runs
 from kernelgen import outputs
-from test_hostile_build import KERNELS, LAYERS, fake_build, make_fake_build, run, scons_command  # noqa: F401  (fixture)
+from test_hostile_build import KERNELS, LAYERS, fake_build, make_fake_build, run, scons_args  # noqa: F401  (fixture)
 from test_hostile_input import no_traceback
 
 needs_ar = pytest.mark.skipif(shutil.which("ar") is None, reason="the library is made with ar")
@@ -96,14 +97,14 @@ def test_a_set_without_results_has_no_library_and_says_why(fake_build, tmp_path)
 def test_scons_list_shows_the_families_and_the_layers_each_kernel_serves_without_a_gpu(fake_build, tmp_path):
     project, toolchain = fake_build
     no_gpu = {"PATH": os.environ["PATH"]}  # the fake nvidia-smi is not on it
-    out = subprocess.run(scons_command("list", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'b'}"),
-                         cwd=project, env=dict(os.environ, **no_gpu), capture_output=True, text=True, timeout=120)
+    out = scons_runs.run(scons_args("list", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'b'}"),
+                         cwd=project, env=dict(os.environ, **no_gpu), timeout=120)
     no_traceback(out)
     assert out.returncode == 0, out.stderr
     assert "2 kernels in 1 families; the set pair has 2 layers" in out.stdout
     assert re.search(r"^tiny\s+2\s+80\s+conv2d_fprop\s+2 of 2$", out.stdout, re.MULTILINE), out.stdout
-    narrowed = subprocess.run(scons_command("list", "WORKLOADS=pair", f"KERNELS={KERNELS[1]}", f"BUILD={tmp_path / 'b'}"),
-                              cwd=project, env=dict(os.environ, **no_gpu), capture_output=True, text=True, timeout=120)
+    narrowed = scons_runs.run(scons_args("list", "WORKLOADS=pair", f"KERNELS={KERNELS[1]}", f"BUILD={tmp_path / 'b'}"),
+                              cwd=project, env=dict(os.environ, **no_gpu), timeout=120)
     assert narrowed.returncode == 0, narrowed.stderr
     assert f"{KERNELS[1]}  (tiny): 2 layer(s): conv2d_fprop_f16_n1_h8_w8_c8_k8" in narrowed.stdout
     assert KERNELS[0] not in narrowed.stdout
@@ -114,14 +115,13 @@ def test_a_dry_run_of_profile_says_what_it_would_compile_and_measure_without_a_g
     project, toolchain, build = profiled
     no_gpu = dict(os.environ, PATH=os.environ["PATH"])
     args = ("-n", "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}")
-    fresh = subprocess.run(scons_command(*args, f"BUILD={tmp_path / 'fresh'}", "RESULTS=nowhere"), cwd=project,
-                           env=no_gpu, capture_output=True, text=True, timeout=120)
+    fresh = scons_runs.run(scons_args(*args, f"BUILD={tmp_path / 'fresh'}", "RESULTS=nowhere"), cwd=project,
+                           env=no_gpu, timeout=120)
     no_traceback(fresh)
     assert fresh.returncode == 0, fresh.stderr
     assert ("would compile 2 of the build's 2 kernels and measure 4 (workload, kernel) pair(s) of 2 workload(s)"
             in fresh.stdout), fresh.stdout
     assert not (tmp_path / "fresh").exists(), "a dry run writes nothing"
-    done = subprocess.run(scons_command(*args, f"BUILD={build}"), cwd=project, env=no_gpu,
-                          capture_output=True, text=True, timeout=120)
+    done = scons_runs.run(scons_args(*args, f"BUILD={build}"), cwd=project, env=no_gpu, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "would compile 0 of the build's 2 kernels and measure 0 (workload, kernel) pair(s)" in done.stdout

@@ -3,13 +3,11 @@ and a dtype no kernel of the build serves, refused naming the workload's file, l
 before anything is profiled or reduced."""
 
 import os
-import shutil
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 
+import scons_runs
 from conftest import ROOT, invocations, write_manifest
 from kernelgen import ops, results
 from kernelgen.errors import WorkloadError
@@ -138,8 +136,7 @@ def test_scons_refuses_it_in_one_line(tmp_path, text, message):
     workloads.write_text(text)
     env = dict(os.environ, PATH=os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                                 if not os.path.exists(os.path.join(p, "nvidia-smi"))))
-    out = subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"WORKLOADS={workloads}",
-                          f"BUILD={tmp_path / 'build'}"], cwd=ROOT, env=env, capture_output=True, text=True,
+    out = scons_runs.run(["best_kernels.h", f"WORKLOADS={workloads}", f"BUILD={tmp_path / 'build'}"], cwd=ROOT, env=env,
                          timeout=600)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert f"scons: {workloads}:{message.removeprefix('w.txt:')}" in out.stderr

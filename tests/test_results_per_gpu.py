@@ -3,12 +3,10 @@ this machine's GPU, the only GPU with results), and the errors that list the GPU
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
 
+import scons_runs
 from conftest import FAKES, ROOT
 from kernelgen import report
 from kernelgen.errors import ResultsError
@@ -88,8 +86,7 @@ def scons_header(tmp_path, *args, gpu_name=None):
     else:  # no nvidia-smi at all
         env.update(PATH=os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                         if not os.path.exists(os.path.join(p, "nvidia-smi"))))
-    return subprocess.run([sys.executable, shutil.which("scons"), "best_kernels.h", f"BUILD={tmp_path}", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return scons_runs.run(["best_kernels.h", f"BUILD={tmp_path}", *args], cwd=ROOT, env=env, timeout=600)
 
 
 @pytest.mark.parametrize("args, gpu_name, message", [

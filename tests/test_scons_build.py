@@ -9,12 +9,12 @@ import py_compile
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+import scons_runs
 from conftest import FAKES, ROOT, requires_nvcc, sm80_family
 
 TINY = sm80_family("threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 3",
@@ -54,9 +54,7 @@ def copy_project(dest):
 
 def scons(project, *args, check=True, path=None):
     env = dict(os.environ, PATH=path or os.environ["PATH"])
-    scons_script = shutil.which("scons")
-    out = subprocess.run([sys.executable, scons_script, "-j2", "SPECS=specs", "TOP=listed", *args], cwd=project, env=env,
-                         capture_output=True, text=True, timeout=1800)
+    out = scons_runs.run(["-j2", "SPECS=specs", "TOP=listed", *args], cwd=project, env=env, timeout=1800)
     if check and out.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
     return out
