@@ -209,35 +209,87 @@ def run(args, cwd, env=None, timeout=None, text=True) -> subprocess.CompletedPro
     subprocess.run([sys.executable, scons, *args], capture_output=True) would run it: a
     subprocess.CompletedProcess, its output as text where ``text``; subprocess.TimeoutExpired
     after ``timeout`` seconds (the run killed)."""
+    return run_together([args], cwd, env, timeout, text)[0]
+
+
+def run_together(runs: list, cwd, env=None, timeout=None, text=True) -> list:
+    """`scons *args` in ``cwd`` with ``env`` for each ``args`` of ``runs``, all started at once, in
+    their order (as many subprocess.Popen one after another): a subprocess.CompletedProcess of
+    each; subprocess.TimeoutExpired (of the first run still going) after ``timeout`` seconds, the
+    runs still going killed."""
     env = dict(os.environ if env is None else env)
     scons = shutil.which("scons")
-    command = [sys.executable, scons, *map(str, args)]
+    commands = [[sys.executable, scons, *map(str, args)] for args in runs]
     if _python_settings(env) != _python_settings(_ENVIRONMENT):
-        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=text, timeout=timeout)
+        return _fresh(commands, cwd, env, timeout, text)
     folder = Path(tempfile.mkdtemp(prefix="kernelgen-scons-run-"))
     try:
-        out, err = folder / "out", folder / "err"
         with _LOCK:
             helper = _HELPERS.get(os.getpid())
             if helper is None or helper.process.poll() is not None:
                 helper = _HELPERS[os.getpid()] = _Helper(ROOT)
             try:
-                helper.start([{"index": 0, "args": command[2:], "cwd": str(Path(cwd).resolve()), "env": env,
-                               "out": str(out), "err": str(err)}])
-                pid = helper.answer()["pid"]
-                answer = helper.answer(timeout)
-                if answer is None:
-                    os.kill(pid, signal.SIGKILL)
-                    helper.answer()
-                    killed = _completed(command, None, out, err, text)
-                    raise subprocess.TimeoutExpired(command, timeout, killed.stdout, killed.stderr)
-            except BaseException:
-                if helper.process.poll() is None and not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                statuses = _run_in(helper, [c[2:] for c in commands], str(Path(cwd).resolve()), env, folder,
+                                   len(runs), timeout)
+            except BaseException as e:
+                if helper.process.poll() is None and not isinstance(e, subprocess.TimeoutExpired):
                     helper.process.kill()  # a helper interrupted mid-run is not used again
                 raise
-        return _completed(command, answer["status"], out, err, text)
+        if isinstance(statuses, int):  # the index of the first run the timeout killed
+            killed = _completed(commands[statuses], None, folder / f"{statuses}.out", folder / f"{statuses}.err", text)
+            raise subprocess.TimeoutExpired(commands[statuses], timeout, killed.stdout, killed.stderr)
+        return [_completed(c, statuses[i], folder / f"{i}.out", folder / f"{i}.err", text)
+                for i, c in enumerate(commands)]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fresh(commands: list, cwd, env, timeout, text) -> list:
+    """The runs as processes of their own, each started from scratch."""
+    if len(commands) == 1:
+        return [subprocess.run(commands[0], cwd=cwd, env=env, capture_output=True, text=text, timeout=timeout)]
+    processes = [subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text)
+                 for c in commands]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        outputs = [p.communicate(timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
+                   for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return [subprocess.CompletedProcess(c, p.returncode, *o) for c, p, o in zip(commands, processes, outputs)]
+
+
+def _run_in(helper: _Helper, runs: list, cwd: str, env: dict, folder: Path, jobs: int, timeout):
+    """Each run's exit status, the runs made by ``helper`` ``jobs`` at a time, their output in
+    ``folder`` (<index>.out and .err); past ``timeout`` seconds, the runs still going are killed
+    and the index of the first of them is returned instead."""
+    helper.start([{"index": i, "args": list(map(str, args)), "cwd": cwd, "env": env,
+                   "out": str(folder / f"{i}.out"), "err": str(folder / f"{i}.err")} for i, args in enumerate(runs)],
+                 jobs)
+    pids, statuses = {}, {}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while len(statuses) < len(runs):
+        answer = helper.answer(None if deadline is None else deadline - time.monotonic())
+        if answer is None:
+            going = sorted(set(pids) - set(statuses))
+            for index in going:
+                os.kill(pids[index], signal.SIGKILL)
+            while len(statuses) < len(runs):  # the killed ones, and any not started yet
+                answer = helper.answer()
+                if "pid" in answer:
+                    os.kill(answer["pid"], signal.SIGKILL)
+                    going.append(answer["index"])
+                else:
+                    statuses[answer["index"]] = answer["status"]
+            return min(going)
+        if "pid" in answer:
+            pids[answer["index"]] = answer["pid"]
+        else:
+            statuses[answer["index"]] = answer["status"]
+    return statuses
 
 
 def run_all(project: Path, runs: list, jobs: int | None = None, timeout=900) -> list:
@@ -246,17 +298,9 @@ def run_all(project: Path, runs: list, jobs: int | None = None, timeout=900) -> 
     folder = Path(tempfile.mkdtemp(prefix="kernelgen-scons-runs-"))
     helper = _Helper(project)
     try:
-        env = dict(os.environ)
-        helper.start([{"index": i, "args": list(map(str, args)), "cwd": str(project), "env": env,
-                       "out": str(folder / f"{i}.out"), "err": str(folder / f"{i}.err")}
-                      for i, args in enumerate(runs)], jobs or os.cpu_count() or 1)
-        statuses, deadline = {}, time.monotonic() + timeout
-        while len(statuses) < len(runs):
-            answer = helper.answer(max(deadline - time.monotonic(), 0))
-            assert answer is not None, f"the scons runs took over {timeout} s"
-            if "status" in answer:
-                statuses[answer["index"]] = answer["status"]
-        return [_completed([sys.executable, helper.scons, *args], statuses[i], folder / f"{i}.out",
+        statuses = _run_in(helper, runs, str(project), dict(os.environ), folder, jobs or os.cpu_count() or 1, timeout)
+        assert not isinstance(statuses, int), f"the scons runs took over {timeout} s"
+        return [_completed([sys.executable, helper.scons, *map(str, args)], statuses[i], folder / f"{i}.out",
                            folder / f"{i}.err", True) for i, args in enumerate(runs)]
     finally:
         if helper.process.poll() is None:

@@ -378,13 +378,12 @@ def test_two_runs_on_one_build_take_turns(measured, tmp_path):
     for attempt in range(3):
         (build / "sets" / "pair" / "best_kernels.h").unlink(missing_ok=True)  # so that both runs build it
         order = list(sets) if attempt % 2 == 0 else list(reversed(sets))
-        runs = {spec: subprocess.Popen(scons_command(*common, f"WORKLOADS={spec}"), cwd=project,
-                                       env=dict(os.environ, PATH=FAKE_PATH), stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True) for spec in order}
-        outs = {spec: scons.communicate(timeout=120) for spec, scons in runs.items()}
-        for spec, (out, err) in outs.items():
-            assert runs[spec].returncode == 0 and printed_workloads(out) == sets[spec], out + err
-        waited = [spec for spec, (out, _) in outs.items() if "scons: waiting for the scons run (pid " in out]
+        # two processes started together (forked one after the other: tests/scons_runs.py)
+        runs = dict(zip(order, scons_runs.run_together([scons_args(*common, f"WORKLOADS={spec}") for spec in order],
+                                                       project, dict(os.environ, PATH=FAKE_PATH), timeout=120)))
+        for spec, done in runs.items():
+            assert done.returncode == 0 and printed_workloads(done.stdout) == sets[spec], done.stdout + done.stderr
+        waited = [spec for spec, done in runs.items() if "scons: waiting for the scons run (pid " in done.stdout]
         assert len(waited) <= 1 and header_workloads(build) in ([sets[w] for w in waited] or list(sets.values()))
     for spec in sets:
         out = run(project, *common, f"WORKLOADS={spec}")
