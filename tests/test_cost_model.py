@@ -134,6 +134,22 @@ def test_the_direct_kernels_features_count_their_tiles_where_they_overhang_the_l
     assert many[0] > 3 * one[0]
 
 
+def test_a_depthwise_kernel_of_128_threads_counts_the_ctas_a_sm_holds(catalog):
+    """A tensor-copy depthwise kernel of CTAs of 128 threads (7x7, 162 registers a thread, 62 KB of
+    shared memory) runs three a SM, where a CTA of 256 threads at those registers runs alone: the
+    model counts the layer's tiles in waves of 3 x 132 CTAs, not 132."""
+    def named(suffix):
+        return next(k for k in catalog.values() if k.name.endswith(suffix))
+    small = named("_7x7_stride1_tile8x16_t4x4_c32_s3_tma_cta128")
+    alone = named("_7x7_stride1_tile8x32_t4x4_c32_s3_tma")
+    assert (small.threads, alone.threads) == (128, 256)
+    # 8 images x 2 row tiles x 1 column tile x 12 blocks of 32 channels: 192 tiles, one wave of
+    # three CTAs a SM (3), or two waves of one (2)
+    layer = Conv2dProblem(8, 14, 14, 384, 384, 7, 7, 3, 3, groups=384)
+    assert cost_model.features(small, layer, 132)[3] == 1 * 3
+    assert cost_model.features(alone, layer, 132)[3] == 2 * 1
+
+
 def test_nonnegative_least_squares_matches_a_known_solution():
     rng = np.random.default_rng(0)
     a = rng.uniform(0, 1, (200, 4))
