@@ -103,6 +103,27 @@ def test_names_follow_cutlass_procedural_style():
             "_warpspecialized_pingpong_epi_tma_64x128") in names
 
 
+def test_a_fused_variant_is_named_as_its_own_fields_name_it():
+    """fusion.fused gives a variant of a kernel whose name is its twin's and the epilogue's suffix
+    without computing it (a fused catalog has tens of thousands): for every fusible kernel of the
+    listed families and the space, and every epilogue the committed sets use, that name is the one
+    the variant's fields make."""
+    import inspect
+
+    from kernelgen.fusion import fused, fusible
+    from kernelgen.space import load_space, merged
+
+    kernels = [k for k in merged(load_catalog(FAMILIES), load_space(ROOT / "kernel_specs" / "spaces")) if fusible(k)]
+    assert len(kernels) > 5000
+    shortcut = 0
+    for epilogue in ("bias", "bias+relu", "bias+add", "bias+add+relu", "bias+gelu", "bias+silu", "bias+sigmoid"):
+        for kernel in kernels:
+            variant = fused(kernel, epilogue)
+            shortcut += "name" in variant.__dict__
+            assert variant.name == inspect.getattr_static(type(variant), "name").func(variant), (kernel.name, epilogue)
+    assert shortcut > 5000, "the variants' names are given, not computed"
+
+
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
     assert len(select(kernels, "*", parse_arch("90a"))) == 372

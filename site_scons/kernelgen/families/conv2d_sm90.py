@@ -60,6 +60,7 @@ class Conv2dFpropSm90:
     arch = 90
     arch_specific = True  # needs sm_{arch}a, not a later architecture
     template = TEMPLATE
+    name_ends_with_fusion = True  # its name is its unfused twin's and epilogue_suffix(fusion): fusion.fused
 
     @property
     def fusible(self) -> bool:

@@ -108,6 +108,7 @@ class GemmSm90:
     fused_stream_k_adapter = "kernelgen::FusedGemmStreamKOperation3x", "fused_adapter_3x.h"
 
     fuses = True  # its template and adapters take a fusion operation (kernelgen.fusion)
+    name_ends_with_fusion = True  # its name is its unfused twin's and epilogue_suffix(fusion): fusion.fused
 
     @property
     def fusible(self) -> bool:

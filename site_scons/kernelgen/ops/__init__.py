@@ -42,7 +42,7 @@ def check_served(problems, kernels, path) -> None:
     kernel of ``kernels`` (descriptors or manifest entries) serves: before anything is profiled or
     reduced, so that no workload is measured with, or given, a kernel of another element type."""
     kernels = list(kernels)
-    offered = {(_op(k), _element(k)) for k in kernels}  # a kernel serves a problem by these two (``serves``)
+    offered = _offered(problems, kernels)
     for problem in problems:
         if any((op, problem.dtype) in offered for op in kernel_ops(problem)):
             continue
@@ -54,6 +54,19 @@ def check_served(problems, kernels, path) -> None:
             path, f"workload {problem.name}: dtype {problem.dtype}: no kernel of this build computes "
             f"{what} in {problem.dtype} (its kernels take {', '.join(elements) or 'no such op'})",
             problem.line or None)
+
+
+def _offered(problems, kernels) -> set:
+    """The (op, element) pairs of ``kernels`` (a kernel serves a problem by these two: ``serves``),
+    the scan stopped once it has found every pair ``problems`` could be served by: a fused set's
+    catalog is tens of thousands of descriptors, and its first hundreds hold most pairs."""
+    wanted = {(op, problem.dtype) for problem in problems for op in kernel_ops(problem)}
+    offered = set()
+    for kernel in kernels:
+        offered.add((_op(kernel), _element(kernel)))
+        if wanted <= offered:
+            break
+    return offered
 
 
 def _op(kernel) -> str:
