@@ -520,16 +520,19 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     from .vocab import verify_tolerance
     from .workloads import load_workloads
 
-    samples = []
+    samples, catalogs = [], {}  # epilogues -> (the catalog with their fused variants, tolerances)
     for set_file in sorted(Path(sets_dir).glob("*.txt")):
         folder = Path(results_root) / set_file.stem
         if gpu not in gpus_with_results(folder):
             continue
         problems = load_workloads(set_file.stem, sets_dir)[2]
-        kernels = kernels_by_name
-        if epilogues(problems):
-            kernels = {k.name: k for k in with_fused(list(kernels_by_name.values()), problems)}
-        tolerances = {name: verify_tolerance(k) for name, k in kernels.items()}
+        wanted = tuple(epilogues(problems))
+        if wanted not in catalogs:  # sets of the same epilogues share one
+            kernels = kernels_by_name
+            if wanted:
+                kernels = {k.name: k for k in with_fused(list(kernels_by_name.values()), problems)}
+            catalogs[wanted] = kernels, {name: verify_tolerance(k) for name, k in kernels.items()}
+        kernels, tolerances = catalogs[wanted]
         frame = load_set(folder / gpu, problems)
         frame = of_kernels(frame, tolerances)
         frame = frame[(frame["status"] == "ok") & (frame["timing"].str.startswith("graph")) & verified(frame, tolerances)]
