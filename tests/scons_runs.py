@@ -16,8 +16,9 @@ fails as a fresh `scons` would.
 a site_scons other than this checkout's) imports kernelgen again, from the copy, as `scons` there
 would: the helper keeps only what does not depend on which project runs (SCons, pandas, numpy,
 Mako). In the checkout's own runs the helper has also expanded the kernel catalog and compiled the
-templates, as each run would first (kernelgen keeps both by the state of their files). A run whose environment gives Python other settings (a PYTHON* variable the helper was not
-started with) is a fresh `scons` process, since those act as the interpreter starts.
+templates, as each run would first (kernelgen keeps both by the state of their files). A run whose
+environment gives Python other settings (a PYTHON* variable the helper was not started with) is a
+fresh `scons` process, since those act as the interpreter starts.
 """
 
 import json

@@ -116,7 +116,8 @@ class Depthwise(GroupedKernel):
     def values(self) -> dict:
         return {"element": self.cuda_element(), "filter": self.filter, "stride": self.stride, "rows": self.rows,
                 "thread_rows": self.thread_rows, "columns": self.columns,
-                "channel_vectors": self.channel_vectors, "stages": self.stages, "tma": self.loader == "tma", "threads": self.threads}
+                "channel_vectors": self.channel_vectors, "stages": self.stages, "tma": self.loader == "tma",
+                "threads": self.threads}
 
 
 SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90
