@@ -6,13 +6,14 @@ stages) while it computes the current one, in 16-byte vectors along C.
 A spec lists entries of ``filter`` (R = S: 3, 5 or 7), ``stride`` (1 or 2), ``rows`` (TP, output
 rows a CTA's tile spans), ``thread_rows`` and ``columns`` (TPT x TQ, the outputs a thread computes
 for two channels), ``channel_vectors`` (CB: 8-channel vectors a CTA spans along C) and ``stages``
-(tiles a CTA has in shared memory at once, default 3); the tile's columns are TQ * (64 / CB) /
-(TP / TPT). The stages must fit 227 KiB of shared memory. ``loader = "tma"`` builds the kernel of
-profiler/depthwise_tma.h instead: the same arithmetic, each tile's window brought by one tensor copy
-and the taps kept in registers from tile to tile (a CTA takes a run of tiles of one channel block),
-so its stages hold no taps; it needs SM90 (its name begins ``kernelgen_sm90`` and ends in ``_tma``).
-Other shapes, C not a multiple of 8, a channel multiplier (K = m*C, m > 1) and dilation other than
-1 are ``unsupported``.
+(tiles a CTA has in shared memory at once, default 3); the tile's columns are TQ * (threads / 4 /
+CB) / (TP / TPT). The stages must fit 227 KiB of shared memory. ``loader = "tma"`` builds the
+kernel of profiler/depthwise_tma.h instead: the same arithmetic, each tile's window brought by one
+tensor copy and the taps kept in registers from tile to tile (a CTA takes a run of tiles of one
+channel block), so its stages hold no taps; it needs SM90 (its name begins ``kernelgen_sm90`` and
+ends in ``_tma``), and ``threads = 128`` makes its CTAs of 128 threads (default 256), three a SM
+at up to 168 registers a thread (``_cta128``). Other shapes, C not a multiple of 8, a channel
+multiplier (K = m*C, m > 1) and dilation other than 1 are ``unsupported``.
 """
 
 from dataclasses import dataclass
