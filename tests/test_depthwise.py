@@ -89,6 +89,18 @@ def test_a_tensor_copy_kernel_needs_sm90_and_its_name_says_its_loader_and_thread
     assert kernel.shared_bytes() == 3 * 14 * 22 * 4 * 16 + 49 * 4 * 16
 
 
+def test_scons_list_names_both_architectures_the_family_needs(tmp_path):
+    """`scons list` gives a family the architectures its kernels need: the committed depthwise
+    family's tensor-copy kernels need SM90, its others SM80."""
+    from kernelgen.listing import list_text
+    from kernelgen.workloads import parse_workloads
+
+    kernels = load_family(SPECS[0])
+    problems = parse_workloads("conv2d_fprop n=2 h=14 w=14 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=64\n")
+    line = next(l for l in list_text("odd", problems, kernels, False).splitlines() if l.startswith("depthwise "))
+    assert line.split()[:3] == ["depthwise", str(len(kernels)), "80,90"], line
+
+
 @requires_nvcc
 def test_every_committed_kernel_type_has_the_spec_tile_and_shared_memory(tmp_path):
     """The spec's tile columns, shared memory and thread grid are the kernel's (static_asserts)."""

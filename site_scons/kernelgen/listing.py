@@ -27,7 +27,9 @@ def list_text(set_name: str, problems, kernels: list, each: bool) -> str:
     for family, members in sorted(families.items()):
         first = members[0]
         covered = {p.name for k in members for p in serving[k.name]}
-        arch = f"{first.arch}{'a' if first.arch_specific else ''}"
+        # the architectures its kernels need: a family may hold several (the depthwise family's
+        # tensor-copy kernels need SM90, its others SM80)
+        arch = ",".join(sorted({f"{k.arch}{'a' if k.arch_specific else ''}" for k in members}))
         lines.append(f"{family:<{width}}  {len(members):7d}  {arch:<4}  {first.op:<12}  {len(covered)} of {len(problems)}")
     uncovered = [p.name for p in problems if not any(p in serving[k.name] for k in kernels)]
     if uncovered:
