@@ -157,10 +157,11 @@ def check(path, entry, kernel) -> None:
                         entry, "max_channels")
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
         raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
-    if kernel.schedule == "pipelined" and 2 * kernel.window_bytes(kernel.max_channels) > SHARED_MEMORY:
-        raise SpecError(path, f"two windows of {kernel.max_channels} channels need "
-                        f"{2 * kernel.window_bytes(kernel.max_channels)} bytes of shared memory, more than {SHARED_MEMORY}",
-                        entry, "schedule")
+    if kernel.schedule == "pipelined":
+        need = kernel.buffers * kernel.window_bytes(kernel.max_channels)
+        if need > SHARED_MEMORY:
+            raise SpecError(path, f"two windows of {kernel.max_channels} channels need {need} bytes of shared memory, "
+                            f"more than {SHARED_MEMORY}", entry, "schedule")
     if kernel.window == "parity" and kernel.stride != 2:
         raise SpecError(path, "a window split by column parity serves stride 2 only", entry, "window")
     if kernel.columns == 8 and kernel.rows % 2:
