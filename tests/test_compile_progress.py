@@ -39,7 +39,7 @@ def test_no_estimate_is_printed_until_an_object_is_written(tmp_path, capsys):
     objects = [tmp_path / f"k{i}.o" for i in range(3)]
 
     def start(i):
-        progress(f"nvcc kernels/k{i}.cu", [Node(objects[i])], [Node(Path("kernels") / f"k{i}.cu")], None)
+        progress(f"nvcc kernels/k{i}.cu", [Node(objects[i])], [Node(Path("kernels") / f"k{i}.cu")], {})
         return capsys.readouterr().out
 
     first, second = start(0), start(1)  # -j2: both start at once
@@ -52,3 +52,9 @@ def test_no_estimate_is_printed_until_an_object_is_written(tmp_path, capsys):
 def test_other_commands_are_printed_as_they_are(capsys):
     CompileProgress(3)("link generated/profiler", [Node("generated/profiler")], [], None)
     assert capsys.readouterr().out == "link generated/profiler\n"
+
+
+def test_a_units_compile_says_how_many_kernels_it_holds(tmp_path, capsys):
+    CompileProgress(2)("nvcc kernels/unit-1.cu", [Node(tmp_path / "unit-1.o")], [Node(Path("kernels") / "unit-1.cu")],
+                       {"KERNELS_IN_UNIT": 7})
+    assert capsys.readouterr().out.startswith("[1/2] nvcc unit-1.cu (7 kernels) (")

@@ -18,7 +18,7 @@ import pytest
 
 import scons_runs
 from conftest import FAKES, ROOT
-from kernelgen import commands, outputs
+from kernelgen import commands, outputs, units
 from kernelgen.config import resolve
 from kernelgen.errors import KernelgenError
 from kernelgen.variables import default_cutlass_root
@@ -481,3 +481,82 @@ def test_a_kernel_nvcc_refuses_is_built_as_a_stub_that_says_so(fake_build, tmp_p
     assert str(stub.relative_to(build)) in (build / ".kernelgen-outputs").read_text(), "scons -c removes it"
     again = run(project, "profiler", "WORKLOADS=pair", f"NVCC={refusing}", f"BUILD={build}")
     assert "nvcc" not in again.stdout.replace("nvcc refused", ""), "an unchanged source is not compiled again"
+
+
+# ---- compile units: several kernels to one nvcc run (kernelgen.units) ----------------------------
+
+FAKE_LD = '''#!{python}
+"""ld for tests: logs its argv and writes what -o names."""
+import json, sys
+with open({log!r}, "a") as f:
+    f.write(json.dumps(sys.argv) + "\\n")
+with open(sys.argv[sys.argv.index("-o") + 1], "w") as f:
+    f.write("partially linked\\n")
+'''
+
+REFUSING_UNIT_NVCC = '''#!/bin/sh
+# nvcc for tests: refuses {kernel}'s source and a unit's that includes it, else as {nvcc}
+for last; do :; done
+case "$last" in
+  */kernels/{kernel}.cu) echo "error: static assertion failed" >&2; exit 1 ;;
+  */kernels/unit-*.cu) if grep -q "{kernel}" "$last"; then echo "error: static assertion failed" >&2; exit 1; fi ;;
+esac
+exec {nvcc} "$@"
+'''
+
+
+def unit_run(project, tools, build, *args, nvcc=None):
+    """`scons -j1 profiler` on the pair (one job: both kernels in one unit), the fake ld on PATH."""
+    path = f"{tools.log.parent}{os.pathsep}{FAKE_PATH}"
+    out = scons_runs.run(scons_args("-j1", "profiler", "WORKLOADS=pair", f"NVCC={nvcc or tools.nvcc}",
+                                    f"BUILD={build}", *args), cwd=project, env=dict(os.environ, PATH=path),
+                         timeout=120)
+    no_traceback(out)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+def compiles(tools) -> list:
+    return [Path(argv[-1]).name for argv in tools.argvs() if "-c" in argv]
+
+
+def test_one_job_compiles_both_kernels_in_one_unit_and_links_it_once(fake_build, tmp_path):
+    project, tools = fake_build
+    build = tmp_path / "build"
+    out = unit_run(project, tools, build)
+    unit = units.unit_name(KERNELS)
+    assert [c for c in compiles(tools) if c.startswith(("unit-", "cutlass"))] == [f"{unit}.cu"]
+    assert f"[1/1] nvcc {unit}.cu (2 kernels)" in out.stdout
+    assert units.unit_members((build / "kernels" / f"{unit}.cu").read_text()) == KERNELS
+    linked = [argv for argv in tools.argvs() if "-c" not in argv and str(build / "profiler") in argv]
+    assert len(linked) == 1 and str(build / "obj" / f"{unit}.o") in linked[0]
+    assert not any(str(build / "obj" / f"{k}.o") in linked[0] for k in KERNELS)
+    before = len(compiles(tools))
+    again = unit_run(project, tools, build)
+    assert "nvcc" not in again.stdout and compiles(tools)[before:] == [], "an up-to-date unit is linked again"
+    two = unit_run(project, tools, tmp_path / "two", "-j2")
+    assert f"[2/2] nvcc {KERNELS[1]}.cu" in two.stdout, "two jobs: each kernel alone"
+
+
+def test_a_unit_nvcc_refuses_is_compiled_kernel_by_kernel_and_only_the_refused_one_is_a_stub(fake_build, tmp_path):
+    project, tools = fake_build
+    (tools.log.parent / "ld").write_text(FAKE_LD.format(python=sys.executable, log=str(tools.log)))
+    (tools.log.parent / "ld").chmod(0o755)
+    refusing = tmp_path / "refusing-nvcc"
+    refusing.write_text(REFUSING_UNIT_NVCC.format(kernel=KERNELS[1], nvcc=tools.nvcc))
+    refusing.chmod(0o755)
+    build = tmp_path / "build"
+    out = unit_run(project, tools, build, nvcc=refusing)
+    unit = units.unit_name(KERNELS)
+    assert f"nvcc refused {unit}.cu (above): its 2 kernels are compiled one at a time" in out.stdout
+    assert f"nvcc refused {KERNELS[1]}.cu (above); its object says so instead" in out.stdout
+    parts = build / "obj" / f"{unit}.parts"
+    assert [c for c in compiles(tools) if not c.startswith(("main", "reference", "manifest"))] == [
+        f"{KERNELS[0]}.cu", f"{KERNELS[1]}.did_not_compile.cu"], "the refused ones never reach the fake nvcc"
+    ld = [argv for argv in tools.argvs() if Path(argv[0]).name == "ld"]
+    assert ld == [[str(tools.log.parent / "ld"), "-r", "-o", str(build / "obj" / f"{unit}.o"),
+                   str(parts / f"{KERNELS[0]}.o"), str(parts / f"{KERNELS[1]}.o")]]
+    assert (build / "obj" / f"{unit}.o").read_text() == "partially linked\n" and not parts.exists()
+    assert (build / "profiler").exists()
+    recorded = (build / ".kernelgen-outputs").read_text()
+    assert f"obj/{KERNELS[1]}.did_not_compile.cu" in recorded and f"obj/{unit}.o" in recorded

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import candidates, cost_model, inputs, outputs, resolved, results
 from . import plan as plan_module
+from . import units as units_module
 from .config import Config
 from .errors import KernelgenError, shorten
 from .fusion import epilogues, with_fused
@@ -188,10 +189,12 @@ def list_text(config: Config, everything: list) -> str:
     return listing(config.set_name, config.problems, kernels, each=config.kernels != "*")
 
 
-def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict) -> str:
-    """What `scons -n profile` would do, GPU or not: the kernels it compiles and the (workload,
-    kernel) pairs it measures, less those the set's CSVs hold a row of on the current code."""
-    stale = stale_objects(plan, config)
+def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict, units: units_module.Units) -> str:
+    """What `scons -n profile` would do, GPU or not: the kernels it compiles (in how many nvcc
+    runs: kernelgen.units) and the (workload, kernel) pairs it measures, less those the set's CSVs
+    hold a row of on the current code."""
+    compiled = set(units.compiled)
+    stale = [name for name in plan.sources if units.objects[name] in compiled]
     pending = 0
     for problem in config.problems:
         frame = frames.get(problem.name)
@@ -199,7 +202,8 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict) -> s
             (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
         pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current)
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
-    return (f"scons -n profile: would compile {len(stale)} of the build's {len(plan.kernels)} kernels "
+    runs = f" in {len(compiled)} nvcc runs" if len(compiled) != len(stale) else ""
+    return (f"scons -n profile: would compile {len(stale)} of the build's {len(plan.kernels)} kernels{runs} "
             f"and measure {pending} (workload, kernel) pair(s) of {len(config.problems)} "
             f"workload(s) not yet in {_shown(where, config.root)} on the current code")
 
@@ -207,6 +211,12 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict) -> s
 def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
     build = config.build_path
     return plan_module.stale_objects(plan, build / "kernels", build / "obj")
+
+
+def compile_units(plan: plan_module.BuildPlan, config: Config, jobs: int) -> units_module.Units:
+    """Which object holds each kernel of ``plan`` (kernelgen.units): its own, or a unit's."""
+    build = config.build_path
+    return units_module.plan_units(plan.sources, build / "kernels", build / "obj", jobs, units_module.memory_bytes())
 
 
 def stale_library_objects(config: Config, names: list, sources: dict) -> list:

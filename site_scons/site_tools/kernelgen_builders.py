@@ -100,7 +100,8 @@ def estimate_left(elapsed: float, finished: int, total: int):
 
 
 class CompileProgress:
-    """Prints `[k/N] nvcc NAME (elapsed, ~left)` for kernel compiles, other commands as they are.
+    """Prints `[k/N] nvcc NAME (elapsed, ~left)` for kernel compiles (a unit's with its number of
+    kernels: kernelgen.units), other commands as they are.
     A compile has finished once its object is written; `~left` appears after the first has."""
 
     def __init__(self, total: int):
@@ -119,6 +120,8 @@ class CompileProgress:
         left = estimate_left(elapsed, finished, shown)
         estimate = "" if left is None else f", ~{left:.0f} s left"
         name = str(source[0]).rsplit("/", 1)[-1]
+        if env.get("KERNELS_IN_UNIT"):
+            name += f" ({env['KERNELS_IN_UNIT']} kernels)"
         sys.stdout.write(f"[{len(self.started)}/{shown}] nvcc {name} ({elapsed:.0f} s{estimate})\n")
         sys.stdout.flush()
 

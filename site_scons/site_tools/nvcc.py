@@ -12,6 +12,9 @@ Construction variables:
   NVCCCOMSTR      one-line display of a compile
   DID_NOT_COMPILE (target, source) -> the path of a stub source it wrote: for env.KernelObject,
                   what a kernel's object is built from when nvcc refuses its source
+  KERNELS_IN_UNIT (an override of env.KernelObject) the number of kernels its source includes
+                  (kernelgen.units); where nvcc refuses such a source, each kernel is compiled
+                  alone and the objects joined by PARTIAL_LINKCOM (ld -r)
 
 env.KernelObject(target, source) compiles a generated kernel as Object does; where nvcc refuses
 the source, it compiles DID_NOT_COMPILE's stub into the object instead (an operation that runs
@@ -46,15 +49,49 @@ def _isystem_flags(target, source, env, for_signature):
 COMPILE = SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR")
 
 
+PARTIAL_LINK = SCons.Action.Action("$PARTIAL_LINKCOM", None)
+
+
 def _compile_kernel(target, source, env):
-    """KernelObject's action (shown as $NVCCCOMSTR): the compile, else the stub's."""
+    """KernelObject's action (shown as $NVCCCOMSTR): the compile, else the stub's; for a unit
+    (KERNELS_IN_UNIT: kernelgen.units), else each of its kernels alone."""
     status = COMPILE(target, source, env, show=0)
     if status == 0:
         return 0
     name = str(source[0]).rsplit("/", 1)[-1]
+    if env.get("KERNELS_IN_UNIT"):
+        return _compile_each_kernel(target, source, env, name)
     print(f"nvcc refused {name} (above); its object says so instead: every row of the kernel will be "
           "unsupported, 'did not compile'")
     return COMPILE(target, [env.File(env["DID_NOT_COMPILE"](target, source))], env, show=0)
+
+
+def _compile_each_kernel(target, source, env, name):
+    """A unit nvcc refused: each of its kernels compiled alone into BUILD/obj/<unit>.parts/ (one nvcc
+    refuses, its stub), and those objects joined into the unit's by a partial link ($PARTIAL_LINKCOM),
+    then removed. So a kernel CUTLASS rejects costs its own rows, not its unit's."""
+    from kernelgen.units import unit_members
+
+    members = unit_members(source[0].get_text_contents())
+    print(f"nvcc refused {name} (above): its {len(members)} kernels are compiled one at a time")
+    folder = os.path.dirname(source[0].get_abspath())
+    parts_dir = target[0].get_abspath()[:-len(".o")] + ".parts"
+    parts = [env.File(os.path.join(parts_dir, f"{m}.o")) for m in members]
+    if "BUILD_RECORD" in env:
+        env["BUILD_RECORD"].add([parts_dir] + [p.get_abspath() for p in parts])
+    os.makedirs(parts_dir, exist_ok=True)
+    alone = env.Override({"KERNELS_IN_UNIT": 0})
+    try:
+        for member, part in zip(members, parts):
+            if _compile_kernel([part], [env.File(os.path.join(folder, f"{member}.cu"))], alone) != 0:
+                return 1
+        return PARTIAL_LINK(target, parts, env, show=0)
+    finally:
+        for part in parts:
+            if os.path.lexists(part.get_abspath()):
+                os.remove(part.get_abspath())
+        if os.path.isdir(parts_dir) and not os.listdir(parts_dir):
+            os.rmdir(parts_dir)
 
 
 # What the KernelObject action contributes to an object's signature besides the compile's words:
@@ -104,6 +141,7 @@ def generate(env):
         NVCC_GENCODE=[],
         NVCC_SYSTEM_INCLUDES=[],
         NVCC_HOST_FLAGS=["-Xcompiler", "-fPIC"],
+        PARTIAL_LINKCOM="ld -r -o $TARGET $SOURCES",
     )
     env["_NVCC_ISYSTEM"] = _isystem_flags
     # Where the object and its source are is no part of the signature (``$( $)``) either: the

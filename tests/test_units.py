@@ -1,0 +1,138 @@
+"""Compile units (kernelgen.units): which object holds each kernel of a build, from the files in
+BUILD. The scons runs that compile them are in tests/test_hostile_build.py."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelgen import units
+from kernelgen.units import plan_units, unit_name, unit_source
+
+HEAVY = [f"cutlass3x_sm90_k{i}" for i in range(8)]
+LIGHT = [f"kernelgen_sm80_k{i}" for i in range(8)]
+
+
+def sources(names) -> dict:
+    return {n: f"// {n}\n" for n in names}
+
+
+def build(tmp_path: Path, objects: dict, texts: dict) -> tuple:
+    """BUILD/kernels and BUILD/obj holding ``texts`` (name -> source) and an object, written after
+    the sources, for each of ``objects`` (a unit's name -> its kernels, or a kernel's own name -> None)."""
+    kernels, obj = tmp_path / "kernels", tmp_path / "obj"
+    kernels.mkdir(exist_ok=True)
+    obj.mkdir(exist_ok=True)
+    for name, text in texts.items():
+        (kernels / f"{name}.cu").write_text(text)
+    for name, members in objects.items():
+        if members is not None:
+            (kernels / f"{name}.cu").write_text(unit_source(members))
+    later = time.time() + 10
+    for name in objects:
+        (obj / f"{name}.o").write_text("object\n")
+        os.utime(obj / f"{name}.o", (later, later))
+    return kernels, obj
+
+
+def test_no_more_kernels_than_jobs_are_each_compiled_alone(tmp_path):
+    plan = plan_units(sources(HEAVY[:2]), tmp_path / "kernels", tmp_path / "obj", jobs=2)
+    assert plan.objects == {n: n for n in HEAVY[:2]} and plan.members == {} and plan.compiled == HEAVY[:2]
+
+
+@pytest.mark.parametrize("names, jobs, sizes", [
+    (HEAVY[:2], 1, [2]),  # one job: one unit
+    (HEAVY[:5], 2, [3, 2]),
+    (HEAVY[:4] + LIGHT[:4], 2, [3, 5]),  # weights 9 and 7: the sorted names cut at half the weight
+    (HEAVY + [f"cutlass3x_sm90_x{i}" for i in range(16)], 1, [8, 8, 8]),  # 8 CUTLASS 3.x at most
+    ([f"cutlass3x_sm90_x{i:02d}" for i in range(24)], 2, [6, 6, 6, 6]),  # two jobs: two units each
+    (HEAVY[:3], 16, [1, 1, 1]),
+])
+def test_the_kernels_to_compile_are_cut_into_one_unit_a_job_of_about_equal_weight(tmp_path, names, jobs, sizes):
+    names = sorted(names)
+    plan = plan_units(sources(names), tmp_path / "kernels", tmp_path / "obj", jobs=jobs)
+    runs = [plan.members.get(stem, [stem]) for stem in plan.compiled]
+    assert [len(r) for r in runs] == sizes
+    assert sorted(k for r in runs for k in r) == names and [k for r in runs for k in r] == names, "runs of the sorted names"
+    assert all(plan.objects[k] == stem for stem, r in zip(plan.compiled, runs) for k in r)
+    assert all(stem == unit_name(r) for stem, r in zip(plan.compiled, runs) if len(r) > 1)
+
+
+def test_a_unit_is_named_by_its_kernels_and_includes_each_once():
+    assert unit_name(["b", "a"]) == unit_name(["a", "b"]) != unit_name(["a", "c"])
+    assert units.unit_members(unit_source(["b", "a"])) == ["a", "b"]
+
+
+def test_an_up_to_date_unit_is_linked_again_and_nothing_compiles(tmp_path):
+    texts = sources(HEAVY[:3])
+    unit = unit_name(HEAVY[:3])
+    kernels, obj = build(tmp_path, {unit: HEAVY[:3]}, texts)
+    plan = plan_units(texts, kernels, obj, jobs=1)
+    assert plan.compiled == [] and plan.members == {unit: HEAVY[:3]} and set(plan.objects.values()) == {unit}
+
+
+def test_a_unit_serves_a_build_that_needs_part_of_it_and_its_other_kernels_are_linked_from_it(tmp_path):
+    unit = unit_name(HEAVY[:3])
+    kernels, obj = build(tmp_path, {unit: HEAVY[:3]}, sources(HEAVY[:3]))
+    plan = plan_units(sources(HEAVY[:2] + LIGHT[:1]), kernels, obj, jobs=1)
+    assert plan.members == {unit: HEAVY[:3]} and plan.compiled == [LIGHT[0]]
+    assert plan.objects == {HEAVY[0]: unit, HEAVY[1]: unit, HEAVY[2]: unit, LIGHT[0]: LIGHT[0]}
+    assert plan.stems() == [unit, LIGHT[0]]
+
+
+@pytest.mark.parametrize("change", ["a kernel's text", "a kernel's source newer", "a kernel's source gone",
+                                    "the object gone"])
+def test_a_unit_out_of_date_is_not_linked_and_its_kernels_compile_again(tmp_path, change):
+    texts = sources(HEAVY[:3])
+    unit = unit_name(HEAVY[:3])
+    kernels, obj = build(tmp_path, {unit: HEAVY[:3]}, texts)
+    if change == "a kernel's text":
+        texts = dict(texts, **{HEAVY[1]: "// changed\n"})
+    elif change == "a kernel's source newer":
+        later = time.time() + 20
+        os.utime(kernels / f"{HEAVY[1]}.cu", (later, later))
+    elif change == "a kernel's source gone":
+        (kernels / f"{HEAVY[2]}.cu").unlink()
+    else:
+        (obj / f"{unit}.o").unlink()
+    plan = plan_units(texts, kernels, obj, jobs=1)
+    assert plan.compiled == [unit] and plan.members == {unit: HEAVY[:3]}, "the same kernels: the same unit, compiled"
+
+
+def test_two_units_that_share_a_kernel_are_never_linked_together(tmp_path):
+    first, second = unit_name(HEAVY[:3]), unit_name(HEAVY[2:5])
+    kernels, obj = build(tmp_path, {first: HEAVY[:3], second: HEAVY[2:5]}, sources(HEAVY[:5]))
+    plan = plan_units(sources(HEAVY[:5]), kernels, obj, jobs=1)
+    reused = [stem for stem in plan.stems() if stem not in plan.compiled]
+    assert len(reused) == 1 and reused[0] in (first, second)
+    linked = [k for stem in plan.stems() for k in plan.members.get(stem, [stem])]
+    assert sorted(linked) == sorted(set(linked)) == HEAVY[:5], "each kernel linked from one object"
+    assert len(plan.compiled) == 1, "the two kernels left: one unit"
+
+
+def test_a_kernels_own_object_inside_a_linked_unit_is_not_linked_beside_it(tmp_path):
+    unit = unit_name(HEAVY[:2])
+    kernels, obj = build(tmp_path, {unit: HEAVY[:2], HEAVY[0]: None}, sources(HEAVY[:2]))
+    plan = plan_units(sources(HEAVY[:2]), kernels, obj, jobs=1)  # HEAVY[1] has no object of its own
+    assert plan.stems() == [unit] and plan.compiled == []
+
+
+def test_a_kernel_with_its_own_object_up_to_date_is_linked_from_it(tmp_path):
+    kernels, obj = build(tmp_path, {HEAVY[0]: None}, sources(HEAVY[:1]))
+    plan = plan_units(sources(HEAVY[:3]), kernels, obj, jobs=1)
+    assert plan.objects[HEAVY[0]] == HEAVY[0] and plan.compiled == [unit_name(HEAVY[1:3])]
+
+
+@pytest.mark.parametrize("jobs, gib, most", [
+    (16, 125, 4),  # the H200 machine: 6.6 GiB a job, four CUTLASS 3.x kernels a unit (about 6.3 GiB)
+    (2, 24, 8),
+    (64, 64, 1),  # less than one kernel's worth a job: each alone
+    (1, 1024, 8),
+])
+def test_a_unit_holds_what_the_memory_of_one_job_allows(tmp_path, jobs, gib, most):
+    assert units.max_weight(jobs, gib * 2**30) == most * units.HEAVY
+    names = [f"cutlass3x_sm90_x{i:03d}" for i in range(jobs * 9)]
+    plan = plan_units(sources(names), tmp_path / "kernels", tmp_path / "obj", jobs=jobs, memory=gib * 2**30)
+    assert max(len(plan.members.get(stem, [stem])) for stem in plan.compiled) <= most
+    assert len(plan.compiled) % jobs == 0, "a multiple of the jobs"
