@@ -32,8 +32,8 @@ PREFIX = "unit-"
 HEAVY = 3  # a CUTLASS 3.x kernel's weight: about three times the compile of a CUTLASS 2.x or own kernel
 MOST_HEAVY = 8  # a unit holds at most this many CUTLASS 3.x kernels' weight
 # nvcc's peak memory on a unit of k CUTLASS 3.x kernels, about BASE_GB + k * KERNEL_GB (measured: 3.1
-# GB for one, 3.8 for two, 6.4 for four); the jobs' units together keep to MEMORY_SHARE of memory.
-BASE_GB, KERNEL_GB, MEMORY_SHARE = 2.5, 0.95, 0.85
+# GB for one, 3.8 for two, 5.3 to 7.1 for four); the jobs' units together keep to MEMORY_SHARE of memory.
+BASE_GB, KERNEL_GB, MEMORY_SHARE = 2.5, 1.15, 0.85
 _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+)\.cu"$', re.MULTILINE)
 
 
@@ -80,6 +80,21 @@ def unit_members(text: str) -> list:
     return _INCLUDE.findall(text)
 
 
+def preamble(text: str) -> tuple:
+    """The directives a kernel's source opens with (#define, #include, ... up to its first code):
+    kernels share a unit only where these are the same, since a header one kernel includes can
+    change another's code or clash with its headers (CUTLASS_ENABLE_GDC_FOR_SM90 before any CUTLASS
+    header for a kernel of dependent launch; CUTLASS 2.x's GemmUniversal beside a 3.x conv kernel)."""
+    lines = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            lines.append(line)
+        elif line and not line.startswith("//"):
+            break
+    return tuple(lines)
+
+
 @dataclass
 class Units:
     objects: dict  # kernel name -> the stem of the object that holds it (its own name, or a unit's)
@@ -87,8 +102,10 @@ class Units:
     compiled: list = field(default_factory=list)  # stems compiled now: units and kernels alone
 
     def stems(self) -> list:
-        """Each object to link once, in the order of the kernels' names."""
-        return list(dict.fromkeys(self.objects[n] for n in sorted(self.objects)))
+        """Each object to link once: those compiled now first (the heaviest first, so that the
+        jobs finish together), then the others in the order of the kernels' names."""
+        heaviest = sorted(self.compiled, key=lambda stem: -sum(map(weight, self.members.get(stem, [stem]))))
+        return list(dict.fromkeys(heaviest + [self.objects[n] for n in sorted(self.objects)]))
 
 
 def _mtime(path: Path):
@@ -168,13 +185,28 @@ def plan_units(sources: dict, kernels_dir, objects_dir, jobs: int, memory=None) 
             objects[name] = name
     todo = sorted(n for n in stale if n not in objects)
     compiled = []
-    if todo:
-        most = max_weight(jobs, memory)
-        count = len(todo) if len(todo) <= jobs else jobs * math.ceil(sum(map(weight, todo)) / (jobs * most))
-        for run in partition(todo, count):
-            stem = run[0] if len(run) == 1 else unit_name(run)
-            if len(run) > 1:
-                members[stem] = run
-            objects.update((k, stem) for k in run)
-            compiled.append(stem)
+    for run in _runs(todo, sources, jobs, max_weight(jobs, memory)):
+        stem = run[0] if len(run) == 1 else unit_name(run)
+        if len(run) > 1:
+            members[stem] = run
+        objects.update((k, stem) for k in run)
+        compiled.append(stem)
     return Units(objects, members, compiled)
+
+
+def _runs(todo: list, sources: dict, jobs: int, most: int) -> list:
+    """``todo`` (sorted) cut into the runs compiled together: one a job (a multiple of the jobs
+    where a run would weigh over ``most``), shared out among the kernels of each preamble by
+    their weight; each kernel alone where no more than ``jobs`` are to be compiled."""
+    if len(todo) <= jobs:
+        return [[n] for n in todo]
+    total = sum(map(weight, todo))
+    count = jobs * math.ceil(total / (jobs * most))
+    groups = {}
+    for name in todo:
+        groups.setdefault(preamble(sources[name]), []).append(name)
+    runs = []
+    for names in sorted(groups.values()):
+        share = sum(map(weight, names))
+        runs += partition(names, min(len(names), max(1, math.ceil(share / most), round(count * share / total))))
+    return runs
