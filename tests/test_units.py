@@ -145,3 +145,13 @@ def test_kernels_whose_sources_open_with_other_directives_never_share_a_unit(tmp
     runs = [set(plan.members.get(stem, [stem])) for stem in plan.compiled]
     assert all(run <= set(pdl) or run <= set(plain) for run in runs) and len(runs) == 2
     assert units.preamble(plain[HEAVY[4]]) == ('#include "cutlass/cutlass.h"',)
+
+
+@pytest.mark.parametrize("groups, jobs", [((9, 7, 1), 4), ((30, 2, 2, 1), 8), ((3, 3, 3), 16), ((40,), 3)])
+def test_kernels_of_several_preambles_make_a_multiple_of_the_jobs_runs(tmp_path, groups, jobs):
+    texts = {f"cutlass3x_g{g}_k{i:02d}": f"#include \"g{g}.h\"\n" for g, n in enumerate(groups) for i in range(n)}
+    plan = plan_units(texts, tmp_path / "kernels", tmp_path / "obj", jobs=jobs, memory=125 * 2**30 * jobs / 16)
+    runs = [plan.members.get(stem, [stem]) for stem in plan.compiled]
+    assert len(runs) % jobs == 0 or len(runs) == len(texts), [len(r) for r in runs]
+    assert all(len({units.preamble(texts[k]) for k in run}) == 1 for run in runs)
+    assert max(len(r) for r in runs) <= units.max_weight(jobs, 125 * 2**30 * jobs / 16) // units.HEAVY

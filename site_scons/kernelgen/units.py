@@ -200,13 +200,31 @@ def _runs(todo: list, sources: dict, jobs: int, most: int) -> list:
     their weight; each kernel alone where no more than ``jobs`` are to be compiled."""
     if len(todo) <= jobs:
         return [[n] for n in todo]
-    total = sum(map(weight, todo))
-    count = jobs * math.ceil(total / (jobs * most))
-    groups = {}
+    by_preamble = {}
     for name in todo:
-        groups.setdefault(preamble(sources[name]), []).append(name)
-    runs = []
-    for names in sorted(groups.values()):
-        share = sum(map(weight, names))
-        runs += partition(names, min(len(names), max(1, math.ceil(share / most), round(count * share / total))))
-    return runs
+        by_preamble.setdefault(preamble(sources[name]), []).append(name)
+    groups = sorted(by_preamble.values())
+    shares = [sum(map(weight, names)) for names in groups]
+    low = [max(1, math.ceil(share / most)) for share in shares]  # none over ``most``
+    total = sum(shares)
+    count = jobs * math.ceil(max(total / most, sum(low)) / jobs)
+    return [run for names, n in zip(groups, _counts(count, shares, low, [len(g) for g in groups]))
+            for run in partition(names, n)]
+
+
+def _counts(count: int, shares: list, low: list, high: list) -> list:
+    """``count`` runs shared out by ``shares`` (largest remainders), each between its ``low`` and
+    ``high``: the total is ``count`` unless the bounds forbid it."""
+    total = sum(shares)
+    ideal = [count * share / total for share in shares]
+    counts = [min(max(math.floor(x), lo), hi) for x, lo, hi in zip(ideal, low, high)]
+    by_remainder = sorted(range(len(shares)), key=lambda i: counts[i] - ideal[i])
+    while sum(counts) < count and any(c < hi for c, hi in zip(counts, high)):
+        for i in by_remainder:
+            if sum(counts) < count and counts[i] < high[i]:
+                counts[i] += 1
+    while sum(counts) > count and any(c > lo for c, lo in zip(counts, low)):
+        for i in reversed(by_remainder):
+            if sum(counts) > count and counts[i] > low[i]:
+                counts[i] -= 1
+    return counts
