@@ -3,6 +3,7 @@ profiler objects (a profiled build compiles only the launcher again), `scons lis
 space without a GPU and `scons -n profile` says what a profile would compile and measure
 (on a copy of the project with the fake nvcc of tests/test_hostile_build.py)."""
 
+import json
 import os
 import re
 import shutil
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 import scons_runs
-from kernelgen import outputs
+from kernelgen import outputs, units
 from test_hostile_build import KERNELS, LAYERS, fake_build, make_fake_build, run, scons_args  # noqa: F401  (fixture)
 from test_hostile_input import no_traceback
 
@@ -125,3 +126,21 @@ def test_a_dry_run_of_profile_says_what_it_would_compile_and_measure_without_a_g
     done = scons_runs.run(scons_args(*args, f"BUILD={build}"), cwd=project, env=no_gpu, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "would compile 0 of the build's 2 kernels and measure 0 (workload, kernel) pair(s)" in done.stdout
+
+
+@needs_ar
+def test_a_clean_checkouts_library_compiles_its_chosen_kernels_in_one_unit_with_one_job(tmp_path):
+    """Each layer of `pair` chooses another kernel (the fake GPU runs the second faster on the
+    second layer); `scons -j1 library` in a BUILD of its own compiles both in one nvcc run."""
+    project, toolchain = make_fake_build(tmp_path)
+    second = "conv2d_fprop_f16_n1_h8_w8_c16_k8_r1_s1_pad0x0_str1x1_dil1x1"
+    wrapper = toolchain.log.parent / "profiler-wrapper"  # what the fake nvcc links as the profiler
+    behaviour = json.dumps({f"{second}/{KERNELS[1]}": 0.5})
+    wrapper.write_text(wrapper.read_text().replace("os.execv(", f"os.environ['FAKE_BEHAVIOUR'] = {behaviour!r}\nos.execv("))
+    run(project, "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'p'}")
+    before = len(toolchain.argvs())
+    out = run(project, "-j1", "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'clean'}")
+    unit = units.unit_name(KERNELS)
+    assert sorted(compiled(toolchain, before)) == ["best_kernels_launcher.cu", f"{unit}.cu"], out.stdout
+    assert f"[1/1] nvcc {unit}.cu (2 kernels)" in out.stdout
+    assert members(tmp_path / "clean" / "sets" / "pair" / "libbest_kernels.a") == ["best_kernels_launcher.o", f"{unit}.o"]

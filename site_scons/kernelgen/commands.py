@@ -202,27 +202,17 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict, unit
             (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
         pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current)
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
-    runs = f" in {len(compiled)} nvcc runs" if len(compiled) != len(stale) else ""
+    runs = f" in {len(compiled)} nvcc run{'s' if len(compiled) != 1 else ''}" if len(compiled) != len(stale) else ""
     return (f"scons -n profile: would compile {len(stale)} of the build's {len(plan.kernels)} kernels{runs} "
             f"and measure {pending} (workload, kernel) pair(s) of {len(config.problems)} "
             f"workload(s) not yet in {_shown(where, config.root)} on the current code")
 
 
-def stale_objects(plan: plan_module.BuildPlan, config: Config) -> list:
+def compile_units(sources: dict, config: Config, jobs: int) -> units_module.Units:
+    """Which object holds each kernel of ``sources`` (name -> generated text; kernelgen.units): its
+    own, or a unit's."""
     build = config.build_path
-    return plan_module.stale_objects(plan, build / "kernels", build / "obj")
-
-
-def compile_units(plan: plan_module.BuildPlan, config: Config, jobs: int) -> units_module.Units:
-    """Which object holds each kernel of ``plan`` (kernelgen.units): its own, or a unit's."""
-    build = config.build_path
-    return units_module.plan_units(plan.sources, build / "kernels", build / "obj", jobs, units_module.memory_bytes())
-
-
-def stale_library_objects(config: Config, names: list, sources: dict) -> list:
-    """The kernels of ``names`` (the library's, beyond the plan's) whose object will be compiled."""
-    partial = plan_module.BuildPlan([], {n: sources[n] for n in names}, {}, "", "")
-    return stale_objects(partial, config)
+    return units_module.plan_units(sources, build / "kernels", build / "obj", jobs, units_module.memory_bytes())
 
 
 RESOLVED_FILE = "workloads.json"  # BUILD/workloads.json: the set as resolved here, beside kernels.json

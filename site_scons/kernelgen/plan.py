@@ -7,7 +7,6 @@ rewritten, and its object recompiled, exactly when its text changes.
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import render, signature
 from .specs import load_catalog, select
@@ -58,13 +57,3 @@ def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], 
     return BuildPlan(kernels, sources, hashes,
                      render.manifest_source(templates, [k.name for k in kernels]),
                      json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-
-
-def stale_objects(plan: BuildPlan, kernels_dir, objects_dir) -> list[str]:
-    """Kernels whose object will be (re)compiled, judged from the files on disk (for progress)."""
-    todo = []
-    for name, text in plan.sources.items():
-        src, obj = Path(kernels_dir) / f"{name}.cu", Path(objects_dir) / f"{name}.o"
-        if not obj.exists() or not src.exists() or src.read_text() != text or obj.stat().st_mtime < src.stat().st_mtime:
-            todo.append(name)
-    return todo
