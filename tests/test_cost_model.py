@@ -3,6 +3,7 @@ record on the committed measurements, and the candidates it proposes."""
 
 import collections
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -400,3 +401,15 @@ def test_scons_candidates_refuses_in_one_line(tmp_path, args, message):
     out = scons_candidates(tmp_path / "build", *args)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stdout + out.stderr
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_layer_measures_its_own_proposals_and_the_builds_kernels_the_model_ranks_high_for_it():
+    kernels = [SimpleNamespace(name=f"k{i}") for i in range(6)]
+    layer = SimpleNamespace(name="layer")
+
+    class Model:  # ranks k5 first, then k4, ... k0 last
+        def ranking(self, ks):
+            return lambda problem: sorted(((float(-int(k.name[1:])), k) for k in ks), key=lambda t: t[0])
+
+    proposal = candidates.Proposal(layer, [(1.0, kernels[0])], frozenset())
+    assert candidates.measured_pairs([proposal], kernels, Model(), top=2) == {"layer": ["k0", "k4", "k5"]}

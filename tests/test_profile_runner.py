@@ -166,3 +166,20 @@ def test_sigterm_keeps_finished_workloads_and_a_rerun_resumes(tmp_path, fake_gpu
     run(tmp_path, profiler, workload_file)
     assert invocations(log)[-1] == ["kernel_b", "kernel_c"], "the rerun measures only what is missing"
     assert len(csv_of(tmp_path, workload_file, 1)) == 3
+
+
+def test_the_manifests_pairs_are_what_is_measured_and_any_kernel_with_a_row_is_measured_again(
+        tmp_path, fake_gpu, workload_file, monkeypatch):
+    profiler, log = fake_gpu
+    first, second = (p.name for p in parse_workloads(workload_file.read_text())[:2])
+    manifest = write_manifest(tmp_path / "kernels.json", {"kernel_a": "aaaa"})
+    profile(manifest, profiler, str(workload_file), tmp_path, tmp_path / "results", log=lambda m: None)
+    manifest = write_manifest(tmp_path / "kernels.json", {**KERNELS, "kernel_a": "a222"})
+    data = json.loads(manifest.read_text())
+    data["pairs"] = {first: ["kernel_b"], second: ["kernel_b", "kernel_c"]}
+    manifest.write_text(json.dumps(data))
+    profile(manifest, profiler, str(workload_file), tmp_path, tmp_path / "results", log=lambda m: None)
+    assert invocations(log)[-1] == ["kernel_a", "kernel_b", "kernel_a", "kernel_b", "kernel_c"], \
+        "kernel_a, changed, again where it has rows; kernel_c only where the pairs name it"
+    assert list(csv_of(tmp_path, workload_file, 0)["kernel"]) == ["kernel_a", "kernel_b"]
+    assert list(csv_of(tmp_path, workload_file, 1)["kernel"]) == sorted(KERNELS)

@@ -44,6 +44,10 @@ def test_search_compiles_the_candidates_and_the_next_round_replaces_what_did_not
     assert compiled(tools) == candidates, "the build compiles the candidates and nothing else"
     frame = measured(project)
     assert set(frame["kernel"]) == candidates and (frame[frame["kernel"] == first]["status"] == "unsupported").all()
+    pairs = json.loads((build / "kernels.json").read_text())["pairs"]  # what the profile measures on each layer
+    assert set(pairs) == set(rows["workload"]) == set(frame["workload"])
+    assert all(set(rows[rows["workload"] == w]["kernel"]) <= set(pairs[w]) for w in pairs), "its own candidates"
+    assert all(set(frame[frame["workload"] == w]["kernel"]) <= set(pairs[w]) for w in pairs)
 
     run(project, "candidates", *common)
     again = set(pd.read_csv(build / "candidates.csv")["kernel"])

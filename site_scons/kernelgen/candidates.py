@@ -169,6 +169,20 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
     return proposals
 
 
+MEASURED_TOP = 15  # of the build's kernels, those the model ranks this high for a layer are measured on it
+
+
+def measured_pairs(proposals: list, kernels: list, model, top: int = MEASURED_TOP) -> dict:
+    """Workload name -> the kernels a profile measures on it: its own proposals and, of the build's
+    ``kernels`` that serve it, the ``top`` the model ranks best for it. A kernel compiled for other
+    layers is worth measuring on this one only where the model thinks it might win: on the sets
+    profiled with every pair measured, this policy's choices cost 0.01 to 0.21% of the network time
+    with a third of the pairs (docs/search.md, ``bench/measured_pairs.py``)."""
+    rank = model.ranking(kernels)
+    return {p.problem.name: sorted({k.name for _, k in p.ranked} | {k.name for _, k in rank(p.problem)[:top]})
+            for p in proposals}
+
+
 def union(proposals: list) -> list:
     """The kernels some layer proposes, by name."""
     return sorted({k.name for p in proposals for _, k in p.ranked})

@@ -112,16 +112,17 @@ def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tup
     every one. ``proposals`` is None unless the model ranked them."""
     flags = config.nvccflags + config.arch.gencode_flags()
     shown = _shown(config.workload_file, config.root)
-    proposals, kernels = None, select(everything, config.kernels, config.arch)
+    proposals, kernels, pairs = None, select(everything, config.kernels, config.arch), None
     if isinstance(config.top, int) and kernels:
         model = cost_model.load_model(config.model_gpu)
         proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, frames, shown, memo)
+        pairs = candidates.measured_pairs(proposals, kernels, model)
     if config.shard is not None:
         kernels = [k for k in kernels if shard_of(k.name, config.shard[1]) == config.shard[0]]
         if not kernels:
             return empty_plan(), proposals  # SConstruct says so: nothing is this shard's
     plan = plan_module.plan_of(kernels, config.templates_dir, config.profiler_dir, config.arch, flags,
-                               config.cutlass_includes[0])
+                               config.cutlass_includes[0], pairs)
     if not plan.kernels:
         raise KernelgenError(f"KERNELS={shorten(config.kernels)!r} with ARCH={config.arch} and TOP={config.top} "
                              f"selects no kernel of {config.specs_dir}" + ("" if config.top == "listed" else
@@ -200,7 +201,10 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict, unit
         frame = frames.get(problem.name)
         current = set() if frame is None else {
             (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
-        pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current)
+        measured = json.loads(plan.manifest_json).get("pairs", {}).get(problem.name) if plan.manifest_json else None
+        on_disk = set() if frame is None else set(frame["kernel"])
+        pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current
+                       and (measured is None or k.name in measured or k.name in on_disk))
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
     runs = f" in {len(compiled)} nvcc run{'s' if len(compiled) != 1 else ''}" if len(compiled) != len(stale) else ""
     return (f"scons -n profile: would compile {len(stale)} of the build's {len(plan.kernels)} kernels{runs} "

@@ -43,8 +43,11 @@ def sources_and_hashes(kernels, templates_dir, profiler_dir, flags: list[str], c
     return sources, hashes
 
 
-def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], cutlass_include) -> BuildPlan:
-    """The plan of building ``kernels`` (descriptors, sorted by name)."""
+def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], cutlass_include,
+            pairs: dict | None = None) -> BuildPlan:
+    """The plan of building ``kernels`` (descriptors, sorted by name); with ``pairs`` (workload name ->
+    kernel names), the manifest says which kernels a profile measures on each workload (without,
+    every kernel that serves it)."""
     templates = render.lookup(templates_dir)
     cutlass = signature.cutlass_version(cutlass_include)
     sources, hashes = sources_and_hashes(kernels, templates_dir, profiler_dir, flags, cutlass_include)
@@ -54,6 +57,8 @@ def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], 
         "kernels": {k.name: {"family": k.family, "hash": hashes[k.name], "op": k.op, "element": k.element,
                              "tolerance": verify_tolerance(k)} for k in kernels},
     }
+    if pairs is not None:
+        manifest["pairs"] = pairs
     return BuildPlan(kernels, sources, hashes,
                      render.manifest_source(templates, [k.name for k in kernels]),
                      json.dumps(manifest, indent=1, sort_keys=True) + "\n")

@@ -9,7 +9,10 @@ answering as ``timeout``; a fresh process carries on with the remaining jobs. A
 workload's CSV (``RESULTS/<set>/<gpu>/``, one folder per GPU, named by the GPU the
 profiler reports) is replaced atomically as soon as its last kernel is done, so an
 interrupted run keeps every finished workload and a later run measures only what is
-missing or out of date.
+missing or out of date. Which kernels a workload is measured with: every kernel of the
+manifest that serves it, or, where the manifest holds ``pairs`` (a build of the model's
+proposals: ``candidates.measured_pairs``), those it names for the workload and every kernel the
+workload's CSV holds a row of.
 
 Runs may overlap. Only one at a time times kernels on a GPU (``gpu_lock``: the others
 wait, saying for which run), and each CSV write reads the file again, under the lock of
@@ -171,6 +174,7 @@ class Runner:
                  log=print):
         self.manifest = manifest
         self.kernels = manifest["kernels"]
+        self.pairs = manifest.get("pairs")  # workload -> the kernels measured on it (None: every one serving it)
         self.profiler = Path(profiler)
         self.results_dir = Path(results_dir)
         self.timeout = timeout
@@ -205,8 +209,9 @@ class Runner:
         states, losses = [], []
         for problem in problems:
             path = self.results_dir / f"{problem.name}.csv"
-            kept, foreign = [], []
+            kept, foreign, seen = [], [], set()
             for row in self.on_disk(path):
+                seen.add(row["kernel"])
                 if not self.device.matches(row):
                     foreign.append(row)
                     continue
@@ -220,9 +225,11 @@ class Runner:
                 self.log(f"  {path}: {len(foreign)} row(s) measured on another GPU or software stack "
                          f"({_stack(foreign[0])}) are replaced once every kernel is measured again")
             measured = {row["kernel"] for row in kept}
+            # with the manifest's pairs: those of this workload, and every kernel it holds a row of
+            wanted = None if self.pairs is None else set(self.pairs.get(problem.name, ())) | seen
             pending = [name for name in sorted(self.kernels)
                        if name not in measured and serves(self.kernels[name], problem)
-                       and (self.only is None or name in self.only)]
+                       and (self.only is None or name in self.only) and (wanted is None or name in wanted)]
             states.append(WorkloadState(problem, path, kept, pending))
         if losses:
             path, foreign, unmeasured = losses[0]
@@ -638,7 +645,7 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
         states = runner.plan(problems)
         up_to_date = sum(1 for s in states if not s.pending)
         if up_to_date:
-            log(f"{up_to_date} workload(s) already measured for every kernel of this build")
+            log(f"{up_to_date} workload(s) already measured for every kernel of this build they are measured with")
         try:
             runner.run(states)
         finally:
