@@ -196,12 +196,13 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict, unit
     hold a row of on the current code."""
     compiled = set(units.compiled)
     stale = [name for name in plan.sources if units.objects[name] in compiled]
+    pairs = json.loads(plan.manifest_json).get("pairs") if plan.manifest_json else None
     pending = 0
     for problem in config.problems:
         frame = frames.get(problem.name)
         current = set() if frame is None else {
             (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
-        measured = json.loads(plan.manifest_json).get("pairs", {}).get(problem.name) if plan.manifest_json else None
+        measured = set(pairs.get(problem.name, ())) if pairs is not None else None
         on_disk = set() if frame is None else set(frame["kernel"])
         pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current
                        and (measured is None or k.name in measured or k.name in on_disk))
