@@ -225,3 +225,13 @@ def test_header_template_errors_name_the_template(tmp_path):
     (tmp_path / "best_kernels.h.mako").write_text("${undefined_name}\n")
     with pytest.raises(Exception, match="best_kernels.h.mako failed for best_kernels.h"):
         render.render(render.lookup(tmp_path), "best_kernels.h.mako", "best_kernels.h")
+
+
+def test_a_pair_the_builds_profile_does_not_measure_is_not_counted_as_one_to_measure(tmp_path):
+    write_set(tmp_path, [{SM80: 0.5}, {SM80: 0.5, SM80_B: 0.4}])
+    frame = load_set(tmp_path, PROBLEMS)
+    measured_with = {PROBLEMS[0].name: [SM90], PROBLEMS[1].name: []}  # SM80_B not measured on the first
+    best = select_best(frame, PROBLEMS, HASHES, measured_with=measured_with)
+    assert list(best["kernel"]) == [SM80, SM80_B]
+    assert list(best["unmeasured"]) == [1, 0], "SM90 on the first (its pairs name it), none on the second"
+    assert list(select_best(frame, PROBLEMS, HASHES)["unmeasured"]) == [2, 1]

@@ -252,16 +252,19 @@ def compare_command(config: Config) -> list:
     return _tool_command("kernelgen.compare", config, [])
 
 
-def reduce_config(config: Config, hashes: dict) -> dict:
+def reduce_config(config: Config, hashes: dict, pairs: dict | None = None) -> dict:
     """What the header builder reads (an env.Value: data, never substituted by SCons). With
-    ``error``, no GPU's results could be chosen, and building the header reports it."""
+    ``error``, no GPU's results could be chosen, and building the header reports it. ``pairs``:
+    the build's (its manifest's), so that a pair its profile does not measure is not counted as
+    one still to measure."""
     if config.header_error is not None:
         return {"error": config.header_error}
     return {"results": _shown(config.results_dir, config.root), "workload_file": str(config.workload_file),
             "set": config.set_name,
             "resolved": str(config.build_path / RESOLVED_FILE),
             "specs": str(config.specs_dir), "spaces": None if config.top == "listed" else str(config.spaces_dir),
-            "templates": str(config.templates_dir), "project_includes": str(config.profiler_dir), "hashes": hashes}
+            "templates": str(config.templates_dir), "project_includes": str(config.profiler_dir), "hashes": hashes,
+            "pairs": pairs}
 
 
 def _shown(path: Path, root: Path) -> str:

@@ -105,12 +105,13 @@ def within_tolerance(l2: float, worst: float, limit: float) -> bool:
 
 
 def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | None = None,
-                kernels_by_name: dict | None = None) -> pd.DataFrame:
+                kernels_by_name: dict | None = None, measured_with: dict | None = None) -> pd.DataFrame:
     """One row per workload (in the set's order): the fastest ok and verified kernel among
     ``hashes``' keys (name -> the hash of its current code; see ``verified`` for ``tolerances``),
     measured on that code; with ``kernels_by_name`` (name -> descriptor), among those that serve
     the workload (its op and dtype, ``ops.serves``). Each row also holds ``unmeasured`` (kernels
-    without a row) and ``stale`` (rows of changed code, left out).
+    without a row; with ``measured_with``, workload name -> the kernels a profile measures on it,
+    the build's manifest ``pairs``, only those of them) and ``stale`` (rows of changed code, left out).
 
     The rows of each workload are sorted out by position (``_select``), once over the frame's
     columns, rather than by masks of the whole frame for every workload, and the fastest found
@@ -127,7 +128,11 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
             hashes = {n: h for n, h in every.items() if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
         where = positions.get(problem.name, [])
         source = frame["source"].iloc[where[:1]].iloc[0]  # (IndexError where the workload has no row)
-        unmeasured, current, stale, ok = _select(columns, where, hashes, tolerances)
+        here = hashes
+        if measured_with is not None and problem.name in measured_with:
+            wanted = set(measured_with[problem.name]) | {columns["kernel"][i] for i in where}
+            here = {n: h for n, h in hashes.items() if n in wanted}
+        unmeasured, current, stale, ok = _select(columns, where, here, tolerances)
         if not ok:
             rows, stale = frame.iloc[current], frame.iloc[stale]
             trusted = (rows["status"] == "ok") & verified(rows, tolerances)
@@ -183,12 +188,13 @@ def tolerance_of(kernel) -> float:
     return kernel["tolerance"] if isinstance(kernel, dict) else verify_tolerance(kernel)
 
 
-def choose(frame: pd.DataFrame, problems, hashes: dict, kernels_by_name: dict) -> pd.DataFrame:
+def choose(frame: pd.DataFrame, problems, hashes: dict, kernels_by_name: dict,
+           measured_with: dict | None = None) -> pd.DataFrame:
     """The choice of every tool: ``select_best`` among ``hashes``' kernels that serve each workload,
     each held to its own tolerance (``tolerance_of`` its entry in ``kernels_by_name``, descriptors
     or manifest entries). A kernel without an entry has no tolerance, so it is never chosen."""
     tolerances = {name: tolerance_of(kernels_by_name[name]) for name in hashes if name in kernels_by_name}
-    return select_best(frame, problems, hashes, tolerances, kernels_by_name)
+    return select_best(frame, problems, hashes, tolerances, kernels_by_name, measured_with)
 
 
 HEADER_FILES = outputs.HEADER_FILES  # what a set's header build writes, in BUILD/sets/<set>/
@@ -276,15 +282,16 @@ def target_arch(kernels) -> tuple:
 
 def build_header(results_dir, problems, hashes: dict, kernels_by_name: dict, templates_dir, output,
                  project_includes=None, workload_file="the workload file", gpu: str | None = None,
-                 set_name: str = "") -> pd.DataFrame:
+                 set_name: str = "", measured_with: dict | None = None) -> pd.DataFrame:
     """Validate, choose, write HEADER_FILES into the folder ``output``; returns the chosen rows. A
     workload that no kernel of ``kernels_by_name`` serves (its op and dtype) is refused first,
     naming ``workload_file`` and its line.
-    ``gpu``: the slug of the GPU whose folder ``results_dir`` is; its rows must all be of that GPU."""
+    ``gpu``: the slug of the GPU whose folder ``results_dir`` is; its rows must all be of that GPU.
+    ``measured_with``: the build's manifest ``pairs`` (``select_best``)."""
     check_served(problems, list(kernels_by_name.values()), workload_file)
     check_header_keys(problems, workload_file)
     frame = load_set(results_dir, problems, gpu)
-    best = choose(frame, problems, hashes, kernels_by_name)
+    best = choose(frame, problems, hashes, kernels_by_name, measured_with)
     files = header_files(render.lookup(templates_dir), best, problems, kernels_by_name, str(results_dir),
                          project_includes, set_name or Path(results_dir).parent.name)
     for name, text in files.items():

@@ -46,7 +46,8 @@ def _best_kernels_header(target, source, env):
         with tempfile.TemporaryDirectory() as scratch:  # written here, then into BUILD through its record
             best = build_header(config["results"], problems, config["hashes"], kernels, config["templates"],
                                 scratch, config["project_includes"], config["workload_file"],
-                                gpu=os.path.basename(config["results"]), set_name=config["set"])
+                                gpu=os.path.basename(config["results"]), set_name=config["set"],
+                                measured_with=config.get("pairs"))
             for file in target:
                 name = os.path.basename(file.get_abspath())
                 write(env["BUILD_RECORD"], file.get_abspath(), Path(scratch, name).read_text(encoding="utf-8"))
