@@ -47,12 +47,13 @@ def memory_bytes():
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # v2, v1
+        try:
+            limit = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
         if limit.isdigit():
             total = min(total, int(limit))
-    except OSError:
-        pass
     return total
 
 
