@@ -35,6 +35,6 @@ import sys
 start, profile, end, noop_start, noop_end = map(float, sys.argv[1:6])
 kernels, noop_nvcc, jobs = sys.argv[6:9]
 print(f"cold scons profile -j{jobs}: {end - start:.1f} s = compile {profile - start:.1f} s "
-      f"({kernels} kernels) + profile {end - profile:.1f} s")
+      f"({kernels} nvcc runs: compile units or kernels alone) + profile {end - profile:.1f} s")
 print(f"no-op rerun: {noop_end - noop_start:.1f} s, {noop_nvcc} nvcc runs")
 PY
