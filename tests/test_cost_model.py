@@ -379,6 +379,8 @@ def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):
     assert {line.split(",")[1] for line in lines[1:]} <= set(listed), "every candidate is in the kernel list"
     assert f"kernels in the space and the listed families, {len(listed)} for resnet50 (the top 3 of each of its " \
            "19 layers" in out.stdout
+    pairs = re.search(r"a profile measures (\d+) \(layer, kernel\) pairs at most", out.stdout)
+    assert pairs and len(lines) - 1 <= int(pairs.group(1)) <= 19 * len(listed), "at least each layer's candidates"
     assert not list(tmp_path.glob("kernels/*")), "ranking compiles nothing"
 
 

@@ -76,6 +76,12 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
                f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, "
                + (f"every kernel of {', '.join(unranked)} that serves a layer (the model has no rows of it), "
                   if unranked else "") + "and what it chose before)")
+    pairs = json.loads(plan.manifest_json).get("pairs") if plan.manifest_json else None
+    if pairs is not None:
+        built = set(plan.sources)  # (a shard's pairs name the other shards' kernels too)
+        summary += (f"; a profile measures {sum(len(built.intersection(v)) for v in pairs.values())} (layer, kernel) "
+                    "pairs at most (each layer's candidates and the build's kernels the model ranks in its top "
+                    f"{candidates.MEASURED_TOP} for it)")
     return json.dumps({"csv": candidates.to_csv_text(proposals),
                        "txt": "".join(f"{k.name}\n" for k in plan.kernels), "summary": summary})
 
