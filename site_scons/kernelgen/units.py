@@ -2,8 +2,8 @@
 
 An SM90 CUTLASS kernel takes 40-50 s of one core to compile, most of it parsing the same headers
 and instantiating templates the kernels of a family share (CuTe's layouts, the collective
-mainloop and epilogue, the adapter): nvcc on one source of four kernels took 76 s of one core
-where four compiles of one took 171 (docs/search.md, "Compile units"). So the kernels that have
+mainloop and epilogue, the adapter): nvcc on one source of two SM90 GEMM kernels took 55 s of one
+core where their two compiles took 83 (docs/search.md, "Compile units"). So the kernels that have
 no up-to-date object are compiled in units: BUILD/kernels/unit-<digest>.cu includes their
 generated sources, BUILD/obj/unit-<digest>.o holds them all, and the profiler and a set's library
 link it as they link a kernel's own object. A kernel compiled alone has its own object
