@@ -560,3 +560,6 @@ def test_a_unit_nvcc_refuses_is_compiled_kernel_by_kernel_and_only_the_refused_o
     assert (build / "profiler").exists()
     recorded = (build / ".kernelgen-outputs").read_text()
     assert f"obj/{KERNELS[1]}.did_not_compile.cu" in recorded and f"obj/{unit}.o" in recorded
+    unit_run(project, tools, build, "-c", nvcc=refusing)
+    left = sorted(p.relative_to(build).as_posix() for p in build.rglob("*") if p.is_file())
+    assert left == [outputs.LOCK], f"scons -c removes the unit, its parts' folder and the stub: {left}"
