@@ -9,6 +9,7 @@ import os
 import pytest
 
 from conftest import ROOT
+from kernelgen import units
 from kernelgen.variables import default_cutlass_root
 from test_hostile_build import KERNELS, LAYERS, Toolchain, run
 from test_scons_build import copy_project
@@ -126,3 +127,15 @@ def test_an_object_is_keyed_in_the_cache_by_its_place_among_its_actions_targets_
     pair = env.Command(["out/a/x.txt", "out/b/x.txt"], "k.cu", "touch $TARGETS")
     assert tool._place(one) == tool._place(other) == "k.o"
     assert sorted(tool._place(t) for t in pair) == ["a/x.txt", "b/x.txt"]
+
+
+def test_a_unit_compiled_by_one_clone_is_taken_from_the_cache_by_the_next(tmp_path):
+    toolchain = Toolchain(tmp_path / "toolchain")
+    cache = tmp_path / "shared-cache"
+    run(project_in(tmp_path / "one"), "-j1", "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}")
+    assert [n for n in compiled_kernels(toolchain, 0) if n.startswith("unit-")] == [f"{units.unit_name(KERNELS)}.cu"]
+    before = len(toolchain.argvs())
+    second = project_in(tmp_path / "two")
+    out = run(second, "-j1", "profiler", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"CACHE={cache}")
+    assert compiled_kernels(toolchain, before) == [], out.stdout
+    assert (second / "generated" / "obj" / f"{units.unit_name(KERNELS)}.o").is_file()
