@@ -214,10 +214,9 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict, unit
         frame = frames.get(problem.name)
         current = set() if frame is None else {
             (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
-        measured = set(pairs.get(problem.name, ())) if pairs is not None else None
-        on_disk = set() if frame is None else set(frame["kernel"])
+        measured = results.measured_with(pairs, problem.name, () if frame is None else frame["kernel"])
         pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current
-                       and (measured is None or k.name in measured or k.name in on_disk))
+                       and (measured is None or k.name in measured))
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
     runs = f" in {len(compiled)} nvcc run{'s' if len(compiled) != 1 else ''}" if len(compiled) != len(stale) else ""
     return (f"scons -n profile: would compile {len(stale)} of the build's {len(plan.kernels)} kernels{runs} "

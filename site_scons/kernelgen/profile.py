@@ -225,8 +225,7 @@ class Runner:
                 self.log(f"  {path}: {len(foreign)} row(s) measured on another GPU or software stack "
                          f"({_stack(foreign[0])}) are replaced once every kernel is measured again")
             measured = {row["kernel"] for row in kept}
-            # with the manifest's pairs: those of this workload, and every kernel it holds a row of
-            wanted = None if self.pairs is None else set(self.pairs.get(problem.name, ())) | seen
+            wanted = results.measured_with(self.pairs, problem.name, seen)
             pending = [name for name in sorted(self.kernels)
                        if name not in measured and serves(self.kernels[name], problem)
                        and (self.only is None or name in self.only) and (wanted is None or name in wanted)]

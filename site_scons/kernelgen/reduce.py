@@ -128,10 +128,8 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
             hashes = {n: h for n, h in every.items() if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
         where = positions.get(problem.name, [])
         source = frame["source"].iloc[where[:1]].iloc[0]  # (IndexError where the workload has no row)
-        here = hashes
-        if measured_with is not None and problem.name in measured_with:
-            wanted = set(measured_with[problem.name]) | {columns["kernel"][i] for i in where}
-            here = {n: h for n, h in hashes.items() if n in wanted}
+        wanted = results.measured_with(measured_with, problem.name, (columns["kernel"][i] for i in where))
+        here = hashes if wanted is None else {n: h for n, h in hashes.items() if n in wanted}
         unmeasured, current, stale, ok = _select(columns, where, here, tolerances)
         if not ok:
             rows, stale = frame.iloc[current], frame.iloc[stale]

@@ -60,6 +60,14 @@ TIMING = re.compile(f"({'|'.join(TIMINGS)})" + r"(-rest[0-9]{1,5}(\.[0-9]{1,3})?
 TIMING_FORMS = f"one of {', '.join(TIMINGS)}, then -rest<ms> and -hold<ms>"  # what TIMING matches, in words
 
 
+def measured_with(pairs: dict | None, workload: str, with_rows) -> set | None:
+    """The kernels a profile measures on ``workload`` where the build's manifest holds ``pairs``
+    (workload name -> kernel names; ``candidates.measured_pairs``): those named for it, and every
+    kernel of ``with_rows`` (those its CSV holds a row of: measured again where their code changed).
+    None without pairs: every kernel that serves the workload."""
+    return None if pairs is None else set(pairs.get(workload, ())) | set(with_rows)
+
+
 def valid_timing(timing: str) -> bool:
     """Whether ``timing`` is a way the profiler times: one of TIMINGS, then -rest<ms>, -hold<ms>."""
     return TIMING.fullmatch(timing) is not None
