@@ -68,12 +68,6 @@ def empty_plan() -> plan_module.BuildPlan:
     return plan_module.BuildPlan([], {}, {}, "", "")
 
 
-def plan_pairs(plan: plan_module.BuildPlan) -> dict | None:
-    """The plan's manifest ``pairs`` (workload -> the kernels a profile measures on it;
-    ``candidates.measured_pairs``), or None where a profile measures every kernel serving a workload."""
-    return json.loads(plan.manifest_json).get("pairs") if plan.manifest_json else None
-
-
 def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config, searched: int) -> str:
     """What ``scons candidates`` writes (BUILD/candidates.csv and .txt, a kernel list for KERNELS=@)
     and says, as the JSON of a Value."""
@@ -82,7 +76,7 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
                f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, "
                + (f"every kernel of {', '.join(unranked)} that serves a layer (the model has no rows of it), "
                   if unranked else "") + "and what it chose before)")
-    pairs = plan_pairs(plan)
+    pairs = plan.pairs
     if pairs is not None:
         built = set(plan.sources)  # (a shard's pairs name the other shards' kernels too)
         summary += (f"; a profile measures {sum(len(built.intersection(v)) for v in pairs.values())} (layer, kernel) "
@@ -208,7 +202,7 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict, unit
     hold a row of on the current code."""
     compiled = set(units.compiled)
     stale = [name for name in plan.sources if units.objects[name] in compiled]
-    pairs = plan_pairs(plan)
+    pairs = plan.pairs
     pending = 0
     for problem in config.problems:
         frame = frames.get(problem.name)

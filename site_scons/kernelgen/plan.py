@@ -20,6 +20,7 @@ class BuildPlan:
     hashes: dict  # name -> kernel hash
     manifest_cu: str
     manifest_json: str
+    pairs: dict | None = None  # workload -> the kernels a profile measures on it (the manifest's); None: every one
 
 
 def make_plan(specs_dir, templates_dir, profiler_dir, patterns: str, arch, flags: list[str],
@@ -61,4 +62,4 @@ def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], 
         manifest["pairs"] = pairs
     return BuildPlan(kernels, sources, hashes,
                      render.manifest_source(templates, [k.name for k in kernels]),
-                     json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+                     json.dumps(manifest, indent=1, sort_keys=True) + "\n", pairs)
