@@ -80,6 +80,13 @@ class Toolchain:
     def argvs(self) -> list:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
+    def behave(self, behaviour: dict) -> None:
+        """The profilers the fake nvcc links from now on run with FAKE_BEHAVIOUR ``behaviour``
+        (tests/fakes/profiler; scons runs commands in an environment of its own)."""
+        wrapper = self.log.parent / "profiler-wrapper"
+        wrapper.write_text(wrapper.read_text().replace(
+            "os.execv(", f"os.environ['FAKE_BEHAVIOUR'] = {json.dumps(behaviour)!r}\nos.execv("))
+
 
 def scons_args(*args):
     """The arguments of `scons` (after the command's name) the runs on a fake build are given."""

@@ -3,7 +3,6 @@ profiler objects (a profiled build compiles only the launcher again), `scons lis
 space without a GPU and `scons -n profile` says what a profile would compile and measure
 (on a copy of the project with the fake nvcc of tests/test_hostile_build.py)."""
 
-import json
 import os
 import re
 import shutil
@@ -134,9 +133,7 @@ def test_a_clean_checkouts_library_compiles_its_chosen_kernels_in_one_unit_with_
     second layer); `scons -j1 library` in a BUILD of its own compiles both in one nvcc run."""
     project, toolchain = make_fake_build(tmp_path)
     second = "conv2d_fprop_f16_n1_h8_w8_c16_k8_r1_s1_pad0x0_str1x1_dil1x1"
-    wrapper = toolchain.log.parent / "profiler-wrapper"  # what the fake nvcc links as the profiler
-    behaviour = json.dumps({f"{second}/{KERNELS[1]}": 0.5})
-    wrapper.write_text(wrapper.read_text().replace("os.execv(", f"os.environ['FAKE_BEHAVIOUR'] = {behaviour!r}\nos.execv("))
+    toolchain.behave({f"{second}/{KERNELS[1]}": 0.5})
     run(project, "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'p'}")
     before = len(toolchain.argvs())
     out = run(project, "-j1", "library", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'clean'}")

@@ -37,9 +37,7 @@ def test_search_compiles_the_candidates_and_the_next_round_replaces_what_did_not
     assert all(2 <= n <= 3 for n in rows.groupby("workload").size()), "the top 2, and the listed kernels' best"
 
     first = rows[rows["rank"] == 1]["kernel"].iloc[0]
-    wrapper = tools.nvcc.parent / "profiler-wrapper"  # what the fake nvcc links as the profiler
-    wrapper.write_text(wrapper.read_text().replace(
-        "os.execv(", f"os.environ['FAKE_BEHAVIOUR'] = {json.dumps({first: 'unsupported'})!r}\nos.execv("))
+    tools.behave({first: "unsupported"})
     run(project, "profile", *common)
     assert compiled(tools) == candidates, "the build compiles the candidates and nothing else"
     frame = measured(project)
