@@ -99,6 +99,10 @@ def test_features_count_waves_on_the_sms(catalog):
                      and k.cluster == (2, 1, 1))
     loads = cost_model.features(clustered, GemmProblem(128 * 132, 128, 640), 132)[1]
     assert loads == pytest.approx(full[1] * 0.75), "a 2x1 cluster multicasts B: each CTA loads half of it"
+    iterations = cost_model.FEATURES.index("iterations")
+    assert (full[iterations], over[iterations]) == (10, 20), "K 640 in blocks of 64, one wave or two"
+    deep = cost_model.features(kernel, GemmProblem(64, 64, 3072), 132)
+    assert deep[iterations] == 3072 // 64 and deep[cost_model.FEATURES.index("tiles")] == 1
 
 
 def test_an_activation_epilogue_counts_its_outputs_again(catalog):
@@ -126,7 +130,8 @@ def test_the_direct_kernels_features_count_their_tiles_where_they_overhang_the_l
     layer = Conv2dProblem(32, 7, 7, 1152, 1152, 3, 3, 1, 1, groups=1152)
     wide, narrow = (cost_model.features(depthwise(t), layer, 132) for t in ("tile16x32_t4x4_c16", "tile4x8_t2x4_c128"))
     assert wide[0] > 4 * narrow[0] and wide[1] > 2 * narrow[1]
-    assert wide[4] == narrow[4] and wide[5] == narrow[5] == 1.0
+    memory, launch = cost_model.FEATURES.index("memory"), cost_model.FEATURES.index("launch")
+    assert wide[memory] == narrow[memory] and wide[launch] == narrow[launch] == 1.0
     grouped = next(k for k in catalog.values() if k.name.endswith("_gconv_f16nhwc_f16nhwc_f32_f16nhwc_g32_3x3_stride1_tile1x16"))
     batch1, batch32 = (Conv2dProblem(n, size, size, 1024, 1024, 3, 3, 1, 1, groups=32) for n, size in ((1, 7), (32, 14)))
     assert grouped.slice(batch1, 132) == 128 and grouped.slice(batch32, 132) == 1024
@@ -164,7 +169,7 @@ def test_nonnegative_least_squares_matches_a_known_solution():
 def test_a_fit_recovers_the_constants_it_was_made_from(catalog):
     kernels = [k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.scheduler == "default"]
     problems = [GemmProblem(m, n, k) for m in (256, 4096, 50176) for n in (64, 512, 2048) for k in (64, 1024)]
-    theta = np.array([0.15, 0.002, 0.01, 0.5, 0.1, 2.5, 0.0])
+    theta = np.array([0.15, 0.002, 0.01, 0.5, 0.02, 0.1, 2.5, 0.0])
     samples = [(k, p, float(cost_model.features(k, p, 132) @ theta) / 1e3) for k in kernels for p in problems]
     model = cost_model.fit(samples, GPU, 132)
     worst = max(abs(model.predict(k, p) / ms - 1) for k, p, ms in samples)
@@ -208,7 +213,7 @@ def test_the_model_ranks_the_measured_winner_near_the_top(samples):
 BAD_MODELS = [
     ("not JSON", "{", "not a cost model"),
     ("a list", "[1, 2]", "fitted for GPU None with other features or none"),
-    ("no theta", '{"gpu": "nvidia_h200", "features": ["mma", "loads", "stores", "tiles", "memory", "launch", "activation"]}',
+    ("no theta", '{"gpu": "nvidia_h200", "features": ["mma", "loads", "stores", "tiles", "iterations", "memory", "launch", "activation"]}',
      "not a cost model \\(missing or malformed 'sms'\\)"),
     ("a theta of text", lambda good: good.replace('"fallback": [', '"fallback": ["x", '), "not a cost model"),
     ("other features", lambda good: good.replace('"launch"', '"latency"'), "with other features or none"),

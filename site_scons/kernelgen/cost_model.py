@@ -9,6 +9,8 @@ for the busiest SM, what those tiles cost:
           and B along M, so each CTA loads its share)
   stores  output bytes of its tiles, KB
   tiles   tiles it runs (a fixed cost each: pipeline fill and drain)
+  iterations  main-loop iterations it runs (waves of tiles x K iterations: a fixed cost each, the
+          barriers and copies issued a K block, which a deep K in thin tiles pays many times)
   memory  bytes the layer must move at least, MB (the floor: every operand once)
   launch  1 (a launch and the kernel's set-up)
   activation  ``stores`` again where the kernel's fused epilogue applies an activation (SiLU, GELU,
@@ -58,7 +60,7 @@ from .ops import serves as serves_op
 # numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
 # from measured rows) does not wait for it.
 
-FEATURES = ("mma", "loads", "stores", "tiles", "memory", "launch", "activation")
+FEATURES = ("mma", "loads", "stores", "tiles", "iterations", "memory", "launch", "activation")
 # SMs of the GPUs a model may be fitted for (by results folder name)
 SM_COUNTS = {"nvidia_h200": 132, "nvidia_h100_80gb_hbm3": 132, "nvidia_a100_sxm4_80gb": 108}
 SHARED_MEMORY_2X = 227 * 1024  # bytes of shared memory an SM gives 2.x kernels' CTAs on SM90
@@ -211,7 +213,7 @@ def _counts(kernel, tiling, layer: tuple, sms: int) -> list:
     if tiling is None:
         if isinstance(kernel, (Depthwise, GroupedMma)) and conv is not None:
             return _direct_features(kernel, conv, memory, sms)
-        return [mflop_per_sm, 0.0, 0.0, 0.0, memory, 1.0]
+        return [mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
     if isinstance(kernel, Conv2dFpropSm90Transposed):
         m, n = n, m
@@ -236,6 +238,7 @@ def _counts(kernel, tiling, layer: tuple, sms: int) -> list:
         busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm,
         waves * tm * tn * size / 1e3 * per_sm,
         waves * per_sm,
+        busiest * per_sm,
         memory,
         1.0,
     ]
@@ -274,7 +277,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         loads = kernel.window_bytes(channels) + tc * 9 * kernel.channels_per_group * size
     waves = math.ceil(tiles / (sms * per_sm))
     return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
-            waves * per_sm, memory, 1.0]
+            waves * per_sm, 0.0, memory, 1.0]
 
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
