@@ -34,26 +34,31 @@ def catalog(config: Config) -> list:
 
 
 _CATALOG = [None, None]  # kernel_catalog's last key and its kernels: one build's catalog at a time
+_BASE = [None, None, {}]  # the last files' key, their kernels, and those kernels' fused variants by epilogue
 
 
 def kernel_catalog(specs_dir, spaces_dir, problems) -> list:
     """The kernels of the family specs under ``specs_dir``, the space's under ``spaces_dir`` (None:
     none) and the fused variants of those for the epilogues of ``problems``, sorted by name. Made
     once a process for the same files (SConstruct and the header's build both need them: a fused
-    set's catalog is tens of thousands of descriptors)."""
+    set's catalog is tens of thousands of descriptors); a set of other epilogues reuses the
+    variants of those it shares."""
     folders = [Path(specs_dir)] + ([] if spaces_dir is None else [Path(spaces_dir)])
     try:
         files = tuple((str(p), st.st_mtime_ns, st.st_size) for d in folders for p in sorted(d.glob("*.toml"))
                       for st in [p.stat()])
     except OSError:
         files = None  # a file that went away: load_catalog or load_space says which
-    key = (tuple(map(str, folders)), tuple(epilogues(problems)), files)
+    base_key = (tuple(map(str, folders)), files)
+    key = (base_key, tuple(epilogues(problems)))
     if files is None or key != _CATALOG[0]:
-        listed = load_catalog(specs_dir)
-        kernels = with_fused(listed if spaces_dir is None else merged(listed, load_space(spaces_dir)), problems)
-        if files is None:
-            return kernels
-        _CATALOG[:] = [key, kernels]
+        if files is None or base_key != _BASE[0]:
+            listed = load_catalog(specs_dir)
+            base = listed if spaces_dir is None else merged(listed, load_space(spaces_dir))
+            if files is None:
+                return with_fused(base, problems)
+            _BASE[:] = [base_key, base, {}]
+        _CATALOG[:] = [key, with_fused(_BASE[1], problems, _BASE[2])]
     return list(_CATALOG[1])
 
 

@@ -160,17 +160,21 @@ def epilogues(problems) -> list:
     return [e for e in found if e and refuses(e) is None]
 
 
-def with_fused(kernels: list, problems) -> list:
+def with_fused(kernels: list, problems, variants: dict | None = None) -> list:
     """``kernels`` and, for each epilogue of ``problems`` (``epilogues``), the fused variant of
     each fusible one, sorted by name; a variant two kernels give (one of no source operand, one
-    whose C is never read) once."""
+    whose C is never read) once. ``variants``, where given, keeps each epilogue's variants of
+    these same ``kernels`` for the next call (sets of other epilogues share those they have in common)."""
     wanted = epilogues(problems)
     if not wanted:
         return kernels
     by_name = {k.name: k for k in kernels}
     for epilogue in wanted:
-        for kernel in kernels:
-            if fusible(kernel):
-                variant = fused(kernel, epilogue)
-                by_name.setdefault(variant.name, variant)
+        made = None if variants is None else variants.get(epilogue)
+        if made is None:
+            made = [fused(kernel, epilogue) for kernel in kernels if fusible(kernel)]
+            if variants is not None:
+                variants[epilogue] = made
+        for variant in made:
+            by_name.setdefault(variant.name, variant)
     return sorted(by_name.values(), key=lambda k: k.name)
