@@ -77,8 +77,12 @@ def warm_up():
     # state of its folder).
     from kernelgen import commands, render
     from kernelgen.variables import ROOT
-
-    commands.kernel_catalog(ROOT / "kernel_specs" / "families", ROOT / "kernel_specs" / "spaces", [])
+    from kernelgen.workloads import parse_workloads
+    # with the fused variants of every committed set's epilogues (kept by epilogue: a run of any
+    # set takes those it needs)
+    problems = [p for path in sorted((ROOT / "kernel_specs" / "workloads").glob("*.txt"))
+                for p in parse_workloads(path.read_text(), path)]
+    commands.kernel_catalog(ROOT / "kernel_specs" / "families", ROOT / "kernel_specs" / "spaces", problems)
     templates = ROOT / "kernel_specs" / "templates"
     lookup = render.lookup(templates)
     for template in sorted(templates.glob("*.mako")):
