@@ -282,7 +282,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
 RIDGE = 10.0  # the corrections' ridge penalty (the regret changed by under 0.1% between 1 and 30)
-REGIMES = ((0.01, "small"), (0.1, "mid"), (math.inf, "large"))  # by the base prediction, ms
+REGIMES = ((0.005, "tiny"), (0.02, "small"), (0.1, "mid"), (math.inf, "large"))  # by the base prediction, ms
 
 
 def attributes(kernel, base_ms: float) -> list:
