@@ -105,6 +105,23 @@ def test_features_count_waves_on_the_sms(catalog):
     assert deep[iterations] == 3072 // 64 and deep[cost_model.FEATURES.index("tiles")] == 1
 
 
+def test_a_stream_k_tile_shared_by_several_ctas_counts_the_partials_its_last_cta_reads(catalog):
+    """Stream-K on a layer of few tiles and deep K shares each tile's K iterations out: the CTA that
+    finishes a tile reads the fp32 partials of the others (wide_resnet50_2 at batch 1: its 3x3
+    layers took 4-7 times what the model predicted without them); on a layer of many tiles no tile
+    is shared and nothing is added."""
+    import dataclasses
+    plain = next(k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.tile == (128, 128, 64)
+                 and k.schedule == "cooperative" and k.scheduler == "default" and k.cluster == (1, 1, 1))
+    stream_k = dataclasses.replace(plain, scheduler="stream_k")
+    stores = cost_model.FEATURES.index("stores")
+    few = GemmProblem(128, 128, 64 * 132)  # one tile, 132 K blocks: one a CTA
+    shared, alone = cost_model.features(stream_k, few, 132), cost_model.features(plain, few, 132)
+    assert shared[stores] == pytest.approx(alone[stores] / 132 + 131 * 128 * 128 * 4 / 1e3)
+    many = GemmProblem(128 * 132, 128, 64)
+    assert cost_model.features(stream_k, many, 132)[stores] == cost_model.features(plain, many, 132)[stores]
+
+
 def test_an_activation_epilogue_counts_its_outputs_again(catalog):
     """The activation feature is the stores of a kernel whose fused epilogue applies an activation,
     padding included (tile N 128 on 144 outputs: two tiles), and 0 for a bias alone or no epilogue."""

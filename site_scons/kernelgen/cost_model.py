@@ -221,22 +221,27 @@ def _counts(kernel, tiling, layer: tuple, sms: int) -> list:
     iterations = math.ceil(k / tk)
     cluster = cm * cn
     slots = max(cluster, sms // cluster * cluster) * per_sm
+    pieces = 1  # the CTAs that share a tile's K iterations
     if isinstance(kernel, GemmSm90) and kernel.scheduler == "stream_k":
         splits = kernel.splits
         if splits is None:  # stream-K: the K iterations of every tile shared out evenly
             busiest = math.ceil(tiles * iterations / slots)
             waves = busiest / iterations
+            pieces = math.ceil(iterations / busiest)
         else:
             waves = math.ceil(tiles * splits / slots)
             busiest = waves * math.ceil(iterations / splits)
+            pieces = splits
     else:
         waves = math.ceil(tiles / slots)
         busiest = waves * iterations
     size = 2
+    # a tile shared by several CTAs is reduced by the last: it reads the others' fp32 partials
+    partials = (pieces - 1) * tm * tn * 4 / 1e3
     return [
         busiest * tm * tn * tk * 2 / 1e6 * per_sm,
         busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm,
-        waves * tm * tn * size / 1e3 * per_sm,
+        waves * tm * tn * size / 1e3 * per_sm + partials,
         waves * per_sm,
         busiest * per_sm,
         memory,
