@@ -201,10 +201,27 @@ def _layer(problem, sms: int) -> tuple:
     return memory, mnk, problem.flops / 1e6 / sms, conv
 
 
-def _features(kernel, tiling, layer: tuple, sms: int) -> list:
-    """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
+def _features(kernel, tiling, layer: tuple, sms: int, activates: bool | None = None) -> list:
+    """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``
+    (``activates``: ``_activates(kernel)``, where the caller knows it)."""
     counted = _counts(kernel, tiling, layer, sms)
-    return counted + [counted[2] if activation(getattr(kernel, "fusion", "") or "") else 0.0]
+    if activates is None:
+        activates = _activates(kernel)
+    return counted + [counted[2] if activates else 0.0]
+
+
+def _activates(kernel) -> bool:
+    """Whether the kernel's fused epilogue applies an activation (the ``activation`` feature)."""
+    return bool(activation(getattr(kernel, "fusion", "") or ""))
+
+
+def _dot(features: list, theta) -> float:
+    """The features weighed by theta, summed in order: the one sum ``Model.base`` and
+    ``Model.ranking`` both make, so that they agree exactly."""
+    total = 0.0
+    for f, t in zip(features, theta):
+        total += f * t
+    return total
 
 
 def _counts(kernel, tiling, layer: tuple, sms: int) -> list:
@@ -348,9 +365,9 @@ class Model:
 
     def base(self, kernel, problem) -> float:
         """The counts' prediction in ms, before corrections."""
-        import numpy as np
-        theta = np.array(self.theta.get(group(kernel), self.fallback))
-        return max(float(features(kernel, problem, self.sms) @ theta) / 1e3, MIN_MS)
+        theta = self.theta.get(group(kernel), self.fallback)
+        layer = _layer(problem, self.sms)
+        return max(_dot(_features(kernel, _tiling(kernel), layer, self.sms), theta) / 1e3, MIN_MS)
 
     def predict(self, kernel, problem) -> float:
         """Predicted time in ms."""
@@ -364,27 +381,32 @@ class Model:
     def ranking(self, kernels):
         """``rank`` of ``kernels`` as a function of the problem, for ranking them on many: each
         prediction is ``predict``'s (the same operations on the same values), with what depends on
-        the kernel alone (``_terms``) computed once and what depends on the layer alone once a layer."""
-        import numpy as np
+        the kernel alone (``_terms``) computed once, what depends on the layer alone once a layer,
+        and ``serves`` asked once a layer for each kind of kernel served alike (``_serves_key``),
+        whose kernels a layer that kind cannot serve are not visited."""
         kernels = list(kernels)
         terms = [None] * len(kernels)
-        sms, array = self.sms, np.array
+        sms = self.sms
+        by_key, alone = {}, []  # the kernels of each key; those whose serves is asked one by one
+        for i, kernel in enumerate(kernels):
+            key = _serves_key(kernel)
+            if key is None:
+                alone.append(i)
+            else:
+                by_key.setdefault(key, []).append(i)
 
         def rank(problem) -> list:
-            layer, served, scored = _layer(problem, sms), {}, []
-            for i, kernel in enumerate(kernels):
+            layer, scored = _layer(problem, sms), []
+            visited = [i for i in alone if serves(kernels[i], problem) is None]
+            for indices in by_key.values():
+                if serves(kernels[indices[0]], problem) is None:
+                    visited += indices
+            for i in visited:
+                kernel = kernels[i]
                 if terms[i] is None:
                     terms[i] = self._terms(kernel)
-                key, tiling, theta, name, corrections = terms[i]
-                if key is None:
-                    refused = serves(kernel, problem) is not None
-                else:
-                    refused = served.get(key)
-                    if refused is None:
-                        refused = served[key] = serves(kernel, problem) is not None
-                if refused:
-                    continue
-                base = max(float(array(_features(kernel, tiling, layer, sms)) @ theta) / 1e3, MIN_MS)
+                tiling, theta, name, corrections, activates = terms[i]
+                base = max(_dot(_features(kernel, tiling, layer, sms, activates), theta) / 1e3, MIN_MS)
                 for limit, label in REGIMES:  # _regime(base)
                     if base < limit:
                         break
@@ -396,9 +418,8 @@ class Model:
         return rank
 
     def _terms(self, kernel) -> tuple:
-        """(``_serves_key``, ``_tiling``, theta, name, regime -> the sum of its attributes'
-        corrections, added up as ``predict`` adds them) of ``kernel``."""
-        import numpy as np
+        """(``_tiling``, theta, name, regime -> the sum of its attributes' corrections, added up
+        as ``predict`` adds them, ``_activates``) of ``kernel``."""
         get, out = self.corrections.get, _kernel_attributes(kernel)
         common = sum(get(a, 0.0) for a in out)  # the first terms of each regime's sum, in its order
         corrections = {}
@@ -407,8 +428,8 @@ class Model:
             for a in out:
                 total += get(f"{a}|{label}", 0.0)
             corrections[label] = total
-        return (_serves_key(kernel), _tiling(kernel), np.array(self.theta.get(group(kernel), self.fallback)),
-                kernel.name, corrections)
+        return (_tiling(kernel), self.theta.get(group(kernel), self.fallback), kernel.name, corrections,
+                _activates(kernel))
 
     def to_json(self) -> str:
         return json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
