@@ -550,6 +550,7 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     from .workloads import load_workloads
 
     samples, catalogs = [], {}  # epilogues -> (the catalog with their fused variants, tolerances)
+    plain, variants = list(kernels_by_name.values()), {}  # each epilogue's variants, made once
     for set_file in sorted(Path(sets_dir).glob("*.txt")):
         folder = Path(results_root) / set_file.stem
         if gpu not in gpus_with_results(folder):
@@ -559,7 +560,7 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
         if wanted not in catalogs:  # sets of the same epilogues share one
             kernels = kernels_by_name
             if wanted:
-                kernels = {k.name: k for k in with_fused(list(kernels_by_name.values()), problems)}
+                kernels = {k.name: k for k in with_fused(plain, problems, variants)}
             catalogs[wanted] = kernels, {name: verify_tolerance(k) for name, k in kernels.items()}
         kernels, tolerances = catalogs[wanted]
         frame = load_set(folder / gpu, problems)
