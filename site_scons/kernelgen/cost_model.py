@@ -7,7 +7,8 @@ for the busiest SM, what those tiles cost:
   mma     multiply-adds of its tiles, MFLOP (waves of tiles x K iterations x tile volume)
   loads   operand bytes it loads into shared memory, KB (a cluster multicasts a tile's A along N
           and B along M, so each CTA loads its share)
-  stores  output bytes of its tiles, KB
+  stores  output bytes of its tiles, KB, and where several CTAs share a tile's K iterations
+          (stream-K, split-K) the fp32 partials the last of them reads
   tiles   tiles it runs (a fixed cost each: pipeline fill and drain)
   iterations  main-loop iterations it runs (waves of tiles x K iterations: a fixed cost each, the
           barriers and copies issued a K block, which a deep K in thin tiles pays many times)
