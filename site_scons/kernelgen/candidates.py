@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cost_model import group, serves
+from .cost_model import serves, theta_group
 from .errors import WorkloadError
 from .ops import serves as serves_op
 from .families.gemm_sm90 import GemmSm90
@@ -121,7 +121,7 @@ def unfitted(model, kernel) -> bool:
     model was fitted on no measured row: its prediction is a guess the model cannot order the
     family's kernels by, so every layer it serves measures each of them, until rows of it are
     committed and the model is fitted again."""
-    return getattr(kernel, "measure_unfitted", False) and group(kernel) not in model.theta
+    return getattr(kernel, "measure_unfitted", False) and theta_group(kernel) not in model.theta
 
 
 def propose(problems, kernels, model, top: int, workload_file="", refused=None, memo=None) -> list:

@@ -19,7 +19,8 @@ for the busiest SM, what those tiles cost:
           bounds such a kernel on a layer of few input channels
 
 and predicts ``base = sum(theta[f] * feature[f])``, one non-negative ``theta`` per group of
-kernels (family class, schedule and tile scheduler: a ping-pong kernel hides its epilogue). What the counts miss (how well a tile shape, cluster, epilogue subtile or
+kernels (family class, schedule and tile scheduler: a ping-pong kernel hides its epilogue; the
+persistent conv kernels weighed as the GEMM kernels of their schedule, ``theta_group``). What the counts miss (how well a tile shape, cluster, epilogue subtile or
 store depth runs in each regime of layer size) is a correction per attribute of the kernel
 (``attributes``), fitted as a ridge regression of log(measured / base): ``time = base *
 exp(sum of the kernel's corrections)``. An attribute no measured kernel had corrects nothing. Other kernels (this project's direct and matrix-vector kernels) are modelled
@@ -173,6 +174,15 @@ def group(kernel) -> str:
     if isinstance(kernel, Conv2dFpropFewChannels):
         return f"{name}/{kernel.mode}"
     return name
+
+
+def theta_group(kernel) -> str:
+    """The kernels that share the counts' weights: ``group``, but the persistent conv kernels
+    weighed as the SM90 GEMM kernels of their schedule (the same collective on an implicit GEMM; a
+    correction per ``group`` keeps what differs)."""
+    if isinstance(kernel, Conv2dFpropSm90Persistent):
+        return f"GemmSm90/{kernel.schedule}" + ("" if kernel.scheduler == "default" else "/stream_k")
+    return group(kernel)
 
 
 def _tiling(kernel):
@@ -366,7 +376,7 @@ class Model:
 
     def base(self, kernel, problem) -> float:
         """The counts' prediction in ms, before corrections."""
-        theta = self.theta.get(group(kernel), self.fallback)
+        theta = self.theta.get(theta_group(kernel), self.fallback)
         layer = _layer(problem, self.sms)
         return max(_dot(_features(kernel, _tiling(kernel), layer, self.sms), theta) / 1e3, MIN_MS)
 
@@ -429,7 +439,7 @@ class Model:
             for a in out:
                 total += get(f"{a}|{label}", 0.0)
             corrections[label] = total
-        return (_tiling(kernel), self.theta.get(group(kernel), self.fallback), kernel.name, corrections,
+        return (_tiling(kernel), self.theta.get(theta_group(kernel), self.fallback), kernel.name, corrections,
                 _activates(kernel))
 
     def to_json(self) -> str:
@@ -500,7 +510,7 @@ def fit(samples: list, gpu: str, sms: int) -> Model:
     import numpy as np
     by_group = {}
     for kernel, problem, ms in samples:
-        by_group.setdefault(group(kernel), []).append((features(kernel, problem, sms), ms * 1e3))
+        by_group.setdefault(theta_group(kernel), []).append((features(kernel, problem, sms), ms * 1e3))
     theta = {}
     for name, rows in sorted(by_group.items()):
         x = np.array([f for f, _ in rows])
