@@ -170,7 +170,7 @@ def group(kernel) -> str:
     """The kernels that share constants: class, schedule and tile scheduler."""
     name = type(kernel).__name__
     if isinstance(kernel, GemmSm90):
-        return f"{name}/{kernel.schedule}" + ("" if kernel.scheduler == "default" else "/stream_k")
+        return _scheduled(name, kernel)
     if isinstance(kernel, Conv2dFpropFewChannels):
         return f"{name}/{kernel.mode}"
     return name
@@ -181,8 +181,13 @@ def theta_group(kernel) -> str:
     weighed as the SM90 GEMM kernels of their schedule (the same collective on an implicit GEMM; a
     correction per ``group`` keeps what differs)."""
     if isinstance(kernel, Conv2dFpropSm90Persistent):
-        return f"GemmSm90/{kernel.schedule}" + ("" if kernel.scheduler == "default" else "/stream_k")
+        return _scheduled(GemmSm90.__name__, kernel)
     return group(kernel)
+
+
+def _scheduled(name: str, kernel) -> str:
+    """``name`` with a GemmSm90 kernel's schedule and tile scheduler."""
+    return f"{name}/{kernel.schedule}" + ("" if kernel.scheduler == "default" else "/stream_k")
 
 
 def _tiling(kernel):
