@@ -21,7 +21,7 @@ from .ops.common import ascii_integer
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
-from .variables import ROOT, check_values, scons_text, split_flags
+from .variables import DEFAULT_TOP, ROOT, check_values, scons_text, split_flags
 from .workloads import load_workloads
 
 
@@ -98,9 +98,6 @@ def check_build_dir(build: Path, root: Path, keep: dict, given: str, set_name: s
         if kind not in ("missing", wanted):
             raise KernelgenError(f"{shown}: {shorten(build / name)} is {kind or 'a file'}; the build writes "
                                  f"{'a folder' if wanted else 'a file'} there")
-
-
-DEFAULT_TOP = "5"
 
 
 def parse_top(text) -> object:

@@ -22,6 +22,10 @@ from .targets import DEFAULT_ARCH
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_NVCCFLAGS = "-std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr"
 
+# Candidates per layer a build compiles (TOP=): docs/search.md, "Compile units", says what 4 and 5
+# cost and lose on networks no set held.
+DEFAULT_TOP = "4"
+
 
 def default_cutlass_root() -> str:
     spec = importlib.util.find_spec("cutlass_library")
@@ -44,7 +48,7 @@ def variables(arguments) -> Variables:
         ("SPECS", "directory of kernel family specs (*.toml)", "kernel_specs/families"),
         ("SPACES", "directory of generated kernel spaces (*.toml)", "kernel_specs/spaces"),
         ("TOP", "candidates per layer the cost model proposes to compile and profile; 'listed': every "
-                "kernel of SPECS, 'all': SPECS and the whole space (narrow with KERNELS=)", "5"),
+                "kernel of SPECS, 'all': SPECS and the whole space (narrow with KERNELS=)", DEFAULT_TOP),
         ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
         ("SHARD", "i/n: this machine's share of the build's kernels, for a job array (SLURM_ARRAY_TASK_ID/"
