@@ -10,15 +10,28 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "grouped_mma_pipelined.h"
 #include "grouped_mma_sliced.h"
+#include "grouped_mma_spread.h"
 #include "kernel_types.h"
 
 namespace {
 
 using kernelgen::Conv2dProblem;
+
+// Which warp computes a unit of the CTA's slice on one of its 16-pixel tiles: the kernel type's
+// own `computes` (GroupedMmaSpread), else warp local % 8 on every tile (the other kernels' loop).
+template <typename Kernel, typename = void>
+struct Warps {
+  static bool computes(int warp, int local, int) { return local % 8 == warp; }
+};
+template <typename Kernel>
+struct Warps<Kernel, std::void_t<decltype(Kernel::computes(0, 0, 0))>> {
+  static bool computes(int warp, int local, int tile) { return Kernel::computes(warp, local, tile); }
+};
 
 float value(unsigned seed, size_t i) { return float(int((i * 2654435761u + seed) % 7u) - 3); }
 
@@ -52,10 +65,11 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
           for (int c = 0; c < 8; ++c) window[byte / 2 + c] = at < 0 ? 0.0f : x[at + c];
         }
         for (int warp = 0; warp < 8; ++warp)
-          for (int local = warp; local < slice / U::kOut; local += 8) {
+          for (int local = 0; local < slice / U::kOut; ++local) {
             const int unit = c0 / U::kOut + local;
             for (int tp = 0; tp < TP && p0 + tp < P; tp += Win::kTileRows)
               for (int mt = 0; mt < Win::kRowTiles; ++mt) {
+                if (!Warps<Kernel>::computes(warp, local, (tp / Win::kTileRows) * Win::kRowTiles + mt)) continue;
                 double d[U::kBlocks][16][8] = {};
                 for (int i = 0; i < U::kSteps; ++i) {
                   float a[32][4][2];  // ldmatrix.x4: register m of lane t is row t / 4 of matrix m, whose

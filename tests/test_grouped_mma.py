@@ -41,6 +41,13 @@ kernels = [
     ("columns = 16", 'columns = 16, schedule = "pipelined"', "schedule", "a pipelined kernel computes a slice of max_channels"),
     ("stride = 1, rows = 4, columns = 16", 'stride = 2, rows = 4, columns = 16, max_channels = 256, schedule = "pipelined"',
      "schedule", "two windows of 256 channels need 313632 bytes of shared memory, more than 232448"),
+    ("columns = 16", 'columns = 16, schedule = "spread"', "units", "it needs them"),
+    ("columns = 16", "columns = 16, units = 2", "units", "units (the units of output channels a CTA computes) is the spread"),
+    ("columns = 16", 'columns = 16, schedule = "spread", units = 9', "units", "9 is not one of"),
+    ("columns = 16", 'columns = 16, schedule = "spread", units = 2, max_channels = 64', "max_channels",
+     "a spread kernel's slice is its units"),
+    ("channels_per_group = 8", 'channels_per_group = 24, schedule = "spread", units = 2', "units",
+     "a slice of 2 units of 8 output channels is not whole groups of 24"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
     path = tmp_path / "family.toml"
@@ -87,6 +94,21 @@ def test_a_pipelined_kernel_computes_exactly_its_slice_and_refuses_channels_it_d
     assert serves(kernel, Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=32)) is None
     assert serves(kernel, Conv2dProblem(2, 9, 9, 192, 192, 3, 3, 1, 1, groups=24)) == \
         "C must be a multiple of the slice of 128 channels"
+
+
+def test_a_spread_kernel_computes_exactly_its_units_and_refuses_channels_they_do_not_divide(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, '{ channels_per_group = 16, stride = 1, rows = 4, columns = 8, '
+                                          'schedule = "spread", units = 7 }'))
+    kernel, = load_family(path)
+    assert kernel.name.endswith("_g16_3x3_stride1_tile4x8_units7")
+    assert kernel.includes == ("grouped_mma_spread.h",) and kernel.buffers == 1
+    regnet = Conv2dProblem(32, 7, 7, 784, 784, 3, 3, 1, 1, groups=49)  # RegNetY-800MF's last: 49 units
+    assert serves(kernel, regnet) is None and kernel.slice(regnet, 132) == kernel.slice(regnet, 0) == 112
+    assert all(k.slice(regnet, 132) == 784 for k in load_family(SPEC)
+               if k.schedule == "tile" and k.channels_per_group == 16 and serves(k, regnet) is None)  # never cut
+    assert serves(kernel, Conv2dProblem(32, 14, 14, 320, 320, 3, 3, 1, 1, groups=20)) == \
+        "C must be a multiple of the slice of 112 channels"
 
 
 def _kernel(cg, stride, rows=None, columns=16):
@@ -155,7 +177,8 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
                     for k in kernels for p in problems)
     calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
-    source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n\n'
+    source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n'
+                      '#include "grouped_mma_spread.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
                       + "\nint main() {\n" + calls + "  return 0;\n}\n")
     build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
@@ -236,8 +259,8 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
 # Small odd grouped layers: 4 to 64 channels a group, partial row and column tiles, stride 2, a
 # non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
 # 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64, 768 of 24), an odd
-# number of output rows for the tiles of 8 columns (two rows a 16-pixel tile); and 12 channels a
-# group (refused).
+# number of output rows for the tiles of 8 columns (two rows a 16-pixel tile); groups of 16 in 7, 9
+# and 5 units (the spread kernels of 7, 1, 3 and 5 units a CTA); and 12 channels a group (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -257,6 +280,9 @@ LAYERS = [
     "n=1 h=6 w=13 c=120 k=120 r=3 s=3 pad=1 stride=2 groups=5",
     "n=1 h=4 w=4 c=768 k=768 r=3 s=3 pad=1 stride=1 groups=32",
     "n=2 h=13 w=15 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=2",
+    "n=2 h=7 w=7 c=112 k=112 r=3 s=3 pad=1 stride=1 groups=7",
+    "n=1 h=9 w=9 c=144 k=144 r=3 s=3 pad=1 stride=2 groups=9",
+    "n=1 h=6 w=10 c=80 k=80 r=3 s=3 pad=1 stride=1 groups=5",
 ]
 
 

@@ -13,7 +13,10 @@ its odd ones, so that the pixels an ldmatrix reads fall in different banks), and
 window of fewer channels lets several CTAs share a SM, one loading while another computes) and
 ``schedule`` ("tile": a CTA a tile; "pipelined", with ``max_channels``: persistent CTAs of one slice
 of exactly that many channels each, their filters loaded once and the next tile's window loading
-into a second buffer while they compute, profiler/grouped_mma_pipelined.h). Other
+into a second buffer while they compute, profiler/grouped_mma_pipelined.h; "spread", with ``units``
+(1 to 8): a CTA a tile and a slice of exactly that many units of output channels, warps sharing a
+unit where the slice has fewer than 8, profiler/grouped_mma_spread.h: layers of 9, 20 or 49 units,
+which the other schedules never cut). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -40,7 +43,8 @@ ENTRY = S.Table((
     S.Key("columns", S.one_of((8, 16, 32, 48, 64))),
     S.Key("window", S.choice({"plain": None, "parity": None}), default="plain"),
     S.Key("max_channels", S.one_of((64, 128, 256)), default=None),
-    S.Key("schedule", S.choice({"tile": None, "pipelined": None}), default="tile"),
+    S.Key("schedule", S.choice({"tile": None, "pipelined": None, "spread": None}), default="tile"),
+    S.Key("units", S.one_of(tuple(range(1, 9))), default=None),
 ))
 
 
@@ -54,7 +58,9 @@ class GroupedMma(GroupedKernel):
     window: str = "plain"  # "parity": each window row's even columns, then its odd ones (stride 2)
     element: str = "f16"
     max_channels: int | None = None  # the most channels a CTA computes; None: all C
-    schedule: str = "tile"  # "pipelined": persistent CTAs of a slice of max_channels, two windows
+    schedule: str = "tile"  # "pipelined": persistent CTAs of a slice of max_channels, two windows;
+    # "spread": a CTA a tile and a slice of ``units`` units
+    units: int | None = None  # the units of output channels a CTA computes ("spread")
 
     template = TEMPLATE
 
@@ -62,6 +68,8 @@ class GroupedMma(GroupedKernel):
     def includes(self) -> tuple:
         if self.schedule == "pipelined":
             return ("grouped_mma_pipelined.h",)
+        if self.schedule == "spread":
+            return ("grouped_mma_spread.h",)
         return ("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)
 
     @property
@@ -75,7 +83,8 @@ class GroupedMma(GroupedKernel):
         return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
                 f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else "")
                 + ("" if self.max_channels is None else f"_slice{self.max_channels}")
-                + ("_pipelined" if self.schedule == "pipelined" else ""))
+                + ("_pipelined" if self.schedule == "pipelined" else "")
+                + (f"_units{self.units}" if self.schedule == "spread" else ""))
 
     def registers(self) -> int:
         """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
@@ -105,9 +114,11 @@ class GroupedMma(GroupedKernel):
         and grouped_mma_sliced.h: slice): all C, or C halved while over ``max_channels`` or while
         the layer has fewer tiles than two a CTA, as long as each half still holds whole groups and a
         unit of output channels for each of the 8 warps. ``ctas`` = 0: the most a launch gives a CTA.
-        A pipelined kernel's CTAs compute ``max_channels``, always."""
+        A pipelined kernel's CTAs compute ``max_channels``, a spread one's its ``units``, always."""
         if self.schedule == "pipelined":
             return self.max_channels
+        if self.schedule == "spread":
+            return self.units * self.unit_channels // 8
         tiles = self.pixel_tiles(conv)
         most = conv.c if self.max_channels is None else self.max_channels
         channels = conv.c
@@ -129,9 +140,13 @@ class GroupedMma(GroupedKernel):
             return "built for dilation 1"
         if conv.c % 8:
             return "C must be a multiple of 8 (16-byte accesses along C)"
-        if self.schedule == "pipelined":
-            return None if conv.c % self.max_channels == 0 else \
-                f"C must be a multiple of the slice of {self.max_channels} channels"
+        if self.schedule in ("pipelined", "spread"):
+            slice_ = self.slice(conv, 0)
+            if conv.c % slice_:
+                return f"C must be a multiple of the slice of {slice_} channels"
+            if self.schedule == "spread" and (conv.n * (conv.c // slice_) > 65535 or -(-conv.p // self.rows) > 65535):
+                return "more images or tile rows than a grid holds"
+            return None
         if self.max_channels is None:
             if self.window_bytes(conv.c) > SHARED_MEMORY:
                 return f"the input window of {conv.c} channels needs more than {SHARED_MEMORY} bytes of shared memory"
@@ -146,7 +161,8 @@ class GroupedMma(GroupedKernel):
     def values(self) -> dict:
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
-                "slice": self.max_channels, "pipelined": self.schedule == "pipelined"}
+                "slice": self.max_channels, "pipelined": self.schedule == "pipelined",
+                "units": self.units if self.schedule == "spread" else None}
 
 
 def check(path, entry, kernel) -> None:
@@ -155,6 +171,17 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, f"a slice of {kernel.max_channels} channels is not whole groups of "
                         f"{kernel.channels_per_group} and a unit of {unit // 8} output channels for each of the 8 warps",
                         entry, "max_channels")
+    if (kernel.schedule == "spread") != (kernel.units is not None):
+        raise SpecError(path, "units (the units of output channels a CTA computes) is the spread schedule's, and "
+                        "it needs them", entry, "units")
+    if kernel.schedule == "spread":
+        slice_ = kernel.units * unit // 8
+        if kernel.max_channels is not None:
+            raise SpecError(path, "a spread kernel's slice is its units: max_channels does not apply", entry,
+                            "max_channels")
+        if slice_ % kernel.channels_per_group:
+            raise SpecError(path, f"a slice of {kernel.units} units of {unit // 8} output channels is not whole groups "
+                            f"of {kernel.channels_per_group}", entry, "units")
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
         raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
     if kernel.schedule == "pipelined":
