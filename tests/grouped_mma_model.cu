@@ -16,6 +16,7 @@
 #include "grouped_mma_pipelined.h"
 #include "grouped_mma_sliced.h"
 #include "grouped_mma_spread.h"
+#include "grouped_mma_spread_pipelined.h"
 #include "kernel_types.h"
 
 namespace {

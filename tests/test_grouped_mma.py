@@ -111,6 +111,19 @@ def test_a_spread_kernel_computes_exactly_its_units_and_refuses_channels_they_do
         "C must be a multiple of the slice of 112 channels"
 
 
+def test_a_pipelined_spread_kernel_keeps_the_spread_slice_in_two_windows(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, '{ channels_per_group = 16, stride = 2, rows = 4, columns = 8, window = "parity", '
+                                          'schedule = "spread_pipelined", units = 4 }'))
+    kernel, = load_family(path)
+    assert kernel.name.endswith("_g16_3x3_stride2_tile4x8_parity_units4_pipelined")
+    assert kernel.includes == ("grouped_mma_spread_pipelined.h",) and kernel.buffers == 2
+    regnet = Conv2dProblem(32, 112, 112, 64, 64, 3, 3, 1, 1, 2, 2, groups=4)  # RegNetY-800MF's first: 4 units
+    assert serves(kernel, regnet) is None and kernel.slice(regnet, 132) == 64
+    assert serves(kernel, Conv2dProblem(32, 56, 56, 144, 144, 3, 3, 1, 1, 2, 2, groups=9)) == \
+        "C must be a multiple of the slice of 64 channels"
+
+
 def _kernel(cg, stride, rows=None, columns=16):
     rows = rows or (4 if cg <= 16 else 1)
     return next(k for k in load_family(SPEC) if (k.channels_per_group, k.stride, k.rows, k.columns)
@@ -178,7 +191,7 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
     source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n'
-                      '#include "grouped_mma_spread.h"\n\n'
+                      '#include "grouped_mma_spread.h"\n#include "grouped_mma_spread_pipelined.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
                       + "\nint main() {\n" + calls + "  return 0;\n}\n")
     build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",

@@ -67,9 +67,12 @@ def test_catalog_holds_each_family():
     assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
     assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
-    assert len(tensor_grouped) == 79 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert len(tensor_grouped) == 139 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
         == [20, 20]
+    for schedule in ("spread", "spread_pipelined"):
+        spread = [k for k in tensor_grouped if k.schedule == schedule]
+        assert len(spread) == 30 and {(k.channels_per_group, k.units) for k in spread} == {(16, u) for u in (1, 2, 3, 4, 5, 7)}
     assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {(4, 1), (4, 2), (8, 1), (8, 2), (16, 1),
                                                                       (16, 2), (24, 1), (24, 2), (32, 1), (32, 2), (64, 1), (64, 2)}
     bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
@@ -126,9 +129,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 372
-    assert len(select(kernels, "*", parse_arch("90"))) == 231, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 203
+    assert len(select(kernels, "*", parse_arch("90a"))) == 432
+    assert len(select(kernels, "*", parse_arch("90"))) == 291, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 263
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

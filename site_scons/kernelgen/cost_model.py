@@ -14,9 +14,11 @@ for the busiest SM, what those tiles cost:
           barriers and copies issued a K block, which a deep K in thin tiles pays many times)
   memory  bytes the layer must move at least, MB (the floor: every operand once)
   launch  1 (a launch and the kernel's set-up)
-  activation  ``stores`` again where the kernel's fused epilogue applies an activation (SiLU, GELU,
-          ...), else 0: computing it over every output a tile holds, padding included, is what
-          bounds such a kernel on a layer of few input channels
+  activation  ``stores`` again where the kernel's fused epilogue applies a transcendental
+          activation (SiLU, sigmoid, GELU: ``TRANSCENDENTAL``), else 0: computing it over every
+          output a tile holds, padding included, is what bounds such a kernel on a layer of few
+          input channels (ReLU and hard-swish cost next to nothing, and counted with them they
+          halved the weight the others get)
 
 and predicts ``base = sum(theta[f] * feature[f])``, one non-negative ``theta`` per group of
 kernels (family class, schedule and tile scheduler: a ping-pong kernel hides its epilogue; the
@@ -226,9 +228,15 @@ def _features(kernel, tiling, layer: tuple, sms: int, activates: bool | None = N
     return counted + [counted[2] if activates else 0.0]
 
 
+# The activations whose evaluation costs (an exponential and a division a value: SiLU, sigmoid,
+# GELU's tanh); ReLU and hard-swish are a compare and a few multiply-adds.
+TRANSCENDENTAL = frozenset(("silu", "sigmoid", "gelu"))
+
+
 def _activates(kernel) -> bool:
-    """Whether the kernel's fused epilogue applies an activation (the ``activation`` feature)."""
-    return bool(activation(getattr(kernel, "fusion", "") or ""))
+    """Whether the kernel's fused epilogue applies a transcendental activation (the ``activation``
+    feature)."""
+    return activation(getattr(kernel, "fusion", "") or "") in TRANSCENDENTAL
 
 
 def _dot(features: list, theta) -> float:

@@ -16,7 +16,8 @@ of exactly that many channels each, their filters loaded once and the next tile'
 into a second buffer while they compute, profiler/grouped_mma_pipelined.h; "spread", with ``units``
 (1 to 8): a CTA a tile and a slice of exactly that many units of output channels, warps sharing a
 unit where the slice has fewer than 8, profiler/grouped_mma_spread.h: layers of 9, 20 or 49 units,
-which the other schedules never cut). Other
+which the other schedules never cut; "spread_pipelined", with ``units``: those slices on the
+pipelined schedule's persistent CTAs, profiler/grouped_mma_spread_pipelined.h). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -43,7 +44,8 @@ ENTRY = S.Table((
     S.Key("columns", S.one_of((8, 16, 32, 48, 64))),
     S.Key("window", S.choice({"plain": None, "parity": None}), default="plain"),
     S.Key("max_channels", S.one_of((64, 128, 256)), default=None),
-    S.Key("schedule", S.choice({"tile": None, "pipelined": None, "spread": None}), default="tile"),
+    S.Key("schedule", S.choice({"tile": None, "pipelined": None, "spread": None, "spread_pipelined": None}),
+          default="tile"),
     S.Key("units", S.one_of(tuple(range(1, 9))), default=None),
 ))
 
@@ -59,7 +61,8 @@ class GroupedMma(GroupedKernel):
     element: str = "f16"
     max_channels: int | None = None  # the most channels a CTA computes; None: all C
     schedule: str = "tile"  # "pipelined": persistent CTAs of a slice of max_channels, two windows;
-    # "spread": a CTA a tile and a slice of ``units`` units
+    # "spread": a CTA a tile and a slice of ``units`` units; "spread_pipelined": those slices on
+    # persistent CTAs, two windows
     units: int | None = None  # the units of output channels a CTA computes ("spread")
 
     template = TEMPLATE
@@ -70,12 +73,14 @@ class GroupedMma(GroupedKernel):
             return ("grouped_mma_pipelined.h",)
         if self.schedule == "spread":
             return ("grouped_mma_spread.h",)
+        if self.schedule == "spread_pipelined":
+            return ("grouped_mma_spread_pipelined.h",)
         return ("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)
 
     @property
     def buffers(self) -> int:
         """The windows a CTA holds in shared memory."""
-        return 2 if self.schedule == "pipelined" else 1
+        return 2 if self.schedule in ("pipelined", "spread_pipelined") else 1
 
     @cached_property
     def name(self) -> str:
@@ -84,7 +89,8 @@ class GroupedMma(GroupedKernel):
                 f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else "")
                 + ("" if self.max_channels is None else f"_slice{self.max_channels}")
                 + ("_pipelined" if self.schedule == "pipelined" else "")
-                + (f"_units{self.units}" if self.schedule == "spread" else ""))
+                + ("" if self.units is None else f"_units{self.units}")
+                + ("_pipelined" if self.schedule == "spread_pipelined" else ""))
 
     def registers(self) -> int:
         """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
@@ -117,7 +123,7 @@ class GroupedMma(GroupedKernel):
         A pipelined kernel's CTAs compute ``max_channels``, a spread one's its ``units``, always."""
         if self.schedule == "pipelined":
             return self.max_channels
-        if self.schedule == "spread":
+        if self.units is not None:
             return self.units * self.unit_channels // 8
         tiles = self.pixel_tiles(conv)
         most = conv.c if self.max_channels is None else self.max_channels
@@ -140,11 +146,11 @@ class GroupedMma(GroupedKernel):
             return "built for dilation 1"
         if conv.c % 8:
             return "C must be a multiple of 8 (16-byte accesses along C)"
-        if self.schedule in ("pipelined", "spread"):
+        if self.schedule != "tile":
             slice_ = self.slice(conv, 0)
             if conv.c % slice_:
                 return f"C must be a multiple of the slice of {slice_} channels"
-            if self.schedule == "spread" and (conv.n * (conv.c // slice_) > 65535 or -(-conv.p // self.rows) > 65535):
+            if self.units is not None and (conv.n * (conv.c // slice_) > 65535 or -(-conv.p // self.rows) > 65535):
                 return "more images or tile rows than a grid holds"
             return None
         if self.max_channels is None:
@@ -161,8 +167,8 @@ class GroupedMma(GroupedKernel):
     def values(self) -> dict:
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
-                "slice": self.max_channels, "pipelined": self.schedule == "pipelined",
-                "units": self.units if self.schedule == "spread" else None}
+                "slice": self.max_channels, "pipelined": self.schedule in ("pipelined", "spread_pipelined"),
+                "units": self.units}
 
 
 def check(path, entry, kernel) -> None:
@@ -171,10 +177,11 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, f"a slice of {kernel.max_channels} channels is not whole groups of "
                         f"{kernel.channels_per_group} and a unit of {unit // 8} output channels for each of the 8 warps",
                         entry, "max_channels")
-    if (kernel.schedule == "spread") != (kernel.units is not None):
+    spread = kernel.schedule in ("spread", "spread_pipelined")
+    if spread != (kernel.units is not None):
         raise SpecError(path, "units (the units of output channels a CTA computes) is the spread schedule's, and "
                         "it needs them", entry, "units")
-    if kernel.schedule == "spread":
+    if spread:
         slice_ = kernel.units * unit // 8
         if kernel.max_channels is not None:
             raise SpecError(path, "a spread kernel's slice is its units: max_channels does not apply", entry,
@@ -184,10 +191,11 @@ def check(path, entry, kernel) -> None:
                             f"of {kernel.channels_per_group}", entry, "units")
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
         raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
-    if kernel.schedule == "pipelined":
-        need = kernel.buffers * kernel.window_bytes(kernel.max_channels)
+    if kernel.buffers == 2:
+        slice_ = kernel.units * unit // 8 if spread else kernel.max_channels
+        need = kernel.buffers * kernel.window_bytes(slice_)
         if need > SHARED_MEMORY:
-            raise SpecError(path, f"two windows of {kernel.max_channels} channels need {need} bytes of shared memory, "
+            raise SpecError(path, f"two windows of {slice_} channels need {need} bytes of shared memory, "
                             f"more than {SHARED_MEMORY}", entry, "schedule")
     if kernel.window == "parity" and kernel.stride != 2:
         raise SpecError(path, "a window split by column parity serves stride 2 only", entry, "window")

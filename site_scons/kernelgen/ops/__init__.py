@@ -58,14 +58,18 @@ def check_served(problems, kernels, path) -> None:
 
 def _offered(problems, kernels) -> set:
     """The (op, element) pairs of ``kernels`` (a kernel serves a problem by these two: ``serves``),
-    the scan stopped once it has found every pair ``problems`` could be served by: a fused set's
-    catalog is tens of thousands of descriptors, and its first hundreds hold most pairs."""
-    wanted = {(op, problem.dtype) for problem in problems for op in kernel_ops(problem)}
+    the scan stopped once each problem has a pair it can be served by: a fused set's catalog is
+    tens of thousands of descriptors, and its first hundreds hold most pairs (a problem of several
+    kernel ops, a fused 1x1 convolution's, may never see some of them)."""
+    wanted = {frozenset((op, problem.dtype) for op in kernel_ops(problem)) for problem in problems}
     offered = set()
     for kernel in kernels:
-        offered.add((_op(kernel), _element(kernel)))
-        if wanted <= offered:
-            break
+        pair = (_op(kernel), _element(kernel))
+        if pair not in offered:
+            offered.add(pair)
+            wanted = {pairs for pairs in wanted if not pairs & offered}
+            if not wanted:
+                break
     return offered
 
 
