@@ -362,7 +362,8 @@ def _kernel_attributes(kernel) -> list:
         if kernel.loader == "tma":
             out += [f"{name}:loader=tma", f"{name}:threads={kernel.threads}"]
     if isinstance(kernel, GroupedMma):
-        out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}"]
+        out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
+                f"{name}:schedule={kernel.schedule}"]
     if isinstance(kernel, (GemmSm90, Conv2dFpropSm90)):
         out.append(f"cluster={kernel.cluster[0]}x{kernel.cluster[1]}")
     if isinstance(kernel, GemmSm90):
