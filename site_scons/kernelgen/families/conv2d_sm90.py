@@ -10,7 +10,7 @@ from functools import cached_property
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..fusion import fusion_cpp, includes as fused_includes
-from ..ops.common import epilogue_suffix, fused_ops
+from ..ops.common import epilogue_suffix, fused_op
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
 from .common import family_keys
@@ -70,7 +70,7 @@ class Conv2dFpropSm90:
     @property
     def op(self) -> str:
         """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_ops)."""
-        return fused_ops((self.kernel_op,), self.fusion)[0]
+        return fused_op(self.kernel_op, self.fusion)
 
     @property
     def includes(self) -> tuple:

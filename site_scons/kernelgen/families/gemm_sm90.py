@@ -23,7 +23,7 @@ from functools import cached_property
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..fusion import fusion_cpp, includes as fused_includes
-from ..ops.common import epilogue_suffix, fused_ops
+from ..ops.common import epilogue_suffix, fused_op
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
 from .common import family_keys
@@ -200,10 +200,6 @@ class GemmSm90:
             # the epilogue's fusion operation (kernelgen.fusion); None: CUTLASS's default, D = alpha acc + beta C
             "fusion": fusion_cpp(self.fusion, output, DATA_TYPES[self.accumulator].cpp, source) if self.fusion else None,
         }
-
-
-def fused_op(op: str, fusion: str) -> str:
-    return fused_ops((op,), fusion)[0]
 
 
 def epilogue_tile_suffix(tile) -> str:

@@ -1,5 +1,6 @@
 """What the ops' workload-line parsers share: integer values, size limits, shorthands."""
 
+import functools
 import math
 import re
 
@@ -67,6 +68,13 @@ def fused_ops(ops: tuple, epilogue: str) -> tuple:
     """The kernel ops that run a problem of ``epilogue``: ``<op>:<epilogue>`` for each of ``ops`` (a
     fused kernel computes its epilogue; the plain ones serve the problems of none)."""
     return tuple(f"{op}:{epilogue}" for op in ops) if epilogue else ops
+
+
+@functools.cache
+def fused_op(op: str, epilogue: str) -> str:
+    """``fused_ops`` of one op, kept: a fused set's catalog asks it of tens of thousands of kernels
+    of a few ops and epilogues."""
+    return fused_ops((op,), epilogue)[0]
 
 
 def epilogue_bytes(epilogue: str, channels: int, outputs: int, size: int) -> int:
