@@ -3,7 +3,9 @@ names the file (and line or key) or the variable, never a traceback; nothing out
 project is read or written; nothing measured is deleted before its replacement is measured;
 no string reaches C++ or SCons substitution unescaped."""
 
+import contextlib
 import errno
+import io
 import json
 import os
 import re
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKES, ROOT, invocations, write_manifest
-from kernelgen import fusion, inputs, reduce, results
+from kernelgen import fusion, inputs, reduce, report, results
 from kernelgen.config import resolve
 from kernelgen.errors import KernelgenError, ResultsError, SpecError, WorkloadError, one_line
 from kernelgen.profile import main as profile_main
@@ -749,3 +751,24 @@ def test_every_committed_set_builds_its_header_on_a_clean_clone(committed_header
     no_traceback(out)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "#pragma once" in (folder / "sets" / set_name / "best_kernels.h").read_text()
+
+
+def report_choice(*args) -> list:
+    """The kernels `python -m kernelgen.report *args` lists, a layer each in the set's order."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert report.main(list(args)) == 0
+    return re.findall(r"^\| \d+ \| [^|]+ \| `([^`]+)`", out.getvalue(), re.MULTILINE)
+
+
+@pytest.mark.parametrize("set_name, gpu", COMMITTED)
+def test_the_report_chooses_what_the_clean_clones_header_holds(committed_headers, set_name, gpu):
+    """One selection policy: the report's kernel for each layer is the one the header the clean
+    clone built holds (resnet50_bf16 among the sets: its kernels held to bf16's tolerance, not the
+    strictest)."""
+    out, folder = committed_headers[(set_name, gpu)]
+    assert out.returncode == 0, out.stdout + out.stderr
+    header = (folder / "sets" / set_name / "best_kernels.h").read_text()
+    held = dict(re.findall(r'^ +\{"(\w+)",\s+\{[^\n]*?\},\s+"(\w+)",\s+[-+.e\d]+, ', header, re.MULTILINE))
+    layers = [p.name for p in parse_workloads((SETS / f"{set_name}.txt").read_text())]
+    assert report_choice(set_name, "--gpu", gpu) == [held.get(name) for name in layers]

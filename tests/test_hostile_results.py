@@ -3,8 +3,6 @@ another GPU are refused when a CSV is read, naming the file, the line and the co
 profile runs at once lose no row and never time kernels on one GPU together; the header, the
 report and compare choose by one policy."""
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -20,12 +18,10 @@ import pytest
 
 import scons_runs
 from conftest import FAKES, ROOT, write_manifest
-from kernelgen import commands, profile, reduce, report, results
-from kernelgen.config import resolve
+from kernelgen import profile, reduce, results
 from kernelgen.errors import ResultsError
-from kernelgen.specs import load_catalog
 from kernelgen.workloads import parse_workloads
-from test_hostile_input import COMMITTED, KERNEL_HASHES, TEMPLATES, env_with, no_traceback, refused
+from test_hostile_input import KERNEL_HASHES, TEMPLATES, no_traceback, refused, report_choice
 from test_reduce import CATALOG, HASHES, PROBLEMS, SM80, SM80_B, SM90, row
 
 WORKLOAD = PROBLEMS[0].name
@@ -291,29 +287,6 @@ def test_the_gpu_lock_is_the_profilers_device(monkeypatch, visible, key):
 
 
 # ---- one selection policy -----------------------------------------------------------------------
-
-def header_choice(set_name, gpu, tmp_path) -> list:
-    """What `scons best_kernels.h WORKLOADS=set_name GPU=gpu` chooses (its builder's call)."""
-    config = resolve(env_with(WORKLOADS=set_name, GPU=gpu))
-    everything = commands.catalog(config)
-    hashes, _ = commands.header_kernels(config, everything, commands.empty_plan(), commands.measured_frames(config))
-    best = reduce.build_header(config.results_dir, config.problems, hashes, {k.name: k for k in everything},
-                               config.templates_dir, tmp_path / "out", config.profiler_dir, gpu=gpu)
-    return list(best["kernel"])
-
-
-def report_choice(*args) -> list:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert report.main(list(args)) == 0
-    return re.findall(r"^\| \d+ \| [^|]+ \| `([^`]+)`", out.getvalue(), re.MULTILINE)
-
-
-@pytest.mark.parametrize("set_name, gpu", COMMITTED)
-def test_the_report_chooses_what_the_header_build_chooses(set_name, gpu, tmp_path):
-    """resnet50_bf16 among them: its kernels are held to bf16's tolerance, not the strictest."""
-    assert report_choice(set_name, "--gpu", gpu) == header_choice(set_name, gpu, tmp_path)
-
 
 def test_the_report_of_the_bf16_set_lists_every_layer():
     assert len(report_choice("resnet50_bf16")) == len(parse_workloads((ROOT / "kernel_specs" / "workloads" /
