@@ -603,32 +603,49 @@ RECORD_TOPS = (1, 3, 5, 10)
 def record(model_for, samples: list) -> list:
     """Per set: [set, layers, then per k of RECORD_TOPS (layers whose measured winner is in the
     model's top k among the kernels measured on it, regret: the best measured of that top k
-    against the best measured, summed over the set's calls, in % of the best)], and the median
-    rank of the winners. ``model_for(set)`` is the model that ranks the set's layers."""
+    against the best measured, summed over the set's calls, in % of the best), the same for what a
+    build of the default TOP measures (``build_measures``), and the median rank of the winners.
+    ``model_for(set)`` is the model that ranks the set's layers."""
     import numpy as np
+    from .candidates import MEASURED_TOP
+    from .variables import DEFAULT_TOP
     by_layer = {}
     for kernel, problem, ms, stem in samples:
         by_layer.setdefault((stem, problem.name), []).append((kernel, problem, ms))
-    table = {}
+    ranked_layers = {}
     for (stem, _), rows in sorted(by_layer.items()):
         model, problem = model_for(stem), rows[0][1]
-        ranked = sorted(rows, key=lambda r: (model.predict(r[0], problem), r[0].name))
-        best = min(r[2] for r in rows)
-        winner = next(i for i, r in enumerate(ranked) if r[2] == best)
-        entry = table.setdefault(stem, {"layers": 0, "best": 0.0, "ranks": [], **{k: [0, 0.0] for k in RECORD_TOPS}})
-        entry["layers"] += 1
-        entry["best"] += best * problem.count
-        entry["ranks"].append(winner + 1)
-        for k in RECORD_TOPS:
-            entry[k][0] += winner < k
-            entry[k][1] += (min(r[2] for r in ranked[:k]) - best) * problem.count
-    return [[stem, e["layers"], *[(e[k][0], 100 * e[k][1] / e["best"]) for k in RECORD_TOPS],
-             float(np.median(e["ranks"]))] for stem, e in table.items()]
+        ranked_layers.setdefault(stem, []).append(sorted(rows, key=lambda r: (model.predict(r[0], problem), r[0].name)))
+    out = []
+    for stem, layers in ranked_layers.items():
+        built = build_measures(layers, int(DEFAULT_TOP), MEASURED_TOP)
+        entry = {"best": 0.0, "ranks": [], **{k: [0, 0.0] for k in (*RECORD_TOPS, "build")}}
+        for ranked, measured in zip(layers, built):
+            count, best = ranked[0][1].count, min(r[2] for r in ranked)
+            winner = next(i for i, r in enumerate(ranked) if r[2] == best)
+            entry["best"] += best * count
+            entry["ranks"].append(winner + 1)
+            for k, taken in [(k, ranked[:k]) for k in RECORD_TOPS] + [("build", measured)]:
+                entry[k][0] += any(r[2] == best for r in taken)
+                entry[k][1] += (min(r[2] for r in taken) - best) * count
+        out.append([stem, len(layers), *[(entry[k][0], 100 * entry[k][1] / entry["best"]) for k in (*RECORD_TOPS, "build")],
+                    float(np.median(entry["ranks"]))])
+    return out
+
+
+def build_measures(layers: list, top: int, measured_top: int) -> list:
+    """For each layer of a set (its measured rows, ranked by the model), the rows a build of ``top``
+    candidates a layer measures on it (candidates.measured_pairs): its own top, and the kernels
+    other layers propose that the model ranks in its first ``measured_top``; the record counts
+    only measured rows, so each layer's ranking is of the kernels measured on it."""
+    built = {r[0].name for ranked in layers for r in ranked[:top]}
+    return [ranked[:top] + [r for r in ranked[top:measured_top] if r[0].name in built] for ranked in layers]
 
 
 def record_markdown(rows: list) -> str:
     head = ("| set | layers | " + " | ".join(f"top {k}: winner in, regret" for k in RECORD_TOPS)
-            + " | winner's median rank |\n|---|---|" + "---|" * len(RECORD_TOPS) + "---|\n")
+            + " | a build measures: winner in, regret | winner's median rank |\n|---|---|"
+            + "---|" * (len(RECORD_TOPS) + 1) + "---|\n")
     return head + "".join(f"| `{r[0]}` | {r[1]} | " + " | ".join(f"{n}, {reg:.1f}%" for n, reg in r[2:-1])
                           + f" | {r[-1]:g} |\n" for r in rows)
 
