@@ -452,3 +452,16 @@ def test_a_layer_measures_its_own_proposals_and_the_builds_kernels_the_model_ran
 
     proposal = candidates.Proposal(layer, [(1.0, kernels[0])], frozenset())
     assert candidates.measured_pairs([proposal], kernels, Model(), top=2) == {"layer": ["k0", "k4", "k5"]}
+
+
+def test_a_build_measures_each_layers_top_and_the_others_proposals_it_ranks_high():
+    """cost_model.build_measures (the record's "a build measures" column): a layer's own top, and
+    of the kernels other layers propose, those within its first ``measured_top``."""
+    from types import SimpleNamespace
+
+    def rows(*names):
+        return [(SimpleNamespace(name=n), None, 1.0) for n in names]
+
+    first, second = rows("a", "b", "c", "d"), rows("c", "x", "y", "a", "z")
+    built = cost_model.build_measures([first, second], top=2, measured_top=4)
+    assert [[r[0].name for r in layer] for layer in built] == [["a", "b", "c"], ["c", "x", "a"]]
