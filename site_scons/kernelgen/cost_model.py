@@ -15,7 +15,7 @@ for the busiest SM, what those tiles cost:
   memory  bytes the layer must move at least, MB (the floor: every operand once)
   launch  1 (a launch and the kernel's set-up)
   activation  ``stores`` again where the kernel's fused epilogue applies a transcendental
-          activation (SiLU, sigmoid, GELU: ``TRANSCENDENTAL``), else 0: computing it over every
+          activation (SiLU, sigmoid: ``TRANSCENDENTAL``), else 0: computing it over every
           output a tile holds, padding included, is what bounds such a kernel on a layer of few
           input channels (ReLU and hard-swish cost next to nothing, and counted with them they
           halved the weight the others get)
@@ -228,9 +228,10 @@ def _features(kernel, tiling, layer: tuple, sms: int, activates: bool | None = N
     return counted + [counted[2] if activates else 0.0]
 
 
-# The activations whose evaluation costs (an exponential and a division a value: SiLU, sigmoid,
-# GELU's tanh); ReLU and hard-swish are a compare and a few multiply-adds.
-TRANSCENDENTAL = frozenset(("silu", "sigmoid", "gelu"))
+# The activations whose evaluation costs: SiLU and sigmoid, CUTLASS's expf and a full division a
+# value. ReLU and hard-swish are a compare and a few multiply-adds, this project's GELU one
+# tanh.approx (profiler/fused_activation.h).
+TRANSCENDENTAL = frozenset(("silu", "sigmoid"))
 
 
 def _activates(kernel) -> bool:
