@@ -63,7 +63,7 @@ class GroupedMma(GroupedKernel):
     schedule: str = "tile"  # "pipelined": persistent CTAs of a slice of max_channels, two windows;
     # "spread": a CTA a tile and a slice of ``units`` units; "spread_pipelined": those slices on
     # persistent CTAs, two windows
-    units: int | None = None  # the units of output channels a CTA computes ("spread")
+    units: int | None = None  # the units of output channels a CTA computes (the spread schedules)
 
     template = TEMPLATE
 
@@ -99,6 +99,11 @@ class GroupedMma(GroupedKernel):
         return REGISTERS[self.channels_per_group]
 
     @property
+    def units_slice(self) -> int | None:
+        """A spread kernel's slice: its ``units`` units of output channels; None for the others."""
+        return None if self.units is None else self.units * self.unit_channels // 8
+
+    @property
     def unit_channels(self) -> int:
         """The channels a CTA computes at least: a unit of output channels (Unit::kOut: 16 of a
         group of 16 or 32, else 8) for each of its 8 warps."""
@@ -124,7 +129,7 @@ class GroupedMma(GroupedKernel):
         if self.schedule == "pipelined":
             return self.max_channels
         if self.units is not None:
-            return self.units * self.unit_channels // 8
+            return self.units_slice
         tiles = self.pixel_tiles(conv)
         most = conv.c if self.max_channels is None else self.max_channels
         channels = conv.c
@@ -182,7 +187,7 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, "units (the units of output channels a CTA computes) is the spread schedule's, and "
                         "it needs them", entry, "units")
     if spread:
-        slice_ = kernel.units * unit // 8
+        slice_ = kernel.units_slice
         if kernel.max_channels is not None:
             raise SpecError(path, "a spread kernel's slice is its units: max_channels does not apply", entry,
                             "max_channels")
@@ -192,7 +197,7 @@ def check(path, entry, kernel) -> None:
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
         raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
     if kernel.buffers == 2:
-        slice_ = kernel.units * unit // 8 if spread else kernel.max_channels
+        slice_ = kernel.units_slice if spread else kernel.max_channels
         need = kernel.buffers * kernel.window_bytes(slice_)
         if need > SHARED_MEMORY:
             raise SpecError(path, f"two windows of {slice_} channels need {need} bytes of shared memory, "
