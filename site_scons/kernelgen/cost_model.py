@@ -373,6 +373,8 @@ def _kernel_attributes(kernel) -> list:
         out.append("epilogue=auto" if epi is None else f"epilogue={epi[1] / kernel.tile[1]:.2f}")
         if kernel.source is not None:
             out.append(f"source={kernel.source}")
+        # a kernel that holds C's buffers gives up mainloop stages, more so for wide tiles
+        out.append(f"{name}:source={kernel.source or 'c'}:tile_n={kernel.tile[1]}")
         if kernel.store_stages is not None:
             out.append(f"store_stages={kernel.store_stages}")
     return out
