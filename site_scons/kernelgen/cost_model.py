@@ -371,6 +371,7 @@ def _kernel_attributes(kernel) -> list:
         out.append(f"launch={kernel.launch}")
         epi = kernel.epilogue_tile
         out.append("epilogue=auto" if epi is None else f"epilogue={epi[1] / kernel.tile[1]:.2f}")
+        out.append(f"{name}:epilogue=" + ("auto" if epi is None else f"{epi[0]}x{epi[1]}"))
         if kernel.source is not None:
             out.append(f"source={kernel.source}")
         # a kernel that holds C's buffers gives up mainloop stages, more so for wide tiles
