@@ -356,7 +356,7 @@ def _kernel_attributes(kernel) -> list:
     tile = _tiling(kernel)
     if tile is not None:
         tm, tn, tk = tile[:3]
-        out += [f"{name}:tile_m={tm}", f"{name}:tile_n={tn}", f"tile_k={tk}", f"{name}:tile={tm}x{tn}"]
+        out += [f"{name}:tile_m={tm}", f"{name}:tile_n={tn}", f"tile_k={tk}", f"{name}:tile_k={tk}", f"{name}:tile={tm}x{tn}"]
     if isinstance(kernel, Depthwise):
         out += [f"{name}:tile={kernel.rows}x{kernel.tile_columns()}x{8 * kernel.channel_vectors}",
                 f"{name}:thread={kernel.thread_rows}x{kernel.columns}", f"{name}:stages={kernel.stages}"]
@@ -369,6 +369,7 @@ def _kernel_attributes(kernel) -> list:
         out.append(f"cluster={kernel.cluster[0]}x{kernel.cluster[1]}")
     if isinstance(kernel, GemmSm90):
         out.append(f"launch={kernel.launch}")
+        out.append(f"{name}:launch={kernel.launch}")
         epi = kernel.epilogue_tile
         out.append("epilogue=auto" if epi is None else f"epilogue={epi[1] / kernel.tile[1]:.2f}")
         out.append(f"{name}:epilogue=" + ("auto" if epi is None else f"{epi[0]}x{epi[1]}"))
