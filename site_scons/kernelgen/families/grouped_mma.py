@@ -99,9 +99,12 @@ class GroupedMma(GroupedKernel):
         return REGISTERS[self.channels_per_group]
 
     @property
-    def units_slice(self) -> int | None:
-        """A spread kernel's slice: its ``units`` units of output channels; None for the others."""
-        return None if self.units is None else self.units * self.unit_channels // 8
+    def fixed_slice(self) -> int | None:
+        """The channels a CTA computes whatever the layer: a pipelined kernel's ``max_channels``, a
+        spread one's ``units`` units of output channels; None where the layer decides (``slice``)."""
+        if self.units is not None:
+            return self.units * self.unit_channels // 8
+        return self.max_channels if self.schedule == "pipelined" else None
 
     @property
     def unit_channels(self) -> int:
@@ -126,10 +129,8 @@ class GroupedMma(GroupedKernel):
         the layer has fewer tiles than two a CTA, as long as each half still holds whole groups and a
         unit of output channels for each of the 8 warps. ``ctas`` = 0: the most a launch gives a CTA.
         A pipelined kernel's CTAs compute ``max_channels``, a spread one's its ``units``, always."""
-        if self.schedule == "pipelined":
-            return self.max_channels
-        if self.units is not None:
-            return self.units_slice
+        if self.fixed_slice is not None:
+            return self.fixed_slice
         tiles = self.pixel_tiles(conv)
         most = conv.c if self.max_channels is None else self.max_channels
         channels = conv.c
@@ -151,8 +152,8 @@ class GroupedMma(GroupedKernel):
             return "built for dilation 1"
         if conv.c % 8:
             return "C must be a multiple of 8 (16-byte accesses along C)"
-        if self.schedule != "tile":
-            slice_ = self.slice(conv, 0)
+        slice_ = self.fixed_slice
+        if slice_ is not None:
             if conv.c % slice_:
                 return f"C must be a multiple of the slice of {slice_} channels"
             if self.units is not None and (conv.n * (conv.c // slice_) > 65535 or -(-conv.p // self.rows) > 65535):
@@ -172,7 +173,7 @@ class GroupedMma(GroupedKernel):
     def values(self) -> dict:
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
-                "slice": self.max_channels, "pipelined": self.schedule in ("pipelined", "spread_pipelined"),
+                "slice": self.max_channels, "pipelined": self.buffers == 2,
                 "units": self.units}
 
 
@@ -187,7 +188,7 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, "units (the units of output channels a CTA computes) is the spread schedule's, and "
                         "it needs them", entry, "units")
     if spread:
-        slice_ = kernel.units_slice
+        slice_ = kernel.fixed_slice
         if kernel.max_channels is not None:
             raise SpecError(path, "a spread kernel's slice is its units: max_channels does not apply", entry,
                             "max_channels")
@@ -197,7 +198,7 @@ def check(path, entry, kernel) -> None:
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
         raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
     if kernel.buffers == 2:
-        slice_ = kernel.units_slice if spread else kernel.max_channels
+        slice_ = kernel.fixed_slice
         need = kernel.buffers * kernel.window_bytes(slice_)
         if need > SHARED_MEMORY:
             raise SpecError(path, f"two windows of {slice_} channels need {need} bytes of shared memory, "
