@@ -70,19 +70,20 @@ def test_a_fused_kernel_is_the_plain_kernel_with_the_epilogues_fusion():
     assert "kernelgen::FusedGemmOperation3x<" in text and '#include "fused_adapter_3x.h"' in text
     assert "LinCombPerColBiasEltAct" not in plain_text and "Fused" not in plain_text
     silu = fusion.fused(plain, "bias+silu")
-    assert silu.source == "void" and "thread::SiLu, cutlass::half_t, float, cutlass::half_t, void, float>" in \
-        render.kernel_source(TEMPLATES, silu)
+    silu_text = render.kernel_source(TEMPLATES, silu)
+    assert silu.source == "void" and "kernelgen::SiluTanh, cutlass::half_t, float, cutlass::half_t, void, float>" in \
+        silu_text and '#include "tanh_activation.h"' in silu_text
     conv = fusion.fused(first(Conv2dFpropSm90, element="f16"), "bias+hardswish")
     conv_text = render.kernel_source(TEMPLATES, conv)
     assert conv.name.endswith("_ebias_hardswish") and "kernelgen::FusedConv2dOperation3x<" in conv_text
     assert "thread::HardSwish" in conv_text
     for epilogue, functor in (("bias", "thread::Identity"), ("bias+add", "thread::Identity"),
-                              ("bias+gelu", "kernelgen::Gelu"), ("bias+sigmoid", "thread::Sigmoid")):
+                              ("bias+gelu", "kernelgen::Gelu"), ("bias+sigmoid", "kernelgen::SigmoidTanh")):
         assert f"{functor}," in fusion.fusion_cpp(epilogue, "cutlass::half_t", "float", "void")
     gelu = render.kernel_source(TEMPLATES, fusion.fused(plain, "bias+gelu"))
     assert '#include "fused_activation.h"' in gelu and "kernelgen::Gelu, cutlass::half_t" in gelu
-    assert "fused_activation.h" not in render.kernel_source(TEMPLATES, silu) + text, "only where it is used: a " \
-        "header is part of a kernel's hash, and the committed rows of the other epilogues would no longer count"
+    assert "fused_activation.h" not in silu_text + text and "tanh_activation.h" not in gelu + text, "only where it " \
+        "is used: a header is part of a kernel's hash, and the committed rows of the other epilogues would no longer count"
 
 
 GELU_ERROR = r"""
@@ -120,6 +121,46 @@ def test_the_fused_gelu_is_the_erf_form_to_half_an_fp16_unit_at_one(tmp_path):
                                                           check=True).stdout.split())
     assert 4.0e-4 < worst <= 4.8e-4 and 2.6 < abs(at) < 2.8, (worst, at)
     assert fragment == 0.0 and one == pytest.approx(0.8411920, abs=2e-4)
+
+
+TANH_FORMS = r"""
+#include <cmath>
+#include <cstdio>
+#include "tanh_activation.h"
+int main() {
+  kernelgen::SiluTanh<float> silu;
+  kernelgen::SigmoidTanh<float> sigmoid;
+  kernelgen::SiluTanh<cutlass::Array<float, 4>> silus;
+  double worst_silu = 0, worst_sigmoid = 0, fragment = 0;
+  for (int i = -100000; i <= 100000; ++i) {
+    float const x = i * 2e-4f;
+    double const s = 1.0 / (1.0 + std::exp(-double(x)));
+    worst_sigmoid = std::fmax(worst_sigmoid, std::fabs(sigmoid(x) - s));
+    worst_silu = std::fmax(worst_silu, std::fabs(silu(x) - x * s) / std::fmax(1.0, std::fabs(x)));
+    cutlass::Array<float, 4> v;
+    v.fill(x);
+    fragment = std::fmax(fragment, std::fabs(silus(v)[3] - silu(x)));
+  }
+  std::printf("%.3e %.3e %.3e %.6f\n", worst_sigmoid, worst_silu, fragment, silu(1.0f));
+}
+"""
+
+
+@requires_nvcc
+def test_the_fused_silu_and_sigmoid_are_their_exponential_forms_through_tanh(tmp_path):
+    """profiler/tanh_activation.h on the host, where cutlass::fast_tanh is tanhf: sigmoid(x) =
+    1/2 + tanh(x/2)/2 is the exponential form to float rounding (the device's tanh.approx adds at
+    most 2.5e-4), SiLU is x times it; a fragment's as an element's."""
+    from kernelgen.variables import default_cutlass_root
+    (tmp_path / "tanh.cu").write_text(TANH_FORMS)
+    build = subprocess.run(["nvcc", "-std=c++17", f"-I{ROOT / 'profiler'}", f"-I{default_cutlass_root()}/include",
+                            "-o", str(tmp_path / "tanh"), str(tmp_path / "tanh.cu")], capture_output=True, text=True,
+                           timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    sigmoid, silu, fragment, one = map(float, subprocess.run([str(tmp_path / "tanh")], capture_output=True, text=True,
+                                                              check=True).stdout.split())
+    assert sigmoid < 1e-6 and silu < 1e-6, (sigmoid, silu)
+    assert fragment == 0.0 and one == pytest.approx(0.7310586, abs=1e-6)
 
 
 def test_the_profilers_job_line_ends_with_the_epilogue():

@@ -25,17 +25,17 @@ from .vocab import DATA_TYPES
 ACTIVATION_FUNCTORS = {
     "": "cutlass::epilogue::thread::Identity",
     "relu": "cutlass::epilogue::thread::ReLu",
-    "silu": "cutlass::epilogue::thread::SiLu",
+    "silu": "kernelgen::SiluTanh",  # x sigmoid(x), sigmoid by tanh.approx (profiler/tanh_activation.h)
     "gelu": "kernelgen::Gelu",  # tanh form, within 4.8e-4 of torch.nn.GELU()'s erf (profiler/fused_activation.h)
     "hardswish": "cutlass::epilogue::thread::HardSwish",
-    "sigmoid": "cutlass::epilogue::thread::Sigmoid",
+    "sigmoid": "kernelgen::SigmoidTanh",
 }
 assert set(ACTIVATION_FUNCTORS) == {"", *ACTIVATIONS}
 
 # What a fused kernel includes: CUTLASS's epilogue visitor tree and activations, and the project's
 # header (profiler/) of an activation that is its own, only there (a header is part of a kernel's hash).
 FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h")
-ACTIVATION_HEADERS = {"gelu": ("fused_activation.h",)}
+ACTIVATION_HEADERS = {"gelu": ("fused_activation.h",), "silu": ("tanh_activation.h",), "sigmoid": ("tanh_activation.h",)}
 
 
 def includes(epilogue: str) -> tuple:
