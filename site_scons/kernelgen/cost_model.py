@@ -14,11 +14,6 @@ for the busiest SM, what those tiles cost:
           barriers and copies issued a K block, which a deep K in thin tiles pays many times)
   memory  bytes the layer must move at least, MB (the floor: every operand once)
   launch  1 (a launch and the kernel's set-up)
-  activation  ``stores`` again where the kernel's fused epilogue applies a transcendental
-          activation (SiLU, sigmoid: ``TRANSCENDENTAL``), else 0: computing it over every
-          output a tile holds, padding included, is what bounds such a kernel on a layer of few
-          input channels (ReLU and hard-swish cost next to nothing, and counted with them they
-          halved the weight the others get)
 
 and predicts ``base = sum(theta[f] * feature[f])``, one non-negative ``theta`` per group of
 kernels (family class, schedule and tile scheduler: a ping-pong kernel hides its epilogue; the
@@ -58,13 +53,12 @@ from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
 from .families.grouped_mma import GroupedMma
 from .families.gemv import Gemv
-from .fusion import activation
 from .ops import serves as serves_op
 
 # numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
 # from measured rows) does not wait for it.
 
-FEATURES = ("mma", "loads", "stores", "tiles", "iterations", "memory", "launch", "activation")
+FEATURES = ("mma", "loads", "stores", "tiles", "iterations", "memory", "launch")
 # SMs of the GPUs a model may be fitted for (by results folder name)
 SM_COUNTS = {"nvidia_h200": 132, "nvidia_h100_80gb_hbm3": 132, "nvidia_a100_sxm4_80gb": 108}
 SHARED_MEMORY_2X = 227 * 1024  # bytes of shared memory an SM gives 2.x kernels' CTAs on SM90
@@ -219,27 +213,6 @@ def _layer(problem, sms: int) -> tuple:
     return memory, mnk, problem.flops / 1e6 / sms, conv
 
 
-def _features(kernel, tiling, layer: tuple, sms: int, activates: bool | None = None) -> list:
-    """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``
-    (``activates``: ``_activates(kernel)``, where the caller knows it)."""
-    counted = _counts(kernel, tiling, layer, sms)
-    if activates is None:
-        activates = _activates(kernel)
-    return counted + [counted[2] if activates else 0.0]
-
-
-# The activations whose evaluation costs: SiLU and sigmoid, CUTLASS's expf and a full division a
-# value. ReLU and hard-swish are a compare and a few multiply-adds, this project's GELU one
-# tanh.approx (profiler/fused_activation.h).
-TRANSCENDENTAL = frozenset(("silu", "sigmoid"))
-
-
-def _activates(kernel) -> bool:
-    """Whether the kernel's fused epilogue applies a transcendental activation (the ``activation``
-    feature)."""
-    return activation(getattr(kernel, "fusion", "") or "") in TRANSCENDENTAL
-
-
 def _dot(features: list, theta) -> float:
     """The features weighed by theta, summed in order: the one sum ``Model.base`` and
     ``Model.ranking`` both make, so that they agree exactly."""
@@ -249,8 +222,8 @@ def _dot(features: list, theta) -> float:
     return total
 
 
-def _counts(kernel, tiling, layer: tuple, sms: int) -> list:
-    """``_features`` but the last (``activation``)."""
+def _features(kernel, tiling, layer: tuple, sms: int) -> list:
+    """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
     memory, (m, n, k), mflop_per_sm, conv = layer
     if tiling is None:
         if isinstance(kernel, (Depthwise, GroupedMma)) and conv is not None:
@@ -435,8 +408,8 @@ class Model:
                 kernel = kernels[i]
                 if terms[i] is None:
                     terms[i] = self._terms(kernel)
-                tiling, theta, name, corrections, activates = terms[i]
-                base = max(_dot(_features(kernel, tiling, layer, sms, activates), theta) / 1e3, MIN_MS)
+                tiling, theta, name, corrections = terms[i]
+                base = max(_dot(_features(kernel, tiling, layer, sms), theta) / 1e3, MIN_MS)
                 for limit, label in REGIMES:  # _regime(base)
                     if base < limit:
                         break
@@ -449,7 +422,7 @@ class Model:
 
     def _terms(self, kernel) -> tuple:
         """(``_tiling``, theta, name, regime -> the sum of its attributes' corrections, added up
-        as ``predict`` adds them, ``_activates``) of ``kernel``."""
+        as ``predict`` adds them) of ``kernel``."""
         get, out = self.corrections.get, _kernel_attributes(kernel)
         common = sum(get(a, 0.0) for a in out)  # the first terms of each regime's sum, in its order
         corrections = {}
@@ -458,8 +431,7 @@ class Model:
             for a in out:
                 total += get(f"{a}|{label}", 0.0)
             corrections[label] = total
-        return (_tiling(kernel), self.theta.get(theta_group(kernel), self.fallback), kernel.name, corrections,
-                _activates(kernel))
+        return (_tiling(kernel), self.theta.get(theta_group(kernel), self.fallback), kernel.name, corrections)
 
     def to_json(self) -> str:
         return json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
