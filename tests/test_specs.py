@@ -59,13 +59,16 @@ def test_catalog_holds_each_family():
     assert {k.splits for k in split} == {None, 2}
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
-    depthwise = [k for k in kernels if k.family.startswith("depthwise")]
+    depthwise = [k for k in kernels if k.family in ("depthwise", "depthwise_bf16")]
     assert len(depthwise) == 64 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
     assert sum(k.loader == "tma" for k in depthwise) == 28 and all(k.arch == 90 for k in depthwise if k.loader == "tma")
     grouped = [k for k in kernels if k.family.startswith("conv2d_fprop_sm80_grouped")]
     assert len(grouped) == 10 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
     assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
     assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
+    cutlass_depthwise = [k for k in kernels if k.family == "depthwise_cutlass"]
+    assert len(cutlass_depthwise) == 9 and {k.op for k in cutlass_depthwise} == {"conv2d_fprop_grouped"}
+    assert {k.iterator for k in cutlass_depthwise} == {"fixed", "optimized"}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
     assert len(tensor_grouped) == 139 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
@@ -87,7 +90,8 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(grouped) + len(tensor_grouped))
+                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(grouped)
+                            + len(tensor_grouped))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -129,9 +133,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 432
-    assert len(select(kernels, "*", parse_arch("90"))) == 291, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 263
+    assert len(select(kernels, "*", parse_arch("90a"))) == 441
+    assert len(select(kernels, "*", parse_arch("90"))) == 300, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 272
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -401,7 +405,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 13
+    assert len(families.FAMILIES) == 14
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -51,6 +51,7 @@ from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
+from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.grouped_mma import GroupedMma
 from .families.gemv import Gemv
 from .ops import serves as serves_op
@@ -85,7 +86,7 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, GroupedMma):
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
@@ -178,6 +179,11 @@ def theta_group(kernel) -> str:
     correction per ``group`` keeps what differs)."""
     if isinstance(kernel, Conv2dFpropSm90Persistent):
         return _scheduled(GemmSm90.__name__, kernel)
+    if isinstance(kernel, DepthwiseCutlass):
+        # no measured rows yet: its counts (fp32 multiply-adds on CUDA cores from shared-memory
+        # windows, as this project's depthwise kernels make them) weighed as those kernels'; its
+        # corrections are its own group's (none until it is measured)
+        return Depthwise.__name__
     return group(kernel)
 
 
@@ -226,7 +232,7 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
     memory, (m, n, k), mflop_per_sm, conv = layer
     if tiling is None:
-        if isinstance(kernel, (Depthwise, GroupedMma)) and conv is not None:
+        if isinstance(kernel, (Depthwise, DepthwiseCutlass, GroupedMma)) and conv is not None:
             return _direct_features(kernel, conv, memory, sms)
         return [mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
@@ -281,13 +287,25 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     the GEMM tiles' are counted: a depthwise tile is ``rows`` x its columns output pixels of 8 x
     ``channel_vectors`` channels, walked by a persistent grid of the CTAs the GPU holds; a
     grouped_mma tile is ``rows`` x ``columns`` pixels of the channels a CTA computes (all C, or a
-    slice of them), one CTA each. A tile's work counts in full where it overhangs the layer."""
+    slice of them), one CTA each; a CUTLASS depthwise (DepthwiseCutlass) tile is ``tile`` pixels of
+    ``groups`` channels, its window and taps loaded for each. A tile's work counts in full where it
+    overhangs the layer."""
     size = 2
     if isinstance(kernel, Depthwise):
         tp, tq, tc = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
         per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
         flops, loads = tp * tq * tc * kernel.filter ** 2 * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
+    elif isinstance(kernel, DepthwiseCutlass):
+        (tp, tq), tc = kernel.tile, kernel.groups
+        stride, dilation = (conv.stride_h, conv.stride_w), (conv.dilation_h, conv.dilation_w)
+        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
+        # a CTA of ``tiles_per_cta`` tiles, as many a SM as its shared memory and threads allow
+        # (registers: about 2 a sum and as many for its window row, as in Depthwise.registers)
+        shared = kernel.shared_bytes(stride, dilation)
+        per_sm = _resident(kernel.threads(), shared, 2 * kernel.accumulators() + 40)
+        flops = tp * tq * tc * kernel.filter ** 2 * 2
+        loads = (shared - kernel.filter ** 2 * tc * size) // kernel.stages + kernel.filter ** 2 * tc * size
     else:
         channels = kernel.slice(conv, sms)
         tp, tq, tc = kernel.rows, kernel.columns, channels
