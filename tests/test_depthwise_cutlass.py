@@ -26,7 +26,7 @@ SPEC = ROOT / "kernel_specs" / "families" / "depthwise_cutlass.toml"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
 FIRST = '{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 64, warp_m = 16, stages = 3 }'
 FAMILY = f"""\
-kind = "cutlass_dw"
+kind = "depthwise_cutlass"
 description = "test"
 element = "f16"
 accumulator = "f32"

@@ -30,7 +30,7 @@ from ..errors import SpecError
 from ..vocab import DATA_TYPES
 from .common import expand_fixed_type_entries, fixed_type_family
 
-KIND = "cutlass_dw"  # short: the "unknown kind" message lists every kind (tests/test_hostile_input.py keeps it under 400 characters)
+KIND = "depthwise_cutlass"
 TEMPLATE = "depthwise_cutlass.mako"
 INCLUDES = (
     "cutlass/cutlass.h",
