@@ -86,10 +86,14 @@ def test_a_fused_kernel_is_the_plain_kernel_with_the_epilogues_fusion():
         "is used: a header is part of a kernel's hash, and the committed rows of the other epilogues would no longer count"
 
 
-GELU_ERROR = r"""
+# The fused activations on the host (profiler/fused_activation.h, profiler/tanh_activation.h, where
+# cutlass::fast_tanh is tanhf for the device's tanh.approx), one program for both tests: each
+# activation's largest error over a range, a fragment's against an element's, and its value at 1.
+ACTIVATION_ERRORS = r"""
 #include <cmath>
 #include <cstdio>
 #include "fused_activation.h"
+#include "tanh_activation.h"
 int main() {
   kernelgen::Gelu<float> gelu;
   kernelgen::Gelu<cutlass::Array<float, 4>> gelus;
@@ -103,35 +107,11 @@ int main() {
     fragment = std::fmax(fragment, std::fabs(gelus(v)[3] - gelu(x)));
   }
   std::printf("%.3e %.4f %.3e %.6f\n", worst, at, fragment, gelu(1.0f));
-}
-"""
-
-
-@requires_nvcc
-def test_the_fused_gelu_is_the_erf_form_to_half_an_fp16_unit_at_one(tmp_path):
-    """profiler/fused_activation.h's GELU on the host (tanhf for the device's tanh.approx): at most
-    4.8e-4 from torch.nn.GELU()'s erf form, largest near |x| = 2.7; a fragment's as an element's."""
-    from kernelgen.variables import default_cutlass_root
-    (tmp_path / "gelu.cu").write_text(GELU_ERROR)
-    build = subprocess.run(["nvcc", "-std=c++17", f"-I{ROOT / 'profiler'}", f"-I{default_cutlass_root()}/include",
-                            "-o", str(tmp_path / "gelu"), str(tmp_path / "gelu.cu")], capture_output=True, text=True,
-                           timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    worst, at, fragment, one = map(float, subprocess.run([str(tmp_path / "gelu")], capture_output=True, text=True,
-                                                          check=True).stdout.split())
-    assert 4.0e-4 < worst <= 4.8e-4 and 2.6 < abs(at) < 2.8, (worst, at)
-    assert fragment == 0.0 and one == pytest.approx(0.8411920, abs=2e-4)
-
-
-TANH_FORMS = r"""
-#include <cmath>
-#include <cstdio>
-#include "tanh_activation.h"
-int main() {
   kernelgen::SiluTanh<float> silu;
   kernelgen::SigmoidTanh<float> sigmoid;
   kernelgen::SiluTanh<cutlass::Array<float, 4>> silus;
-  double worst_silu = 0, worst_sigmoid = 0, fragment = 0;
+  double worst_silu = 0, worst_sigmoid = 0;
+  fragment = 0;
   for (int i = -100000; i <= 100000; ++i) {
     float const x = i * 2e-4f;
     double const s = 1.0 / (1.0 + std::exp(-double(x)));
@@ -146,19 +126,35 @@ int main() {
 """
 
 
+@pytest.fixture(scope="module")
+def activation_errors(tmp_path_factory):
+    """ACTIVATION_ERRORS's two lines of figures, GELU's then SiLU's and sigmoid's."""
+    from kernelgen.variables import default_cutlass_root
+    folder = tmp_path_factory.mktemp("activations")
+    (folder / "activations.cu").write_text(ACTIVATION_ERRORS)
+    build = subprocess.run(["nvcc", "-std=c++17", f"-I{ROOT / 'profiler'}", f"-I{default_cutlass_root()}/include",
+                            "-o", str(folder / "activations"), str(folder / "activations.cu")], capture_output=True,
+                           text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(folder / "activations")], capture_output=True, text=True, check=True).stdout
+    return [list(map(float, line.split())) for line in out.splitlines()]
+
+
 @requires_nvcc
-def test_the_fused_silu_and_sigmoid_are_their_exponential_forms_through_tanh(tmp_path):
+def test_the_fused_gelu_is_the_erf_form_to_half_an_fp16_unit_at_one(activation_errors):
+    """profiler/fused_activation.h's GELU on the host (tanhf for the device's tanh.approx): at most
+    4.8e-4 from torch.nn.GELU()'s erf form, largest near |x| = 2.7; a fragment's as an element's."""
+    worst, at, fragment, one = activation_errors[0]
+    assert 4.0e-4 < worst <= 4.8e-4 and 2.6 < abs(at) < 2.8, (worst, at)
+    assert fragment == 0.0 and one == pytest.approx(0.8411920, abs=2e-4)
+
+
+@requires_nvcc
+def test_the_fused_silu_and_sigmoid_are_their_exponential_forms_through_tanh(activation_errors):
     """profiler/tanh_activation.h on the host, where cutlass::fast_tanh is tanhf: sigmoid(x) =
     1/2 + tanh(x/2)/2 is the exponential form to float rounding (the device's tanh.approx adds at
     most 2.5e-4), SiLU is x times it; a fragment's as an element's."""
-    from kernelgen.variables import default_cutlass_root
-    (tmp_path / "tanh.cu").write_text(TANH_FORMS)
-    build = subprocess.run(["nvcc", "-std=c++17", f"-I{ROOT / 'profiler'}", f"-I{default_cutlass_root()}/include",
-                            "-o", str(tmp_path / "tanh"), str(tmp_path / "tanh.cu")], capture_output=True, text=True,
-                           timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    sigmoid, silu, fragment, one = map(float, subprocess.run([str(tmp_path / "tanh")], capture_output=True, text=True,
-                                                              check=True).stdout.split())
+    sigmoid, silu, fragment, one = activation_errors[1]
     assert sigmoid < 1e-6 and silu < 1e-6, (sigmoid, silu)
     assert fragment == 0.0 and one == pytest.approx(0.7310586, abs=1e-6)
 
