@@ -21,6 +21,7 @@ from kernelgen.errors import SpecError
 from kernelgen.families.depthwise_cutlass import DepthwiseCutlass
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
+from test_depthwise import LAYERS as DEPTHWISE_LAYERS
 
 SPEC = ROOT / "kernel_specs" / "families" / "depthwise_cutlass.toml"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
@@ -220,20 +221,14 @@ def test_one_kernel_compiles_through_the_rendering_with_the_spec_thread_tile(tmp
     assert out.returncode == 0, out.stderr[-5000:]
 
 
-# Small odd depthwise layers: C not a multiple of a CTA's channels (24, 40, 200), partial output
-# tiles, stride 2, one image row, padding wider than the filter's reach, dilation 2 (the optimized
-# kernels only), C not a multiple of 8 (refused by all), and one of more tiles than 8 a CTA.
+# The small odd depthwise layers this project's depthwise kernels are checked on (C not a multiple
+# of a CTA's channels, partial output tiles, stride 2, one image row, padding wider than the filter's
+# reach, C not a multiple of 8: refused by all, more tiles than 8 a CTA), and dilation 2 (the
+# optimized kernels only) and 36 channels.
 LAYERS = [
-    "n=3 h=13 w=17 c=24 k=24 r=3 s=3 pad=1 stride=1 groups=24",
-    "n=2 h=9 w=30 c=40 k=40 r=3 s=3 pad=1 stride=2 groups=40",
-    "n=2 h=11 w=6 c=200 k=200 r=5 s=5 pad=2 stride=1 groups=200",
-    "n=1 h=15 w=15 c=72 k=72 r=5 s=5 pad=2 stride=2 groups=72",
-    "n=2 h=7 w=9 c=136 k=136 r=7 s=7 pad=3 stride=1 groups=136",
-    "n=1 h=1 w=33 c=16 k=16 r=3 s=3 pad=1 stride=1 groups=16",
-    "n=2 h=6 w=5 c=8 k=8 r=3 s=3 pad=3 stride=1 groups=8",
+    *DEPTHWISE_LAYERS,
     "n=2 h=12 w=12 c=64 k=64 r=3 s=3 pad=2 stride=1 dilation=2 groups=64",
     "n=1 h=8 w=8 c=36 k=36 r=3 s=3 pad=1 stride=1 groups=36",
-    "n=16 h=30 w=31 c=104 k=104 r=3 s=3 pad=1 stride=1 groups=104",
 ]
 
 
