@@ -19,6 +19,11 @@ from conftest import FAKES, ROOT, requires_nvcc, sm80_family
 
 TINY = sm80_family("threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 3",
                    "threadblock = [64, 64, 64], warps = [2, 2, 1], stages = 3")
+# The family the builds with nvcc compile: two matrix-vector kernels (profiler/gemv.h), about 3 s of
+# nvcc each where a CUTLASS kernel takes 10 and more.
+GEMV = ('kind = "gemv"\nelement = "f16"\naccumulator = "f32"\noutput = "f16"\nkernels = [\n'
+        '  { max_m = 1, rows = 4, threads = 128, unroll = 4 },\n'
+        '  { max_m = 1, rows = 2, threads = 256, unroll = 4 },\n]\n')
 
 
 def compiled_site_scons() -> Path:
@@ -37,7 +42,7 @@ def compiled_site_scons() -> Path:
 _COMPILED = {}
 
 
-def copy_project(dest):
+def copy_project(dest, spec=TINY):
     for name in ("SConstruct", "site_scons", "profiler", "kernel_specs"):
         if name == "site_scons":
             shutil.copytree(compiled_site_scons(), dest / name)
@@ -48,7 +53,7 @@ def copy_project(dest):
         else:
             shutil.copy(source, dest / name)
     (dest / "specs").mkdir()
-    (dest / "specs" / "tiny.toml").write_text(TINY)
+    (dest / "specs" / "tiny.toml").write_text(spec)
     return dest
 
 
@@ -66,7 +71,7 @@ def compiled_kernels(output: str) -> list:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    project = copy_project(tmp_path_factory.mktemp("project"))
+    project = copy_project(tmp_path_factory.mktemp("project"), GEMV)
     first = scons(project, "profiler")
     return project, first
 
@@ -75,8 +80,8 @@ def built(tmp_path_factory):
 def test_cold_build_compiles_each_kernel_once_and_links_one_profiler(built):
     project, first = built
     assert compiled_kernels(first.stdout) == [
-        "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x3_nhwc_align8",
-        "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_64x3_nhwc_align8",
+        "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows2_threads256_unroll4",
+        "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows4_threads128_unroll4",
     ]
     assert re.search(r"\[2/2\] nvcc", first.stdout), "progress counts the kernels to compile"
     listed = subprocess.run([str(project / "generated" / "profiler"), "--list"], capture_output=True, text=True)
@@ -140,9 +145,9 @@ def test_the_profiler_takes_a_gemm_and_a_bf16_convolution_job(built, tmp_path):
 @requires_nvcc
 def test_template_and_generator_edits_rebuild_what_depends_on_them(built):
     project, _ = built
-    template = project / "kernel_specs" / "templates" / "conv2d_fprop_2x.mako"
+    template = project / "kernel_specs" / "templates" / "gemv.mako"
     original = template.read_text()
-    template.write_text(original.replace("// CUTLASS 2.x implicit-GEMM", "// CUTLASS 2.x (edited) implicit-GEMM"))
+    template.write_text(original.replace("// Matrix-vector GEMM", "// Matrix-vector (edited) GEMM"))
     dry = scons(project, "-n", "profiler")
     assert len(compiled_kernels(dry.stdout)) == 2, dry.stdout
     template.write_text(original)
@@ -161,14 +166,14 @@ def test_template_and_generator_edits_rebuild_what_depends_on_them(built):
 def test_changing_one_spec_entry_recompiles_exactly_that_kernel(built):
     project, _ = built
     spec = project / "specs" / "tiny.toml"
-    spec.write_text(TINY.replace("[64, 64, 64], warps = [2, 2, 1], stages = 3",
-                                 "[64, 64, 64], warps = [2, 2, 1], stages = 4"))
+    spec.write_text(GEMV.replace("rows = 2, threads = 256, unroll = 4", "rows = 2, threads = 256, unroll = 2"))
     out = scons(project, "profiler")
-    assert compiled_kernels(out.stdout) == ["cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_64x4_nhwc_align8"]
+    assert compiled_kernels(out.stdout) == ["kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows2_threads256_unroll2"]
     assert "nvcc profiler/main.cu" not in out.stdout
     listed = subprocess.run([str(project / "generated" / "profiler"), "--list"], capture_output=True, text=True)
-    assert "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_64x4_nhwc_align8" in listed.stdout
-    spec.write_text(TINY)
+    assert listed.stdout.split() == ["kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows2_threads256_unroll2",
+                                     "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows4_threads128_unroll4"]
+    spec.write_text(GEMV)
 
 
 @requires_nvcc
