@@ -6,6 +6,8 @@ from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES
 
+SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90 (the direct kernels' families)
+
 
 def family_keys(kind: str) -> tuple:
     return (

@@ -21,7 +21,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import GroupedKernel, expand_fixed_type_entries, fixed_type_family
+from .common import SHARED_MEMORY, GroupedKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "depthwise"
 TEMPLATE = "depthwise.mako"
@@ -121,7 +121,6 @@ class Depthwise(GroupedKernel):
                 "threads": self.threads}
 
 
-SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90
 
 
 def check(path, entry, kernel) -> None:

@@ -28,7 +28,7 @@ from functools import cached_property
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES
-from .common import expand_fixed_type_entries, fixed_type_family
+from .common import SHARED_MEMORY, expand_fixed_type_entries, fixed_type_family
 
 KIND = "depthwise_cutlass"
 TEMPLATE = "depthwise_cutlass.mako"
@@ -47,7 +47,6 @@ ALIGNMENT = 8  # 16-byte accesses of f16 along C (DefaultDepthwiseDirect2dConvFp
 # CUTLASS's SimtWarpShape<warp_m, threads along M>: (kP, kQ), the pixels one thread computes.
 THREAD_TILES = {(4, 4): (1, 1), (4, 2): (2, 1), (4, 1): (2, 2), (8, 1): (2, 4), (8, 2): (2, 2), (8, 4): (1, 2),
                 (16, 1): (4, 4), (16, 2): (2, 4), (16, 4): (2, 2), (32, 1): (4, 8), (32, 2): (4, 4), (32, 4): (2, 4)}
-SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90
 MAX_ACCUMULATORS = 64  # fp32 sums a thread keeps (kP x kQ pixels x its channels)
 MAX_TILE_CTAS = 65535  # grid.z: DirectConvolution::can_implement refuses more slices
 

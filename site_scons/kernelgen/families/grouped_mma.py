@@ -27,13 +27,12 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import GroupedKernel, expand_fixed_type_entries, fixed_type_family
+from .common import SHARED_MEMORY, GroupedKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "grouped_mma"
 TEMPLATE = "grouped_mma.mako"
 TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
          {"element": "bf16", "accumulator": "f32", "output": "bf16"})
-SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90
 REGISTERS = {4: 64, 8: 48, 16: 96, 24: 71, 32: 168, 64: 192}  # by channels a group: GroupedMma.registers
 
 FAMILY = fixed_type_family(KIND)
