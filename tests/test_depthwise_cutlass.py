@@ -18,14 +18,14 @@ from kernelgen import render
 from kernelgen.candidates import unfitted
 from kernelgen.cost_model import load_model, serves, theta_group
 from kernelgen.errors import SpecError
-from kernelgen.families.depthwise_cutlass import DepthwiseCutlass
+from kernelgen.families.depthwise_cutlass import STRIDE1_WRONG, DepthwiseCutlass
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
 from test_depthwise import LAYERS as DEPTHWISE_LAYERS
 
 SPEC = ROOT / "kernel_specs" / "families" / "depthwise_cutlass.toml"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
-FIRST = '{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 64, warp_m = 16, stages = 3 }'
+FIRST = '{ filter = 3, iterator = "fixed", stride = 2, tile = [8, 8], groups = 64, warp_m = 16, stages = 3 }'
 FAMILY = f"""\
 kind = "depthwise_cutlass"
 description = "test"
@@ -53,24 +53,26 @@ def family(tmp_path, *entries, text=FAMILY):
      "iterator", "'analytic' is not one of fixed, optimized"),
     ('{ filter = 4, iterator = "fixed", stride = 1, tile = [8, 8], groups = 64, warp_m = 16, stages = 3 }',
      "filter", "4 is not one of 3, 5, 7"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 48, warp_m = 16, stages = 3 }',
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [8, 8], groups = 48, warp_m = 16, stages = 3 }',
      "groups", "48 is not one of 16, 32, 64, 128"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [5, 5], groups = 64, warp_m = 16, stages = 3 }',
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [5, 5], groups = 64, warp_m = 16, stages = 3 }',
      "warp_m", "warps of 16 pixels do not divide the tile's 5x5"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [16, 16], groups = 64, warp_m = 4, stages = 3 }',
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [16, 16], groups = 64, warp_m = 4, stages = 3 }',
      "warp_m", "2048 threads exceed 1024 a CTA"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 6], groups = 64, warp_m = 16, stages = 3 }',
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [8, 6], groups = 64, warp_m = 16, stages = 3 }',
      "tile", "threads of 4x4 pixels do not tile the tile's 8x6"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 128, warp_m = 32, stages = 3 }',
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [8, 8], groups = 128, warp_m = 32, stages = 3 }',
      "warp_m", "a thread would keep 128 fp32 sums, more than 64"),
     ('{ filter = 7, iterator = "fixed", stride = 2, tile = [8, 8], groups = 128, warp_m = 16, stages = 2 }',
      "stages", "2 stages of the tile's window and its taps need 243712 bytes of shared memory, more than 232448"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 64, warp_m = 16, stages = 1 }',
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [8, 8], groups = 64, warp_m = 16, stages = 1 }',
      "stages", "1 is outside [2, 6]"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 64, warp_m = 16, stages = 3, '
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [8, 8], groups = 64, warp_m = 16, stages = 3, '
      "tiles_per_cta = 3 }", "tiles_per_cta", "3 is not one of 1, 2, 4, 8"),
-    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 64, warp_m = 16, stages = 3, '
+    ('{ filter = 3, iterator = "fixed", stride = 2, tile = [8, 8], groups = 64, warp_m = 16, stages = 3, '
      "swizzle = 2 }", "swizzle", "unknown key"),
+    ('{ filter = 3, iterator = "fixed", stride = 1, tile = [8, 8], groups = 64, warp_m = 16, stages = 3 }',
+     "stride", "a kernel that would serve no layer (3x3 at stride 1: wrong outputs on the H200"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
     path = family(tmp_path, entry)
@@ -130,18 +132,18 @@ def test_the_committed_spec_has_both_iterators_and_every_filter_and_stride():
     kernels = load_family(SPEC)
     assert len({k.name for k in kernels}) == len(kernels) >= 6
     assert {k.iterator for k in kernels} == {"fixed", "optimized"}
-    assert {(k.filter, k.stride) for k in kernels if k.iterator == "fixed"} >= {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
+    assert {(k.filter, k.stride) for k in kernels if k.iterator == "fixed"} >= {(3, 2), (5, 1), (5, 2), (7, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.accumulator == "f32" and k.element == k.output == "f16"
                for k in kernels)
     assert all(k.adapter_header == "depthwise_cutlass_adapter.h" for k in kernels)
 
 
 def kernel(**fields):
-    base = dict(family="t", filter=3, iterator="fixed", stride=1, tile=(8, 8), groups=64, warp_m=16, stages=3)
+    base = dict(family="t", filter=3, iterator="fixed", stride=2, tile=(8, 8), groups=64, warp_m=16, stages=3)
     return DepthwiseCutlass(**{**base, **fields})
 
 
-def conv(c=144, r=3, stride=1, dilation=1, groups=None, n=2, h=14, k=None):
+def conv(c=144, r=3, stride=2, dilation=1, groups=None, n=2, h=14, k=None):
     return Conv2dProblem(n, h, h, c, c if k is None else k, r, r, r // 2, r // 2, stride, stride, dilation, dilation,
                          groups=c if groups is None else groups)
 
@@ -150,8 +152,11 @@ def test_serves_says_what_the_adapter_and_cutlass_refuse():
     fixed, strided = kernel(), kernel(iterator="optimized", stride=None)
     assert serves(fixed, conv()) is None and serves(strided, conv()) is None
     # the fixed kernel's stride, dilation and filter are compiled in; the optimized one's stride and dilation not
-    assert serves(fixed, conv(stride=2)) == "built for stride 1"
-    assert serves(strided, conv(stride=2)) is None
+    assert serves(fixed, conv(stride=3)) == "built for stride 2"
+    assert serves(strided, conv(stride=3)) is None
+    # wrong on the H200 at 3x3 stride 1, either iterator: refused (a 5x5 kernel serves stride 1)
+    assert serves(fixed, conv(stride=1)) == serves(strided, conv(stride=1)) == STRIDE1_WRONG
+    assert serves(kernel(iterator="optimized", stride=None, filter=5), conv(stride=1, r=5)) is None
     assert serves(fixed, conv(dilation=2)) == "built for dilation 1"
     assert serves(strided, conv(dilation=2)) is None
     assert serves(fixed, conv(r=5)) == serves(strided, conv(r=5)) == "built for 3x3 filters"
@@ -179,10 +184,10 @@ def test_the_window_and_the_ctas_along_the_tiles():
     assert kernel(tile=(1, 4), warp_m=4, groups=16).slices(conv(n=256, h=112, c=16)) == 65535  # grid.z at most
 
 
-def test_the_model_ranks_the_family_with_no_rows_of_it_and_builds_do_not_measure_it_everywhere():
-    """No committed row is of this family: its counts are weighed as this project's depthwise
-    kernels' (a fitted group), and a build does not compile every one of its kernels for every
-    depthwise layer (``unfitted``: CUTLASS kernels are slow to compile)."""
+def test_the_model_ranks_the_family_and_builds_do_not_measure_it_everywhere():
+    """The family's counts are weighed as this project's depthwise kernels' (a fitted group), its
+    corrections fitted to its own rows, and a build does not compile every one of its kernels for
+    every depthwise layer (``unfitted``: CUTLASS kernels are slow to compile)."""
     model = load_model("nvidia_h200")
     kernels = load_family(SPEC)
     small, large = conv(n=1, h=14, c=64), conv(n=32, h=112, c=64)
@@ -191,7 +196,7 @@ def test_the_model_ranks_the_family_with_no_rows_of_it_and_builds_do_not_measure
         assert not unfitted(model, k)
         if serves(k, small) is None:
             assert 0 < model.predict(k, small) < model.predict(k, large) < 10
-    fixed = next(k for k in kernels if (k.iterator, k.filter, k.stride) == ("fixed", 3, 1))
+    fixed = next(k for k in kernels if (k.iterator, k.filter, k.stride) == ("fixed", 3, 2))
     # a tile of more channels than the layer has computes the padding too: no cheaper than half as many
     assert model.base(fixed, conv(n=32, h=56, c=64)) <= model.base(fixed, conv(n=32, h=56, c=72))
 
@@ -203,7 +208,7 @@ def test_one_kernel_compiles_through_the_rendering_with_the_spec_thread_tile(tmp
     from header_builds import MEASURED_FLAGS
     from kernelgen.variables import default_cutlass_root
 
-    k = next(k for k in load_family(SPEC) if (k.iterator, k.filter, k.stride) == ("fixed", 3, 1))
+    k = next(k for k in load_family(SPEC) if (k.iterator, k.filter, k.stride) == ("fixed", 3, 2))
     kp, kq = k.thread_tile()
     checks = (f"static_assert({k.name}::kWarpCount * 32 == {k.threads()}, \"threads\");\n"
               f"using {k.name}_thread = {k.name}::WarpMmaOperator::ThreadOutputShape;\n"

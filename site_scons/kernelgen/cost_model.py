@@ -180,9 +180,9 @@ def theta_group(kernel) -> str:
     if isinstance(kernel, Conv2dFpropSm90Persistent):
         return _scheduled(GemmSm90.__name__, kernel)
     if isinstance(kernel, DepthwiseCutlass):
-        # no measured rows yet: its counts (fp32 multiply-adds on CUDA cores from shared-memory
-        # windows, as this project's depthwise kernels make them) weighed as those kernels'; its
-        # corrections are its own group's (none until it is measured)
+        # its counts (fp32 multiply-adds on CUDA cores from shared-memory windows, as this
+        # project's depthwise kernels make them) weighed as those kernels'; its corrections (what
+        # its rows measured beyond that: 2-4x the time) are its own group's
         return Depthwise.__name__
     return group(kernel)
 

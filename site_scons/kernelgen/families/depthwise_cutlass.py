@@ -49,6 +49,9 @@ THREAD_TILES = {(4, 4): (1, 1), (4, 2): (2, 1), (4, 1): (2, 2), (8, 1): (2, 4), 
                 (16, 1): (4, 4), (16, 2): (2, 4), (16, 4): (2, 2), (32, 1): (4, 8), (32, 2): (4, 4), (32, 4): (2, 4)}
 MAX_ACCUMULATORS = 64  # fp32 sums a thread keeps (kP x kQ pixels x its channels)
 MAX_TILE_CTAS = 65535  # grid.z: DirectConvolution::can_implement refuses more slices
+# Measured on the H200 (profile_results/efficientnet_b0_b32_fused, tests/test_depthwise_cutlass.py):
+# every 3x3 layer at stride 1 came out wrong, with either iterator; the adapter refuses them.
+STRIDE1_WRONG = "3x3 at stride 1: wrong outputs on the H200 (every layer measured)"
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
@@ -143,6 +146,8 @@ class DepthwiseCutlass:
             return "a depthwise kernel: needs groups = C = K"
         if (conv.r, conv.s) != (self.filter, self.filter):
             return f"built for {self.filter}x{self.filter} filters"
+        if self.filter == 3 and (conv.stride_h, conv.stride_w) == (1, 1):
+            return STRIDE1_WRONG
         if self.iterator == "fixed":
             if (conv.stride_h, conv.stride_w) != (self.stride, self.stride):
                 return f"built for stride {self.stride}"
@@ -190,6 +195,8 @@ def check(path, entry, kernel) -> None:
     if kernel.accumulators() > MAX_ACCUMULATORS:
         raise SpecError(path, f"a thread would keep {kernel.accumulators()} fp32 sums, more than {MAX_ACCUMULATORS}",
                         entry, "warp_m")
+    if kernel.iterator == "fixed" and (kernel.filter, kernel.stride) == (3, 1):
+        raise SpecError(path, f"a kernel that would serve no layer ({STRIDE1_WRONG})", entry, "stride")
     stride = (kernel.stride or 1,) * 2  # an optimized kernel's least window: stride 1
     if kernel.shared_bytes(stride) > SHARED_MEMORY:
         raise SpecError(path, f"{kernel.stages} stages of the tile's window and its taps need "
