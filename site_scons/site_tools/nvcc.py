@@ -142,6 +142,8 @@ def generate(env):
         NVCC_SYSTEM_INCLUDES=[],
         NVCC_HOST_FLAGS=["-Xcompiler", "-fPIC"],
         PARTIAL_LINKCOM="ld -r -o $TARGET $SOURCES",
+        # what a C compiler tool would set for $_CPPINCFLAGS and $_CPPDEFFLAGS: the build loads none
+        INCPREFIX="-I", INCSUFFIX="", CPPDEFPREFIX="-D", CPPDEFSUFFIX="",
     )
     env["_NVCC_ISYSTEM"] = _isystem_flags
     # Where the object and its source are is no part of the signature (``$( $)``) either: the
