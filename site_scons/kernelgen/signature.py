@@ -19,21 +19,31 @@ _VERSION = re.compile(r"^#define CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)", re.MULTIL
 
 def project_headers(source: str, include_dir, read: dict | None = None) -> dict[str, str]:
     """Project headers (found in ``include_dir``) that ``source`` includes, transitively.
-    ``read``, where given, keeps what each name of ``include_dir`` reads as (its text, or None if it
-    is no file) for the next call on the same folder: the kernels of one plan share their headers."""
+    ``read``, where given, keeps what each header of ``include_dir`` that a source includes brings
+    (itself and what it includes, transitively) for the next call on the same folder: the kernels
+    of one plan share their headers."""
     include_dir = Path(include_dir)
     read = {} if read is None else read
-    found, todo = {}, _INCLUDE.findall(source)
+    found = {}
+    for name in _INCLUDE.findall(source):
+        if name not in read:
+            read[name] = _header_closure(name, include_dir)
+        found.update(read[name])
+    return found
+
+
+def _header_closure(name: str, include_dir: Path) -> dict[str, str]:
+    """The project header ``name`` of ``include_dir`` and those it includes, transitively (name ->
+    text); none where it is no file there (a system or CUTLASS header)."""
+    found, todo = {}, [name]
     while todo:
         name = todo.pop()
         if name in found:
             continue
-        if name not in read:
-            path = include_dir / name
-            read[name] = path.read_text() if path.is_file() else None
-        if read[name] is None:
+        path = include_dir / name
+        if not path.is_file():
             continue
-        found[name] = read[name]
+        found[name] = path.read_text()
         todo.extend(_INCLUDE.findall(found[name]))
     return found
 
