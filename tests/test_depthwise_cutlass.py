@@ -229,10 +229,12 @@ def test_one_kernel_compiles_through_the_rendering_with_the_spec_thread_tile(tmp
 # The small odd depthwise layers this project's depthwise kernels are checked on (C not a multiple
 # of a CTA's channels, partial output tiles, stride 2, one image row, padding wider than the filter's
 # reach, C not a multiple of 8: refused by all, more tiles than 8 a CTA), and dilation 2 (the
-# optimized kernels only) and 36 channels.
+# optimized kernels only; 3x3 at stride 1 refused, at stride 2 and 5x5 at stride 1 served) and 36 channels.
 LAYERS = [
     *DEPTHWISE_LAYERS,
     "n=2 h=12 w=12 c=64 k=64 r=3 s=3 pad=2 stride=1 dilation=2 groups=64",
+    "n=2 h=15 w=13 c=64 k=64 r=3 s=3 pad=2 stride=2 dilation=2 groups=64",
+    "n=1 h=16 w=16 c=40 k=40 r=5 s=5 pad=4 stride=1 dilation=2 groups=40",
     "n=1 h=8 w=8 c=36 k=36 r=3 s=3 pad=1 stride=1 groups=36",
 ]
 
