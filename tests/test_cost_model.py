@@ -186,6 +186,27 @@ def test_a_depthwise_kernel_of_128_threads_counts_the_ctas_a_sm_holds(catalog):
     assert cost_model.features(alone, layer, 132)[3] == 2 * 1
 
 
+def test_a_gemv_kernels_features_count_the_chunks_its_threads_walk_and_the_ctas_along_n(catalog):
+    """A matrix-vector kernel is counted by its CTAs (``rows`` columns of D each) in waves on the
+    SMs, and by the chain of K chunks a thread (lanes "k") or a warp (lanes "m") walks in turn, the
+    multiply-adds of each chunk those of every row of A it keeps; ``memory`` is B streamed once."""
+    from kernelgen.families.gemv import Gemv
+    k_lanes = Gemv("t", max_m=1, rows=8, threads=128, unroll=2)
+    m_lanes = Gemv("t", max_m=32, rows=1, threads=256, unroll=4, lanes="m")
+    chain, mma, waves = (cost_model.FEATURES.index(f) for f in ("iterations", "mma", "tiles"))
+    big = cost_model.features(k_lanes, GemmProblem(1, 4096, 25088), 132)
+    # 4096 / 8 = 512 CTAs: one wave of the 132 x 4 a SM holds (128 threads of 112 registers);
+    # 25088 / (128 x 8) -> 25 chunks
+    assert k_lanes.registers() == 112 and big[waves] == 1 * 4
+    assert big[chain] == 25 and big[mma] == pytest.approx(25 * 8 * 8 / 1e3)
+    assert cost_model.features(k_lanes, GemmProblem(1, 4096, 2 * 25088), 132)[chain] == 49
+    assert cost_model.features(k_lanes, GemmProblem(1, 8 * 600, 25088), 132)[chain] == 2 * 25, "600 CTAs: two waves"
+    # a warp a K stride, a lane a row of A: 784 / (8 warps x 8) -> 13 chunks of 8 x 1 multiply-adds
+    se = cost_model.features(m_lanes, GemmProblem(32, 196, 784), 132)
+    assert se[chain] == 13 and se[mma] == pytest.approx(13 * 8 / 1e3)
+    assert big[cost_model.FEATURES.index("memory")] == pytest.approx(GemmProblem(1, 4096, 25088).min_bytes() / 1e6)
+
+
 def test_nonnegative_least_squares_matches_a_known_solution():
     rng = np.random.default_rng(0)
     a = rng.uniform(0, 1, (200, 4))

@@ -51,6 +51,7 @@ from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
+from .families.gemv import Gemv
 from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.grouped_mma import GroupedMma
 from .families.gemv import Gemv
@@ -234,6 +235,8 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     if tiling is None:
         if isinstance(kernel, (Depthwise, DepthwiseCutlass, GroupedMma)) and conv is not None:
             return _direct_features(kernel, conv, memory, sms)
+        if isinstance(kernel, Gemv):
+            return _gemv_features(kernel, m, n, k, memory, sms)
         return [mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
     if isinstance(kernel, Conv2dFpropSm90Transposed):
@@ -316,6 +319,24 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     waves = math.ceil(tiles / (sms * per_sm))
     return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
             waves * per_sm, 0.0, memory, 1.0]
+
+
+def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> list:
+    """``features`` of a matrix-vector kernel (profiler/gemv*.h) on D (m x n) = A (m x k) B^T: a CTA
+    computes ``rows`` columns of D for ``max_m`` rows of A, its threads (lanes "k") or its warps
+    (lanes "m") striding over K in chunks of ``vector`` elements. Its time is B streamed once
+    (``memory``) where that dominates, else the chain of chunks the busiest thread walks in turn
+    (multiply-adds of every row it keeps, then the CTA's reduction): a product of few columns, or
+    of 32 rows, cannot fill the GPU with loads in flight."""
+    tiles = math.ceil(n / kernel.rows) * math.ceil(m / kernel.max_m)
+    per_sm = _resident(kernel.threads, 0, kernel.registers())
+    waves = math.ceil(tiles / (sms * per_sm))
+    walkers = kernel.threads // 32 if kernel.lanes == "m" else kernel.threads  # what splits K
+    chunks = math.ceil(k / (walkers * kernel.vector))
+    sums = kernel.rows * (1 if kernel.lanes == "m" else min(m, kernel.max_m))  # a thread's, each chunk element
+    chain = waves * chunks
+    return [chain * kernel.vector * sums / 1e3, waves * kernel.rows * k * 2 / 1e3 * per_sm,
+            waves * kernel.rows * min(m, kernel.max_m) * 2 / 1e3 * per_sm, waves * per_sm, chain, memory, 1.0]
 
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
