@@ -207,6 +207,25 @@ def test_a_gemv_kernels_features_count_the_chunks_its_threads_walk_and_the_ctas_
     assert big[cost_model.FEATURES.index("memory")] == pytest.approx(GemmProblem(1, 4096, 25088).min_bytes() / 1e6)
 
 
+def test_a_few_channels_kernel_is_counted_as_its_tiles_over_the_layers_reduction(catalog):
+    """A first-layer kernel (C of 1 to 4) is counted as a tiled one: tiles of ``tile`` pixels by
+    output channels over the reduction the layer needs (7x7x3: 7 x 24 = 168 columns im2col, 7 x 32 =
+    224 rows), not the most the kernel holds, in waves of ``blocks`` CTAs a SM."""
+    def named(suffix):
+        return next(k for k in catalog.values() if k.name.endswith(suffix))
+    im2col = named("_few_channels_128x64_k256_warps2x2_blocks4")
+    rows = named("_few_channels_rows_256x64_k224_staged3072_warps4x2_blocks2")
+    mma, tiles, chain = (cost_model.FEATURES.index(f) for f in ("mma", "tiles", "iterations"))
+    stem = Conv2dProblem(32, 224, 224, 3, 64, 7, 7, 3, 3, 2, 2)  # 112 x 112 outputs an image
+    a, b = cost_model.features(im2col, stem, 132), cost_model.features(rows, stem, 132)
+    waves = -(-(32 * 112 * 112 // 128) // (132 * 4))  # 3136 tiles of 128 pixels, 4 CTAs a SM
+    assert a[tiles] == waves * 4 and a[chain] == waves * 1 * 4, "one K step of the whole reduction a tile"
+    assert a[mma] == pytest.approx(waves * 128 * 64 * 176 * 2 / 1e6 * 4), "168 columns in k-steps of 16"
+    assert b[mma] == pytest.approx(-(-(32 * 112 * 112 // 256) // (132 * 2)) * 256 * 64 * 224 * 2 / 1e6 * 2)
+    small = cost_model.features(im2col, Conv2dProblem(32, 224, 224, 3, 64, 3, 3, 1, 1, 2, 2), 132)
+    assert small[mma] == pytest.approx(a[mma] * 48 / 176), "3x3x3: 3 x 16 = 48 columns"
+
+
 def test_nonnegative_least_squares_matches_a_known_solution():
     rng = np.random.default_rng(0)
     a = rng.uniform(0, 1, (200, 4))

@@ -147,10 +147,8 @@ def _few_channels_fit(kernel, conv) -> str | None:
     (profiler/conv_few_channels.h: im2col columns of S*C rounded up to 8 a filter row, rows-mode
     columns of S*4 rounded up to 16; a tile of ``tile[0]`` pixels spans that many output rows at
     most, plus one, whose input rows of W + 2*pad pixels are staged)."""
-    if kernel.mode == "im2col":
-        columns = conv.r * -(-conv.s * conv.c // 8) * 8
-    else:
-        columns = conv.r * -(-conv.s * 4 // 16) * 16
+    columns = _few_channels_columns(kernel, conv)
+    if kernel.mode == "rows":
         if conv.dilation_w != 1:
             return "a rows kernel takes no dilation along W"
         spanned = -(-kernel.tile[0] // conv.q) + 1
@@ -160,6 +158,14 @@ def _few_channels_fit(kernel, conv) -> str | None:
     if columns > kernel.reduction:
         return f"a reduction of {columns} columns exceeds the kernel's {kernel.reduction}"
     return None
+
+
+def _few_channels_columns(kernel, conv) -> int:
+    """The reduction columns a few-channels kernel walks for ``conv``: S*C rounded up to 8 a filter
+    row (im2col), S*4 rounded up to 16 (rows)."""
+    if kernel.mode == "im2col":
+        return conv.r * -(-conv.s * conv.c // 8) * 8
+    return conv.r * -(-conv.s * 4 // 16) * 16
 
 
 # ---- features --------------------------------------------------------------------------------------
@@ -202,6 +208,10 @@ def _tiling(kernel):
         m, n, k = kernel.threadblock
         stage = (m + n) * k * 2
         return m, n, k, 1, 1, max(1, min(4, SHARED_MEMORY_2X // (stage * kernel.stages)))
+    if isinstance(kernel, Conv2dFpropFewChannels):
+        # a tile of pixels by output channels over the reduction (the layer's: ``_features``), ``blocks`` CTAs a SM
+        m, n = kernel.tile
+        return m, n, kernel.reduction, 1, 1, kernel.blocks
     return None
 
 
@@ -239,6 +249,8 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
             return _gemv_features(kernel, m, n, k, memory, sms)
         return [mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
+    if isinstance(kernel, Conv2dFpropFewChannels) and conv is not None:
+        tk = k = -(-_few_channels_columns(kernel, conv) // 16) * 16  # the layer's, in MMA k-steps of 16
     if isinstance(kernel, Conv2dFpropSm90Transposed):
         m, n = n, m
     tiles = math.ceil(m / tm) * math.ceil(n / tn)
