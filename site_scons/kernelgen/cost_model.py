@@ -51,6 +51,7 @@ from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
+from .families.depthwise_narrow import DepthwiseNarrow
 from .families.gemv import Gemv
 from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.grouped_mma import GroupedMma
@@ -87,7 +88,7 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass)):
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
