@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -30,23 +31,34 @@ namespace depthwise_narrow {
 constexpr int kThreads = 256;
 
 template <typename T>
-__device__ __forceinline__ float to_float(T v) {
+__host__ __device__ __forceinline__ float to_float(T v) {
   if constexpr (std::is_same<T, __half>::value) return __half2float(v);
   else return __bfloat162float(v);
 }
 template <typename T>
-__device__ __forceinline__ T from_float(float v) {
+__host__ __device__ __forceinline__ T from_float(float v) {
   if constexpr (std::is_same<T, __half>::value) return __float2half_rn(v);
   else return __float2bfloat16_rn(v);
 }
 
+// A read through the read-only cache on the GPU (a plain read on the host: tests/test_depthwise_narrow.py
+// runs `item` on the CPU).
+template <typename U>
+__host__ __device__ __forceinline__ U read(const U* at) {
+#ifdef __CUDA_ARCH__
+  return __ldg(at);
+#else
+  return *at;
+#endif
+}
+
 // V consecutive elements at `at` (4-byte aligned where V = 2) as floats.
 template <typename T, int V>
-__device__ __forceinline__ void load(const T* at, float (&out)[V]) {
+__host__ __device__ __forceinline__ void load(const T* at, float (&out)[V]) {
   if constexpr (V == 2) {
-    const uint32_t bits = __ldg(reinterpret_cast<const unsigned int*>(at));
+    const uint32_t bits = read(reinterpret_cast<const unsigned int*>(at));
     T pair[2];
-    *reinterpret_cast<uint32_t*>(pair) = bits;
+    memcpy(pair, &bits, 4);
     out[0] = to_float(pair[0]);
     out[1] = to_float(pair[1]);
   } else {
@@ -55,58 +67,68 @@ __device__ __forceinline__ void load(const T* at, float (&out)[V]) {
 }
 
 template <typename T, int V>
-__device__ __forceinline__ void store(T* at, const float (&in)[V]) {
+__host__ __device__ __forceinline__ void store(T* at, const float (&in)[V]) {
   if constexpr (V == 2) {
     T pair[2] = {from_float<T>(in[0]), from_float<T>(in[1])};
-    *reinterpret_cast<uint32_t*>(at) = *reinterpret_cast<const uint32_t*>(pair);
+    uint32_t bits;
+    memcpy(&bits, pair, 4);
+    *reinterpret_cast<uint32_t*>(at) = bits;
   } else {
     at[0] = from_float<T>(in[0]);
+  }
+}
+
+// One item of the layer (item < n * P * ceil(Q / TQ) * C / V): TQ output columns of one output row
+// of V channels, channels innermost.
+template <typename T, int R, int S, int V, int TQ>
+__host__ __device__ __forceinline__ void item(const Conv2dProblem& p, int P, int Q, long long index, const T* x,
+                                              const T* w, T* y) {
+  const int groups = p.c / V, tiles_q = (Q + TQ - 1) / TQ;
+  const int g = int(index % groups);
+  long long rest = index / groups;
+  const int q0 = int(rest % tiles_q) * TQ;
+  rest /= tiles_q;
+  const int out_p = int(rest % P);
+  const int n = int(rest / P);
+  const int c = g * V;
+  float taps[V][R * S];
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+#pragma unroll
+    for (int t = 0; t < R * S; ++t) taps[v][t] = to_float(read(w + (size_t)(c + v) * R * S + t));
+  }
+  float sums[TQ][V] = {};
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int h = out_p * p.stride_h - p.pad_h + r * p.dilation_h;
+    if (h < 0 || h >= p.h) continue;
+    const T* row = x + ((size_t)n * p.h + h) * p.w * p.c + c;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+#pragma unroll
+      for (int j = 0; j < TQ; ++j) {
+        const int col = (q0 + j) * p.stride_w - p.pad_w + s * p.dilation_w;
+        if (col < 0 || col >= p.w) continue;
+        float in[V];
+        load<T, V>(row + (size_t)col * p.c, in);
+#pragma unroll
+        for (int v = 0; v < V; ++v) sums[j][v] += in[v] * taps[v][r * S + s];
+      }
+    }
+  }
+  T* out = y + (((size_t)n * P + out_p) * Q) * p.c + c;
+#pragma unroll
+  for (int j = 0; j < TQ; ++j) {
+    if (q0 + j < Q) store<T, V>(out + (size_t)(q0 + j) * p.c, sums[j]);
   }
 }
 
 template <typename T, int R, int S, int V, int TQ>
 __global__ void __launch_bounds__(kThreads) depthwise_narrow_kernel(Conv2dProblem p, int P, int Q, long long items,
                                                                    const T* x, const T* w, T* y) {
-  const int groups = p.c / V, tiles_q = (Q + TQ - 1) / TQ;
-  for (long long item = blockIdx.x * (long long)kThreads + threadIdx.x; item < items;
-       item += (long long)gridDim.x * kThreads) {
-    const int g = int(item % groups);
-    long long rest = item / groups;
-    const int q0 = int(rest % tiles_q) * TQ;
-    rest /= tiles_q;
-    const int out_p = int(rest % P);
-    const int n = int(rest / P);
-    const int c = g * V;
-    float taps[V][R * S];
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-#pragma unroll
-      for (int t = 0; t < R * S; ++t) taps[v][t] = to_float(__ldg(w + (size_t)(c + v) * R * S + t));
-    }
-    float sums[TQ][V] = {};
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int h = out_p * p.stride_h - p.pad_h + r * p.dilation_h;
-      if (h < 0 || h >= p.h) continue;
-      const T* row = x + ((size_t)n * p.h + h) * p.w * p.c + c;
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-#pragma unroll
-        for (int j = 0; j < TQ; ++j) {
-          const int col = (q0 + j) * p.stride_w - p.pad_w + s * p.dilation_w;
-          if (col < 0 || col >= p.w) continue;
-          float in[V];
-          load<T, V>(row + (size_t)col * p.c, in);
-#pragma unroll
-          for (int v = 0; v < V; ++v) sums[j][v] += in[v] * taps[v][r * S + s];
-        }
-      }
-    }
-    T* out = y + (((size_t)n * P + out_p) * Q) * p.c + c;
-#pragma unroll
-    for (int j = 0; j < TQ; ++j) {
-      if (q0 + j < Q) store<T, V>(out + (size_t)(q0 + j) * p.c, sums[j]);
-    }
+  for (long long index = blockIdx.x * (long long)kThreads + threadIdx.x; index < items;
+       index += (long long)gridDim.x * kThreads) {
+    item<T, R, S, V, TQ>(p, P, Q, index, x, w, y);
   }
 }
 

@@ -3,8 +3,9 @@ depthwise_narrow.py, profiler/depthwise_narrow.h): the spec refuses what the fam
 naming file, entry and key; names say every parameter that changes the code; ``serves`` refuses
 what can_implement refuses (groups != C, the compiled filter, C not a multiple of the vector) and
 takes any stride, padding and dilation; a layer of 58 channels, which no other depthwise kernel
-serves, gets candidates; one kernel compiles for sm_90a through the rendering; and on a GPU every
-kernel verifies on small odd layers it says it serves and reports the others unsupported."""
+serves, gets candidates; one kernel compiles for sm_90a through the rendering; every kernel's work
+items, run on the CPU, compute small odd layers; and on a GPU every kernel verifies on those layers
+where it says it serves them and reports the others unsupported."""
 
 import subprocess
 
@@ -127,3 +128,79 @@ def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
     kernels = {k.name: k for k in load_family(SPEC)}
     for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_narrow_*"):
         assert_served_rows_verify(problem, frame, kernels)
+
+
+# The CPU check: each committed kernel's work item (depthwise_narrow::item, the code the GPU kernel
+# runs for each of its items) run over every item of the layers above on the host, against a
+# direct sum in double, from the same fp16 operands.
+CPU_CHECK = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "depthwise_narrow.h"
+
+using kernelgen::Conv2dProblem;
+
+template <int R, int V, int TQ>
+int check(const Conv2dProblem& p, const char* kernel) {
+  if (p.r != R || p.c % V) return 0;  // not served
+  const int P = p.p(), Q = p.q();
+  std::vector<__half> x(size_t(p.n) * p.h * p.w * p.c), w(size_t(p.c) * R * R), y(size_t(p.n) * P * Q * p.c);
+  unsigned state = 12345u + p.c;
+  auto next = [&] { state = state * 1664525u + 1013904223u; return float(int(state >> 9) % 2001 - 1000) / 1000.0f; };
+  for (auto& v : x) v = __float2half_rn(next());
+  for (auto& v : w) v = __float2half_rn(next());
+  for (auto& v : y) v = __float2half_rn(1e4f);  // every output must be written
+  const long long items = (long long)p.n * P * ((Q + TQ - 1) / TQ) * (p.c / V);
+  for (long long i = 0; i < items; ++i) kernelgen::depthwise_narrow::item<__half, R, R, V, TQ>(p, P, Q, i, x.data(), w.data(), y.data());
+  double worst = 0;
+  for (int n = 0; n < p.n; ++n)
+    for (int op = 0; op < P; ++op)
+      for (int oq = 0; oq < Q; ++oq)
+        for (int c = 0; c < p.c; ++c) {
+          double sum = 0;
+          for (int r = 0; r < R; ++r)
+            for (int s = 0; s < R; ++s) {
+              const int h = op * p.stride_h - p.pad_h + r * p.dilation_h, col = oq * p.stride_w - p.pad_w + s * p.dilation_w;
+              if (h < 0 || h >= p.h || col < 0 || col >= p.w) continue;
+              sum += double(__half2float(x[((size_t(n) * p.h + h) * p.w + col) * p.c + c])) *
+                     __half2float(w[(size_t(c) * R + r) * R + s]);
+            }
+          const double got = __half2float(y[((size_t(n) * P + op) * Q + oq) * p.c + c]);
+          worst = std::fmax(worst, std::fabs(got - sum) / (1.0 + std::fabs(sum)));
+        }
+  std::printf("%s %d %d %d %d %d %g\n", kernel, p.n, p.h, p.w, p.c, p.r, worst);
+  return worst > 2e-3;
+}
+"""
+
+
+@requires_nvcc
+def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
+    """Every committed kernel's items (the GPU kernel's code, run on the host), over every item of
+    each small odd layer it serves, give each output within fp16 rounding of a direct sum: so the
+    indexing, the padding, stride and dilation, the partial column tiles and the 4-byte pairs are
+    right before any GPU runs them."""
+    from kernelgen.workloads import parse_workloads
+
+    kernels = [k for k in load_family(SPEC)]
+    problems = parse_workloads("".join(f"conv2d_fprop {line}\n" for line in LAYERS))
+    calls = []
+    for problem in problems:
+        c = problem.as_conv()
+        fields = (c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w)
+        for k in kernels:
+            calls.append(f"  bad += check<{k.filter}, {k.vector}, {k.columns}>(Conv2dProblem{{{', '.join(map(str, fields))}}}, "
+                         f"\"{k.name}\");")
+    source = tmp_path / "cpu_check.cu"
+    source.write_text(CPU_CHECK + "int main() {\n  int bad = 0;\n" + "\n".join(calls) + "\n  return bad;\n}\n")
+    binary = tmp_path / "cpu_check"
+    out = subprocess.run(["nvcc", "-std=c++17", "-O2", f"-I{ROOT / 'profiler'}", "-o", str(binary), str(source)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+    run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600)
+    checked = run.stdout.splitlines()
+    served = sum(serves(k, problem) is None for problem in problems for k in kernels)
+    assert run.returncode == 0 and len(checked) == served >= 20, run.stdout[-5000:] + run.stderr[-2000:]
