@@ -125,8 +125,8 @@ def unfitted(model, kernel) -> bool:
 
 
 def propose(problems, kernels, model, top: int, workload_file="", refused=None, memo=None) -> list:
-    """Each problem's ``top`` best-ranked distinct kernels (``distinct``), the ``unfitted`` ones
-    that serve it, and as many of the listed kernels' best as those hold fewer than half of
+    """Each problem's ``top`` best-ranked distinct kernels (``distinct``) of those the model can
+    order, the ``unfitted`` ones that serve it besides, and as many of the listed kernels' best as those hold fewer than half of
     ``top``: the model ranks the listed tiles from their measurements and the space's others by
     extrapolation, so a layer always has candidates of both; kernels ``refused`` (workload name ->
     kernel names that ran on it and did not pass) are left out. A problem no kernel serves is an
@@ -153,9 +153,10 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             why = "; ".join(f"{n} {reason}" for reason, n in (near.most_common(4) + far.most_common(4))[:4])
             raise WorkloadError(workload_file or problem.name, f"no kernel of the space serves {problem.name} "
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
-        chosen = distinct(ranked, top)
-        named = {k.name for _, k in chosen}
-        unranked = frozenset(k.name for _, k in ranked if k.name not in named and unfitted(model, k))
+        # the top of the kernels the model can order; the unfitted ones beside them, not in their place
+        # (their guessed times would push the model's proposals out)
+        unranked = frozenset(k.name for _, k in ranked if unfitted(model, k))
+        chosen = distinct([(ms, k) for ms, k in ranked if k.name not in unranked], top)
         if unranked:
             chosen = sorted(chosen + [(ms, k) for ms, k in ranked if k.name in unranked],
                             key=lambda t: (t[0], t[1].name))
