@@ -53,6 +53,7 @@ from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
 from .families.depthwise_narrow import DepthwiseNarrow
 from .families.gemv import Gemv
+from .families.grouped_direct import GroupedDirect
 from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.grouped_mma import GroupedMma
 from .families.gemv import Gemv
@@ -88,7 +89,7 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow)):
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow, GroupedDirect)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
