@@ -71,10 +71,10 @@ def test_catalog_holds_each_family():
     assert {k.iterator for k in cutlass_depthwise} == {"fixed", "optimized"}
     dw_narrow = [k for k in kernels if k.family == "depthwise_narrow"]
     assert len(dw_narrow) == 7 and {(k.filter, k.vector) for k in dw_narrow} == {(f, v) for f in (3, 5, 7) for v in (1, 2)}
-    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_adapter.h" for k in dw_narrow)
+    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in dw_narrow)
     direct = [k for k in kernels if k.family == "grouped_direct"]
     assert len(direct) == 3 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4)}
-    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "grouped_direct.h" for k in direct)
+    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
     assert len(tensor_grouped) == 139 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \

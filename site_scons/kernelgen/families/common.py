@@ -2,6 +2,8 @@
 entries written for fixed types. (An architecture's tile and cluster checks are its row's, in
 ``targets.py``.)"""
 
+from functools import cached_property
+
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..vocab import DATA_TYPES
@@ -69,3 +71,33 @@ class GroupedKernel:
     def cuda_element(self) -> str:
         """The CUDA toolkit's type of the kernel's element (__half, __nv_bfloat16): its template's T."""
         return DATA_TYPES[self.element].cuda
+
+
+class DirectKernel(GroupedKernel):
+    """What the direct grouped kernels (profiler/direct_conv.h: depthwise_narrow, grouped_direct)
+    declare alike: a family's frozen dataclass adds the fields ``filter`` (R = S), ``vector`` (the
+    channels a thread computes), ``columns`` (its output columns) and ``element``, and ``kernel_type``
+    (the C++ type, direct_conv.h's), ``name_stem`` and ``item_refuses`` (its item's checks)."""
+
+    template = "direct_conv.mako"
+    includes = ("direct_conv.h",)
+    adapter = "kernelgen::DirectOperation"
+    adapter_header = "direct_conv.h"
+
+    @cached_property
+    def name(self) -> str:
+        t = self.element
+        return (f"kernelgen_sm80_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}"
+                f"_v{self.vector}_q{self.columns}")
+
+    def refuses(self, conv) -> str | None:
+        """Why the kernel's can_implement (DirectConv's, then its item's) refuses ``conv``, or None."""
+        if conv.groups < 2 or conv.c % conv.groups or conv.k % conv.groups:
+            return "needs groups (at least 2) dividing C and K"
+        if (conv.r, conv.s) != (self.filter, self.filter):
+            return f"built for {self.filter}x{self.filter} filters"
+        return self.item_refuses(conv)
+
+    def values(self) -> dict:
+        return {"type": self.kernel_type, "element": self.cuda_element(), "filter": self.filter,
+                "vector": self.vector, "columns": self.columns}

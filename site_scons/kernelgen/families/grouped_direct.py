@@ -1,8 +1,8 @@
 """Grouped convolution kernels of any number of channels a group, on the CUDA cores (profiler/
-grouped_direct.h): 1 < groups dividing C and K, NHWC, KRS(C/groups) filters, fp16 or bf16 in and
-out, fp32 accumulation, any padding, stride and dilation: the layers no tensor-core grouped kernel
-serves (RegNet's 48, 56, 112, 120, 168 or 232 channels a group, a depthwise layer's channel
-multiplier K = m*C).
+direct_conv.h: GroupedDirect): 1 < groups dividing C and K, NHWC, KRS(C/groups) filters, fp16 or
+bf16 in and out, fp32 accumulation, any padding, stride and dilation: the layers no tensor-core
+grouped kernel serves (RegNet's 48, 56, 112, 120, 168 or 232 channels a group, a depthwise layer's
+channel multiplier K = m*C).
 
 No shared memory: a thread computes ``columns`` consecutive output columns of one output row for
 ``vector`` output channels of one group (K/groups a multiple of it), summing the group's input
@@ -13,13 +13,12 @@ channels innermost. A spec lists entries of ``filter`` (R = S: 1, 3, 5 or 7), ``
 """
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from .. import spec_schema as S
-from .common import GroupedKernel, expand_fixed_type_entries, fixed_type_family
+from .common import DirectKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "grouped_direct"
-TEMPLATE = "grouped_direct.mako"
+TEMPLATE = DirectKernel.template
 TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
          {"element": "bf16", "accumulator": "f32", "output": "bf16"})
 
@@ -32,37 +31,18 @@ ENTRY = S.Table((
 
 
 @dataclass(frozen=True)
-class GroupedDirect(GroupedKernel):
+class GroupedDirect(DirectKernel):
     family: str
     filter: int
     vector: int
     columns: int
     element: str = "f16"
 
-    template = TEMPLATE
-    includes = ("grouped_direct.h",)
-    adapter = "kernelgen::GroupedDirectOperation"
-    adapter_header = "grouped_direct.h"
+    kernel_type = "GroupedDirect"
+    name_stem = "gconv_direct"
 
-    @cached_property
-    def name(self) -> str:
-        t = self.element
-        return (f"kernelgen_sm80_simt_gconv_direct_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}"
-                f"_v{self.vector}_q{self.columns}")
-
-    def refuses(self, conv) -> str | None:
-        """Why the kernel's can_implement refuses ``conv``, or None."""
-        if conv.groups < 2 or conv.c % conv.groups or conv.k % conv.groups:
-            return "needs groups (at least 2) dividing C and K"
-        if (conv.r, conv.s) != (self.filter, self.filter):
-            return f"built for {self.filter}x{self.filter} filters"
-        if (conv.k // conv.groups) % self.vector:
-            return f"K / groups must be a multiple of {self.vector}"
-        return None
-
-    def values(self) -> dict:
-        return {"element": self.cuda_element(), "filter": self.filter, "vector": self.vector,
-                "columns": self.columns}
+    def item_refuses(self, conv) -> str | None:
+        return f"K / groups must be a multiple of {self.vector}" if (conv.k // conv.groups) % self.vector else None
 
 
 def check(path, entry, kernel) -> None:

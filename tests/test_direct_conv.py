@@ -1,0 +1,234 @@
+"""The direct grouped kernels (profiler/direct_conv.h; site_scons/kernelgen/families/depthwise_narrow.py
+for depthwise layers of C not a multiple of 8, grouped_direct.py for any channels a group): each
+spec refuses what its family cannot build, naming file, entry and key; names say every parameter
+that changes the code; ``serves`` refuses what can_implement refuses and takes any stride, padding
+and dilation; the layers no other kernel serves (ShuffleNetV2's 58 channels, RegNet's 48 and 56
+channels a group) get candidates of these families; one kernel of each compiles for sm_90a through
+the rendering; every kernel's work items, run on the CPU, compute small odd layers; and on a GPU
+every kernel verifies on those layers where it says it serves them and reports the others
+unsupported."""
+
+import subprocess
+
+import pytest
+
+from conftest import ROOT, assert_served_rows_verify, profile_layers, requires_gpu, requires_nvcc
+from kernelgen import candidates, render
+from kernelgen.cost_model import load_model, serves
+from kernelgen.errors import SpecError
+from kernelgen.families.depthwise_narrow import DepthwiseNarrow
+from kernelgen.families.grouped_direct import GroupedDirect
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.specs import load_catalog, load_family
+from kernelgen.workloads import parse_workloads
+
+FAMILIES = ROOT / "kernel_specs" / "families"
+TEMPLATES = ROOT / "kernel_specs" / "templates"
+SPECS = {"depthwise_narrow": FAMILIES / "depthwise_narrow.toml", "grouped_direct": FAMILIES / "grouped_direct.toml"}
+CLASSES = {"depthwise_narrow": DepthwiseNarrow, "grouped_direct": GroupedDirect}
+
+
+def family(tmp_path, kind, entry):
+    path = tmp_path / "family.toml"
+    path.write_text(f'kind = "{kind}"\ndescription = "test"\nelement = "f16"\naccumulator = "f32"\noutput = "f16"\n'
+                    f"kernels = [\n  {entry},\n]\n")
+    return path
+
+
+@pytest.mark.parametrize("kind, entry, key, message", [
+    ("depthwise_narrow", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 3, 5, 7"),
+    ("depthwise_narrow", "{ filter = 3, vector = 4, columns = 2 }", "vector", "4 is not one of 1, 2"),
+    ("depthwise_narrow", "{ filter = 3, vector = 2, columns = 9 }", "columns", "9 is outside [1, 8]"),
+    ("depthwise_narrow", "{ filter = 3, vector = 2 }", "columns", "missing"),
+    ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
+    ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
+    ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
+    ("grouped_direct", "{ filter = 3, vector = 2, columns = 2, rows = 2 }", "rows", "unknown key"),
+])
+def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, kind, entry, key, message):
+    path = family(tmp_path, kind, entry)
+    with pytest.raises(SpecError) as caught:
+        load_family(path)
+    error = caught.value
+    assert (error.path, error.entry, error.key) == (path, "kernels[0]", key)
+    assert message in str(error) and str(path) in str(error) and "\n" not in str(error)
+
+
+def test_names_are_unique_and_say_every_parameter():
+    kernels = [cls("t", f, v, q, element=e) for cls in (DepthwiseNarrow, GroupedDirect) for f in (3, 5, 7)
+               for v in (1, 2) for q in (1, 2, 4, 8) for e in ("f16", "bf16")]
+    assert len({k.name for k in kernels}) == len(kernels)
+    templates = render.lookup(TEMPLATES)
+    types = {render.type_definition(templates, k).replace(k.name, "NAME") for k in kernels}
+    assert len(types) == len(kernels), "two names of one type"
+    assert DepthwiseNarrow("t", 5, 2, 4).name == "kernelgen_sm80_simt_dwconv_narrow_f16nhwc_f16nhwc_f32_f16nhwc_5x5_v2_q4"
+    assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
+
+
+def conv(c=58, r=3, stride=1, dilation=1, groups=None, k=None, pad=1):
+    return Conv2dProblem(2, 14, 14, c, c if k is None else k, r, r, pad, pad, stride, stride, dilation, dilation,
+                         groups=c if groups is None else groups)
+
+
+def test_the_narrow_kernels_serve_depthwise_layers_of_any_even_or_odd_c():
+    pair, single = DepthwiseNarrow("t", 3, 2, 2), DepthwiseNarrow("t", 3, 1, 4)
+    assert serves(pair, conv()) is None and serves(single, conv()) is None
+    assert serves(pair, conv(c=27)) == "C must be a multiple of 2" and serves(single, conv(c=27)) is None
+    for layer in (conv(stride=2), conv(dilation=3, pad=3), conv(pad=0), conv(c=64)):
+        assert serves(pair, layer) is None
+    assert serves(pair, conv(r=5, pad=2)) == "built for 3x3 filters"
+    assert serves(pair, conv(groups=29)) == serves(pair, conv(k=116)) == "a depthwise kernel: needs groups = C = K"
+    assert "not for conv2d_fprop" in serves(pair, conv(groups=1))
+
+
+def test_the_grouped_kernels_serve_any_channels_a_group():
+    four, one = GroupedDirect("t", 3, 4, 2), GroupedDirect("t", 3, 1, 4)
+    for layer in (conv(448, groups=8), conv(336, groups=7), conv(448, groups=8, stride=2),
+                  conv(448, groups=8, dilation=2, pad=2), conv(448, groups=8, pad=0),
+                  conv(96, groups=96, k=384)):  # a depthwise layer's channel multiplier 4
+        assert serves(four, layer) is None and serves(one, layer) is None, layer
+    assert serves(four, conv(54, groups=9)) == "K / groups must be a multiple of 4"  # 6 a group
+    assert serves(one, conv(54, groups=9)) is None
+    assert serves(four, conv(448, groups=8, r=5, pad=2)) == "built for 3x3 filters"
+    assert serves(four, conv(448, groups=6)) == "needs groups (at least 2) dividing C and K"
+
+
+@pytest.mark.parametrize("c, groups, kind", [(58, 58, "depthwise_narrow"), (116, 116, "depthwise_narrow"),
+                                             (432, 9, "grouped_direct"), (448, 8, "grouped_direct")])
+def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, groups, kind):
+    """ShuffleNetV2's depthwise layers (58, 116 channels), RegNetX-3.2GF's and RegNetY-8GF's 48 and
+    56 channels a group: no other kernel serves them; the committed specs' direct kernels do (a
+    depthwise layer: the narrow ones and the grouped one of one output channel a thread), and the
+    build measures them all (families the model has no rows of are measured in full)."""
+    layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, 1, 1, groups=groups)
+    served = [k for k in load_catalog(FAMILIES) if serves(k, layer) is None]
+    assert {k.family for k in served} <= set(SPECS) and any(k.family == kind for k in served)
+    assert all(candidates.unfitted(load_model("nvidia_h200"), k) for k in served)
+
+
+@requires_nvcc
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_one_kernel_compiles_for_sm90a_through_the_rendering(tmp_path, kind):
+    from header_builds import MEASURED_FLAGS
+    from kernelgen.variables import default_cutlass_root
+
+    k = load_family(SPECS[kind])[0]
+    source = tmp_path / "kernel.cu"
+    source.write_text(render.kernel_source(render.lookup(TEMPLATES), k))
+    cutlass = default_cutlass_root()
+    out = subprocess.run(["nvcc", *MEASURED_FLAGS, "-c", f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
+                          "-o", str(tmp_path / "kernel.o"), str(source)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+
+
+# Small odd layers: depthwise of 58, 116, 232 (two channels a thread) and odd C (one), grouped of 48
+# and 6 channels a group, odd channels a group, a depthwise channel multiplier, a 1x1 grouped layer;
+# partial output columns, stride 2, dilation 2, no padding and padding wider than the filter's
+# reach, one image row.
+LAYERS = [
+    "n=3 h=13 w=17 c=58 k=58 r=3 s=3 pad=1 stride=1 groups=58",
+    "n=2 h=15 w=14 c=116 k=116 r=3 s=3 pad=1 stride=2 groups=116",
+    "n=1 h=9 w=11 c=27 k=27 r=3 s=3 pad=2 stride=1 dilation=2 groups=27",
+    "n=2 h=11 w=7 c=30 k=30 r=5 s=5 pad=2 stride=1 groups=30",
+    "n=1 h=12 w=13 c=21 k=21 r=5 s=5 pad=0 stride=2 groups=21",
+    "n=2 h=7 w=9 c=22 k=22 r=7 s=7 pad=3 stride=1 groups=22",
+    "n=1 h=1 w=33 c=10 k=10 r=3 s=3 pad=1 stride=1 groups=10",
+    "n=2 h=6 w=5 c=6 k=6 r=3 s=3 pad=3 stride=1 groups=6",
+    "n=4 h=28 w=28 c=232 k=232 r=3 s=3 pad=1 stride=1 groups=232",
+    "n=2 h=13 w=17 c=96 k=96 r=3 s=3 pad=1 stride=1 groups=2",
+    "n=1 h=9 w=11 c=54 k=54 r=3 s=3 pad=2 stride=1 dilation=2 groups=9",
+    "n=1 h=7 w=9 c=15 k=15 r=3 s=3 pad=1 stride=1 groups=3",
+    "n=2 h=6 w=5 c=24 k=48 r=3 s=3 pad=3 stride=1 groups=24",
+    "n=1 h=12 w=13 c=40 k=40 r=3 s=3 pad=0 stride=2 groups=40",
+    "n=1 h=1 w=33 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=4",
+    "n=2 h=8 w=8 c=32 k=64 r=1 s=1 pad=0 stride=1 groups=4",
+]
+
+
+# The CPU check: each committed kernel's work item (the code the GPU kernel runs for each of its
+# items, host and device code) run over every item of the layers above on the host, against a
+# direct sum in double, from the same fp16 operands.
+CPU_CHECK = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "direct_conv.h"
+
+using kernelgen::Conv2dProblem;
+
+template <typename Kernel, typename Item>
+int check(const Conv2dProblem& p, int groups, const char* kernel) {
+  if (!Kernel::can_implement(p, groups).empty()) return 0;  // not served
+  const int R = p.r, S = p.s, P = p.p(), Q = p.q(), gc = p.c / groups, gk = p.k / groups;
+  std::vector<__half> x(size_t(p.n) * p.h * p.w * p.c), w(size_t(p.k) * R * S * gc), y(size_t(p.n) * P * Q * p.k);
+  unsigned state = 12345u + p.c;
+  auto next = [&] { state = state * 1664525u + 1013904223u; return float(int(state >> 9) % 2001 - 1000) / 1000.0f; };
+  for (auto& v : x) v = __float2half_rn(next());
+  for (auto& v : w) v = __float2half_rn(next());
+  for (auto& v : y) v = __float2half_rn(1e4f);  // every output must be written
+  const kernelgen::direct::Shape shape{P, Q, groups};
+  const long long items = Item::items(p, shape);
+  for (long long i = 0; i < items; ++i) Item::run(p, shape, i, x.data(), w.data(), y.data());
+  double worst = 0;
+  for (int n = 0; n < p.n; ++n)
+    for (int op = 0; op < P; ++op)
+      for (int oq = 0; oq < Q; ++oq)
+        for (int k = 0; k < p.k; ++k) {
+          double sum = 0;
+          const int c0 = (k / gk) * gc;
+          for (int r = 0; r < R; ++r)
+            for (int s = 0; s < S; ++s)
+              for (int ci = 0; ci < gc; ++ci) {
+                const int h = op * p.stride_h - p.pad_h + r * p.dilation_h, col = oq * p.stride_w - p.pad_w + s * p.dilation_w;
+                if (h < 0 || h >= p.h || col < 0 || col >= p.w) continue;
+                sum += double(__half2float(x[((size_t(n) * p.h + h) * p.w + col) * p.c + c0 + ci])) *
+                       __half2float(w[((size_t(k) * R + r) * S + s) * gc + ci]);
+              }
+          const double got = __half2float(y[((size_t(n) * P + op) * Q + oq) * p.k + k]);
+          worst = std::fmax(worst, std::fabs(got - sum) / (1.0 + std::fabs(sum)));
+        }
+  std::printf("%s %d %d %d %d %d %d %g\n", kernel, p.n, p.h, p.w, p.c, p.k, groups, worst);
+  return worst > 2e-3;
+}
+"""
+
+
+@requires_nvcc
+def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
+    """Every committed kernel's items, over every item of each small odd layer it serves, give each
+    output within fp16 rounding of a direct sum: the groups' channels, the padding, stride and
+    dilation, the partial column tiles and the channels a thread computes are right before any GPU
+    runs them (and can_implement serves what ``serves`` says)."""
+    kernels = [k for spec in SPECS.values() for k in load_family(spec)]
+    problems = parse_workloads("".join(f"conv2d_fprop {line}\n" for line in LAYERS))
+    calls = []
+    for problem in problems:
+        c = problem.as_conv()
+        fields = (c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w)
+        for k in kernels:
+            item = f"kernelgen::direct::{'NarrowItem' if k.kernel_type == 'DepthwiseNarrow' else 'GroupedItem'}" \
+                   f"<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}>"
+            calls.append(f"  bad += check<kernelgen::DirectConv<{item}>, {item}>("
+                         f"Conv2dProblem{{{', '.join(map(str, fields))}}}, {c.groups}, \"{k.name}\");")
+    source = tmp_path / "cpu_check.cu"
+    source.write_text(CPU_CHECK + "int main() {\n  int bad = 0;\n" + "\n".join(calls) + "\n  return bad;\n}\n")
+    binary = tmp_path / "cpu_check"
+    out = subprocess.run(["nvcc", "-std=c++17", "-O2", f"-I{ROOT / 'profiler'}", "-o", str(binary), str(source)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+    run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600)
+    checked = {tuple(line.split()[:7]) for line in run.stdout.splitlines()}
+    served = {(k.name, *map(str, (p.as_conv().n, p.as_conv().h, p.as_conv().w, p.as_conv().c, p.as_conv().k,
+                                  p.as_conv().groups)))
+              for p in problems for k in kernels if serves(k, p) is None}
+    assert run.returncode == 0 and checked == served and len(served) >= 40, run.stdout[-5000:] + run.stderr[-2000:]
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
+    kernels = {k.name: k for spec in SPECS.values() for k in load_family(spec)}
+    for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_narrow_*,"
+                                                           "kernelgen_sm80_simt_gconv_direct_*"):
+        assert_served_rows_verify(problem, frame, kernels)
