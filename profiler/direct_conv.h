@@ -11,7 +11,8 @@
 //  - GroupedItem<T, R, S, V, TQ> (kernelgen::GroupedDirect): any channels a group (RegNet's 48, 56,
 //    112, 232; a depthwise layer's channel multiplier K = m*C), K/groups a multiple of V. An item:
 //    TQ output columns of one output row for V output channels of one group, output channels
-//    innermost, summing the group's input channels of each tap.
+//    innermost, summing the group's input channels of each tap (two a 4-byte access where the group
+//    has an even number).
 //
 // An item is host and device code: tests/test_direct_conv.py runs each kernel's items on the CPU.
 // DirectConv<Item> is a kernel type for DirectOperation: can_implement(problem, groups), configure()
@@ -56,6 +57,16 @@ __host__ __device__ __forceinline__ U read(const U* at) {
 #endif
 }
 
+// Two consecutive elements at `at` (4-byte aligned) as floats, in one access.
+template <typename T>
+__host__ __device__ __forceinline__ void pair(const T* at, float (&out)[2]) {
+  const uint32_t bits = read(reinterpret_cast<const unsigned int*>(at));
+  T two[2];
+  memcpy(two, &bits, 4);
+  out[0] = to_float(two[0]);
+  out[1] = to_float(two[1]);
+}
+
 // The sizes an item needs besides the problem's: the output's and the groups.
 struct Shape {
   int P, Q, groups;
@@ -81,15 +92,8 @@ struct NarrowItem {
 
   // V consecutive elements at `at` (4-byte aligned where V = 2) as floats.
   __host__ __device__ static void load(const T* at, float (&out)[V]) {
-    if constexpr (V == 2) {
-      const uint32_t bits = read(reinterpret_cast<const unsigned int*>(at));
-      T pair[2];
-      memcpy(pair, &bits, 4);
-      out[0] = to_float(pair[0]);
-      out[1] = to_float(pair[1]);
-    } else {
-      out[0] = to_float(at[0]);
-    }
+    if constexpr (V == 2) pair(at, out);
+    else out[0] = to_float(at[0]);
   }
 
   __host__ __device__ static void store(T* at, const float (&in)[V]) {
@@ -179,6 +183,23 @@ struct GroupedItem {
       const T* row = x + ((size_t)n * p.h + h) * p.w * p.c + c0;
       for (int s = 0; s < S; ++s) {
         const T* taps = w + ((size_t)k0 * R * S + r * S + s) * group_c;  // filter k0's tap (r, s)
+        if (group_c % 2 == 0) {  // two channels a 4-byte access (the group's first channel and C even)
+          for (int ci = 0; ci < group_c; ci += 2) {
+            float tap[V][2];
+#pragma unroll
+            for (int v = 0; v < V; ++v) pair(taps + (size_t)v * R * S * group_c + ci, tap[v]);
+#pragma unroll
+            for (int j = 0; j < TQ; ++j) {
+              const int col = (q0 + j) * p.stride_w - p.pad_w + s * p.dilation_w;
+              if (col < 0 || col >= p.w) continue;
+              float in[2];
+              pair(row + (size_t)col * p.c + ci, in);
+#pragma unroll
+              for (int v = 0; v < V; ++v) sums[j][v] += in[0] * tap[v][0] + in[1] * tap[v][1];
+            }
+          }
+          continue;
+        }
         for (int ci = 0; ci < group_c; ++ci) {
           float tap[V];
 #pragma unroll
