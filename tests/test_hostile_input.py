@@ -509,6 +509,39 @@ def test_d3_a_selection_after_a_driver_change_is_refused_before_anything_is_lost
         assert text.count(b",590.10,") == 3 and b",580.159.04," not in text
 
 
+def test_d3_rows_of_kernels_no_build_can_hold_are_named_and_their_files_are_to_be_moved_aside(tmp_path, fake_gpu,
+                                                                                             workload_file, monkeypatch):
+    """A refused plan whose old rows are of kernels the checkout no longer has (a family's kernel
+    dropped, renamed): measuring every kernel of those rows cannot be done, so the refusal names
+    them and the files to move aside instead, and loses nothing."""
+    profile_run(tmp_path, workload_file)
+    before = results_of(tmp_path, workload_file)
+    monkeypatch.setenv("FAKE_DRIVER", "590.10")
+    manifest = write_manifest(tmp_path / "kernels.json", {"kernel_a": "aaaa"})
+    asked = []
+
+    def catalog(problems):
+        asked.append(len(problems))
+        return {"kernel_a", "kernel_c"}  # kernel_b is gone
+    message = refused(lambda: profile(manifest, FAKES / "profiler", str(workload_file), tmp_path, tmp_path / "results",
+                                      timeout=20.0, log=lambda m: None, catalog=catalog), KernelgenError,
+                      r"1 of those kernels are no kernel of this checkout \(e\.g\. kernel_b\), so no build can "
+                      r"measure them again: move aside the 2 CSV\(s\) that hold them \(e\.g\. ")
+    assert "KERNELS=@" not in message and asked == [2], "the catalog asked once, for the set's problems"
+    assert not (tmp_path / f"remeasure-{workload_file.stem}.txt").exists()
+    assert results_of(tmp_path, workload_file) == before, "every row is still there"
+
+
+def test_the_profile_command_tells_the_driver_where_the_catalog_is(tmp_path):
+    from kernelgen import commands
+    config = types.SimpleNamespace(profile_timeout=30.0, specs_dir=tmp_path / "specs", spaces_dir=tmp_path / "spaces",
+                             shard=None, gpus=None, profile_args=[], build_path=tmp_path / "build",
+                             results_root=tmp_path / "results")
+    argv = commands.profile_command(config)
+    assert argv[argv.index("--specs") + 1] == str(tmp_path / "specs")
+    assert argv[argv.index("--spaces") + 1] == str(tmp_path / "spaces")
+
+
 def interrupt_after(records: int):
     """A log that interrupts the run (as Ctrl-C would) after ``records`` measured pairs."""
     seen = []

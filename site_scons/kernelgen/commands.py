@@ -248,7 +248,7 @@ def _tool_command(module: str, config: Config, extra: list) -> list:
 
 
 def profile_command(config: Config) -> list:
-    extra = ["--timeout", str(config.profile_timeout)]
+    extra = ["--timeout", str(config.profile_timeout), "--specs", str(config.specs_dir), "--spaces", str(config.spaces_dir)]
     if config.shard is not None:
         extra += ["--shard", f"{config.shard[0]}/{config.shard[1]}"]
     if config.gpus:

@@ -187,6 +187,8 @@ class Runner:
         self.holds_gpu = False
         self.only: set | None = None  # GPUS=: the kernels this process measures (of the manifest's)
         self.remeasure: Path | None = None  # where a refused plan lists the kernels to measure again
+        # the names of every kernel a build of this checkout can hold (called on a refusal only), or None
+        self.catalog = None
 
     @contextlib.contextmanager
     def measuring(self):
@@ -233,12 +235,21 @@ class Runner:
         if losses:
             path, foreign, unmeasured = losses[0]
             more = f" ({len(losses) - 1} more CSV(s) alike)" if len(losses) > 1 else ""
-            again = self._list_remeasure(sorted({row["kernel"] for _, rows, _ in losses for row in rows}))
-            raise KernelgenError(
-                f"{path}: {len(foreign)} row(s) were measured with {_stack(foreign[0])}, and {len(unmeasured)} of "
-                f"their kernels are not in this build (e.g. {unmeasured[0]}){more}; measuring with this stack "
-                f"({_stack(vars(self.device))}) would replace the file and lose them. Nothing was profiled: "
-                f"profile every kernel of those rows ({again}), or move the file aside to keep them")
+            lost = sorted({row["kernel"] for _, rows, _ in losses for row in rows})
+            known = self.catalog() if self.catalog is not None else None
+            gone = [name for name in lost if known is not None and name not in known]
+            stated = (f"{path}: {len(foreign)} row(s) were measured with {_stack(foreign[0])}, and {len(unmeasured)} of "
+                      f"their kernels are not in this build (e.g. {unmeasured[0]}){more}; measuring with this stack "
+                      f"({_stack(vars(self.device))}) would replace the file and lose them. Nothing was profiled: ")
+            if gone:
+                held = sorted({str(p) for p, rows, _ in losses if any(row["kernel"] in gone for row in rows)})
+                raise KernelgenError(
+                    stated + f"{len(gone)} of those kernels are no kernel of this checkout (e.g. {gone[0]}), so no "
+                    f"build can measure them again: move aside the {len(held)} CSV(s) that hold them (e.g. "
+                    f"{held[0]}) to keep their rows, then profile")
+            again = self._list_remeasure(lost)
+            raise KernelgenError(stated + f"profile every kernel of those rows ({again}), or move the file aside to "
+                                 "keep them")
         return states
 
     def _list_remeasure(self, kernels: list) -> str:
@@ -621,7 +632,11 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=prin
 
 
 def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print,
-            resolved_file=None, shard=None, only=None):
+            resolved_file=None, shard=None, only=None, catalog=None):
+    """Measure what the set's CSVs lack of the build's (workload, kernel) pairs. ``catalog``, where
+    given, is a function of the set's problems returning the names of every kernel a build of this
+    checkout can hold: a plan refused for rows of another stack says which of their kernels no build
+    can measure again."""
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     if shard is None:  # a shard's kernels (SHARD=) serve the workloads they serve; the others, other shards
@@ -635,6 +650,8 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
                     list(extra_args), log)
     runner.device = device
     runner.remeasure = Path(manifest_path).with_name(f"remeasure-{set_name}.txt")
+    if catalog is not None:
+        runner.catalog = lambda: catalog(problems)
     device.device = device_label()
     if only is not None:
         runner.only = set(only)
@@ -693,6 +710,8 @@ def main(argv=None) -> int:
     parser.add_argument("--shard", help="i/n: the build holds this shard's kernels only (SHARD=)")
     parser.add_argument("--gpus", help="'all' or indices: one process per GPU, each measuring its share (GPUS=)")
     parser.add_argument("--only", help="a file of the kernels this process measures (one per line)")
+    parser.add_argument("--specs", help="the families' specs (with --spaces: which kernels a build can hold)")
+    parser.add_argument("--spaces", help="the generated spaces' files")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)
     if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
@@ -714,9 +733,14 @@ def main(argv=None) -> int:
                 return profile_on_gpus(gpus, rest, kernels, pairs, log=lambda m: print(m, flush=True))
             os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0][0]
         only = Path(args.only).read_text().split() if args.only else None
+        catalog = None
+        if args.specs and args.spaces:
+            def catalog(problems):
+                from .commands import kernel_catalog
+                return {k.name for k in kernel_catalog(Path(args.specs), Path(args.spaces), problems)}
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
                 args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved,
-                shard=args.shard, only=only)
+                shard=args.shard, only=only, catalog=catalog)
     except NoGpuError as e:
         print(f"scons profile: no CUDA GPU is usable here ({e}). Profiling needs one; "
               "`scons best_kernels.h` builds the header from the results already measured.", file=sys.stderr)
