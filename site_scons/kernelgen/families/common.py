@@ -2,6 +2,7 @@
 entries written for fixed types. (An architecture's tile and cluster checks are its row's, in
 ``targets.py``.)"""
 
+from dataclasses import dataclass
 from functools import cached_property
 
 from .. import spec_schema as S
@@ -73,12 +74,21 @@ class GroupedKernel:
         return DATA_TYPES[self.element].cuda
 
 
+@dataclass(frozen=True)
 class DirectKernel(GroupedKernel):
-    """What the direct grouped kernels (profiler/direct_conv.h: depthwise_narrow, grouped_direct)
-    declare alike: a family's frozen dataclass adds the fields ``filter`` (R = S), ``vector`` (the
-    channels a thread computes), ``columns`` (its output columns) and ``element``, and ``kernel_type``
-    (the C++ type, direct_conv.h's), ``name_stem`` and ``item_refuses`` (its item's checks)."""
+    """A direct grouped kernel (profiler/direct_conv.h: depthwise_narrow, grouped_direct): R = S =
+    ``filter``, ``vector`` channels a thread computes, ``columns`` output columns; a family's
+    subclass gives ``kernel_type`` (the C++ type, direct_conv.h's), ``name_stem`` and
+    ``item_refuses`` (its item's checks)."""
 
+    family: str
+    filter: int
+    vector: int
+    columns: int
+    element: str = "f16"
+
+    types = ({"element": "f16", "accumulator": "f32", "output": "f16"},
+             {"element": "bf16", "accumulator": "f32", "output": "bf16"})  # what direct_conv.h is written for
     template = "direct_conv.mako"
     includes = ("direct_conv.h",)
     adapter = "kernelgen::DirectOperation"

@@ -19,8 +19,7 @@ from .common import DirectKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "grouped_direct"
 TEMPLATE = DirectKernel.template
-TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
-         {"element": "bf16", "accumulator": "f32", "output": "bf16"})
+TYPES = DirectKernel.types
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
@@ -32,12 +31,6 @@ ENTRY = S.Table((
 
 @dataclass(frozen=True)
 class GroupedDirect(DirectKernel):
-    family: str
-    filter: int
-    vector: int
-    columns: int
-    element: str = "f16"
-
     kernel_type = "GroupedDirect"
     name_stem = "gconv_direct"
 
