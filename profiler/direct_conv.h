@@ -72,8 +72,35 @@ struct Shape {
   int P, Q, groups;
 };
 
+// What an item of V output channels by TQ output columns is of a layer of K output channels (items
+// run output channels innermost, then tiles of TQ columns of an output row, then rows, then images):
+// how many the layer has, and where one lies (its first output channel and column, its output row
+// and its image).
+struct Place {
+  int k0, q0, p, n;
+};
+
+template <int V, int TQ>
+struct Items {
+  static long long items(const Conv2dProblem& p, const Shape& shape) {
+    return (long long)p.n * shape.P * ((shape.Q + TQ - 1) / TQ) * (p.k / V);
+  }
+
+  __host__ __device__ static Place place(long long index, int k, const Shape& shape) {
+    const int vectors = k / V, tiles_q = (shape.Q + TQ - 1) / TQ;
+    Place at;
+    at.k0 = int(index % vectors) * V;
+    long long rest = index / vectors;
+    at.q0 = int(rest % tiles_q) * TQ;
+    rest /= tiles_q;
+    at.p = int(rest % shape.P);
+    at.n = int(rest / shape.P);
+    return at;
+  }
+};
+
 template <typename T_, int R, int S, int V, int TQ>
-struct NarrowItem {
+struct NarrowItem : Items<V, TQ> {
   using T = T_;
   static_assert(V == 1 || V == 2, "V channels a thread: 1 or 2");
   static_assert(TQ >= 1 && TQ <= 8, "TQ output columns a thread: 1 to 8");
@@ -84,10 +111,6 @@ struct NarrowItem {
     if (p.c % V != 0) return "C must be a multiple of " + std::to_string(V) + " (" + std::to_string(2 * V) +
                              "-byte accesses along C)";
     return {};
-  }
-
-  static long long items(const Conv2dProblem& p, const Shape& shape) {
-    return (long long)p.n * shape.P * ((shape.Q + TQ - 1) / TQ) * (p.c / V);
   }
 
   // V consecutive elements at `at` (4-byte aligned where V = 2) as floats.
@@ -109,13 +132,8 @@ struct NarrowItem {
 
   __host__ __device__ static void run(const Conv2dProblem& p, const Shape& shape, long long index, const T* x,
                                       const T* w, T* y) {
-    const int groups = p.c / V, tiles_q = (shape.Q + TQ - 1) / TQ;
-    const int c = int(index % groups) * V;
-    long long rest = index / groups;
-    const int q0 = int(rest % tiles_q) * TQ;
-    rest /= tiles_q;
-    const int out_p = int(rest % shape.P);
-    const int n = int(rest / shape.P);
+    const Place at = Items<V, TQ>::place(index, p.k, shape);  // K = C: channel at.k0 reads channel at.k0
+    const int c = at.k0, q0 = at.q0, out_p = at.p, n = at.n;
     float taps[V][R * S];
 #pragma unroll
     for (int v = 0; v < V; ++v) {
@@ -150,7 +168,7 @@ struct NarrowItem {
 };
 
 template <typename T_, int R, int S, int V, int TQ>
-struct GroupedItem {
+struct GroupedItem : Items<V, TQ> {
   using T = T_;
   static_assert(V == 1 || V == 2 || V == 4, "V output channels a thread: 1, 2 or 4");
   static_assert(TQ >= 1 && TQ <= 8, "TQ output columns a thread: 1 to 8");
@@ -161,20 +179,11 @@ struct GroupedItem {
     return {};
   }
 
-  static long long items(const Conv2dProblem& p, const Shape& shape) {
-    return (long long)p.n * shape.P * ((shape.Q + TQ - 1) / TQ) * (p.k / V);
-  }
-
   __host__ __device__ static void run(const Conv2dProblem& p, const Shape& shape, long long index, const T* x,
                                       const T* w, T* y) {
     const int group_c = p.c / shape.groups, group_k = p.k / shape.groups;
-    const int tiles_q = (shape.Q + TQ - 1) / TQ, vectors = p.k / V;
-    const int k0 = int(index % vectors) * V;
-    long long rest = index / vectors;
-    const int q0 = int(rest % tiles_q) * TQ;
-    rest /= tiles_q;
-    const int out_p = int(rest % shape.P);
-    const int n = int(rest / shape.P);
+    const Place at = Items<V, TQ>::place(index, p.k, shape);
+    const int k0 = at.k0, q0 = at.q0, out_p = at.p, n = at.n;
     const int c0 = (k0 / group_k) * group_c;  // the group's first input channel
     float sums[TQ][V] = {};
     for (int r = 0; r < R; ++r) {

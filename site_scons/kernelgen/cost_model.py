@@ -51,12 +51,11 @@ from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
+from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.depthwise_narrow import DepthwiseNarrow
 from .families.gemv import Gemv
 from .families.grouped_direct import GroupedDirect
-from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.grouped_mma import GroupedMma
-from .families.gemv import Gemv
 from .ops import serves as serves_op
 
 # numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
