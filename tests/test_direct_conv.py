@@ -99,11 +99,13 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
     """ShuffleNetV2's depthwise layers (58, 116 channels), RegNetX-3.2GF's and RegNetY-8GF's 48 and
     56 channels a group: no other kernel serves them; the committed specs' direct kernels do (a
     depthwise layer: the narrow ones and the grouped one of one output channel a thread), and the
-    build measures them all (families the model has no rows of are measured in full)."""
+    committed model proposes kernels of these families for them."""
     layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, 1, 1, groups=groups)
-    served = [k for k in load_catalog(FAMILIES) if serves(k, layer) is None]
+    catalog = load_catalog(FAMILIES)
+    served = [k for k in catalog if serves(k, layer) is None]
     assert {k.family for k in served} <= set(SPECS) and any(k.family == kind for k in served)
-    assert all(candidates.unfitted(load_model("nvidia_h200"), k) for k in served)
+    proposal, = candidates.propose([layer], catalog, load_model("nvidia_h200"), 3)
+    assert {k.family for _, k in proposal.ranked} <= set(SPECS) and any(k.family == kind for _, k in proposal.ranked)
 
 
 @requires_nvcc

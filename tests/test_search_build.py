@@ -5,19 +5,24 @@ measured."""
 
 import json
 import os
+from pathlib import Path
 
 import pandas as pd
 
-from kernelgen import results
+from kernelgen import results, units
 from test_hostile_build import LAYERS, fake_build, run  # noqa: F401 (fake_build is a fixture)
 
 SEARCH = ["WORKLOADS=pair", "TOP=2", "SPECS=kernel_specs/families"]
 
 
 def compiled(tools) -> set:
-    """The kernels the fake nvcc compiled."""
-    return {os.path.basename(argv[-1])[:-len(".cu")] for argv in tools.argvs()
-            if "-c" in argv and "/kernels/" in argv[-1]}
+    """The kernels the fake nvcc compiled, alone or in a unit (the kernels its source includes)."""
+    found = set()
+    for argv in tools.argvs():
+        if "-c" in argv and "/kernels/" in argv[-1]:
+            name = os.path.basename(argv[-1])[:-len(".cu")]
+            found.update(units.unit_members(Path(argv[-1]).read_text()) if name.startswith(units.PREFIX) else [name])
+    return found
 
 
 def measured(project) -> pd.DataFrame:
