@@ -17,6 +17,7 @@
 #include "grouped_mma_sliced.h"
 #include "grouped_mma_spread.h"
 #include "grouped_mma_spread_pipelined.h"
+#include "grouped_mma_wide.h"
 #include "kernel_types.h"
 
 namespace {

@@ -191,7 +191,7 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
     source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n'
-                      '#include "grouped_mma_spread.h"\n#include "grouped_mma_spread_pipelined.h"\n\n'
+                      '#include "grouped_mma_spread.h"\n#include "grouped_mma_spread_pipelined.h"\n#include "grouped_mma_wide.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
                       + "\nint main() {\n" + calls + "  return 0;\n}\n")
     build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
@@ -217,7 +217,7 @@ def test_the_registers_the_cost_model_counts_are_those_ptxas_gives(tmp_path):
     for k in load_family(SPEC):
         kernels.setdefault(k.channels_per_group, k)
     source = tmp_path / "registers.cu"
-    source.write_text('#include <cuda_fp16.h>\n#include "grouped_mma.h"\nvoid* kernels_here[] = {\n' + "".join(
+    source.write_text('#include <cuda_fp16.h>\n#include "grouped_mma_wide.h"\nvoid* kernels_here[] = {\n' + "".join(
         f"  (void*)kernelgen::grouped_mma::grouped_mma_kernel<__half, {k.channels_per_group}, {k.stride}, {k.rows}, "
         f"{k.columns}, {'true' if k.window == 'parity' else 'false'}>,\n" for k in kernels.values()) + "};\n")
     out = subprocess.run(["nvcc", "-std=c++17", "-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a",
@@ -273,7 +273,8 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
 # non-square image, padding other than 1, one image row, a slice of the channels a CTA (few tiles,
 # 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64, 768 of 24), an odd
 # number of output rows for the tiles of 8 columns (two rows a 16-pixel tile); groups of 16 in 7, 9
-# and 5 units (the spread kernels of 7, 1, 3 and 5 units a CTA); and 12 channels a group (refused).
+# and 5 units (the spread kernels of 7, 1, 3 and 5 units a CTA); 48 and 56 channels a group (6 and 7
+# units a group, the spread slice one group); and 12 channels a group (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -296,6 +297,10 @@ LAYERS = [
     "n=2 h=7 w=7 c=112 k=112 r=3 s=3 pad=1 stride=1 groups=7",
     "n=1 h=9 w=9 c=144 k=144 r=3 s=3 pad=1 stride=2 groups=9",
     "n=1 h=6 w=10 c=80 k=80 r=3 s=3 pad=1 stride=1 groups=5",
+    "n=2 h=9 w=13 c=96 k=96 r=3 s=3 pad=1 stride=1 groups=2",
+    "n=1 h=7 w=19 c=192 k=192 r=3 s=3 pad=1 stride=2 groups=4",
+    "n=2 h=7 w=7 c=112 k=112 r=3 s=3 pad=1 stride=1 groups=2",
+    "n=1 h=9 w=11 c=168 k=168 r=3 s=3 pad=1 stride=2 groups=3",
 ]
 
 

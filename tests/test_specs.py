@@ -76,14 +76,15 @@ def test_catalog_holds_each_family():
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
-    assert len(tensor_grouped) == 139 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert len(tensor_grouped) == 153 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
         == [20, 20]
-    for schedule in ("spread", "spread_pipelined"):
+    sixteen = {(16, u) for u in (1, 2, 3, 4, 5, 7)}
+    for schedule, count, wide in (("spread", 35, {(48, 6), (56, 7)}), ("spread_pipelined", 30, set())):
         spread = [k for k in tensor_grouped if k.schedule == schedule]
-        assert len(spread) == 30 and {(k.channels_per_group, k.units) for k in spread} == {(16, u) for u in (1, 2, 3, 4, 5, 7)}
-    assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {(4, 1), (4, 2), (8, 1), (8, 2), (16, 1),
-                                                                      (16, 2), (24, 1), (24, 2), (32, 1), (32, 2), (64, 1), (64, 2)}
+        assert len(spread) == count and {(k.channels_per_group, k.units) for k in spread} == sixteen | wide
+    assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {
+        (cg, stride) for cg in (4, 8, 16, 24, 32, 48, 56, 64) for stride in (1, 2)}
     bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
     assert len(bf16) == 15 and {k.family for k in bf16} == {
         "conv2d_fprop_sm90_persistent_bf16", "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16",
@@ -139,9 +140,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 449
-    assert len(select(kernels, "*", parse_arch("90"))) == 308, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 280
+    assert len(select(kernels, "*", parse_arch("90a"))) == 463
+    assert len(select(kernels, "*", parse_arch("90"))) == 322, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 294
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

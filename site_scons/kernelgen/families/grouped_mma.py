@@ -4,7 +4,7 @@ bf16 in and out, fp32 accumulation. A CTA of 8 warps computes ``rows`` output ro
 output columns of one image for all C channels, or a slice of them where the layer has few tiles,
 from its input window in shared memory, ``mma.sync`` m16n8k16 on 16-pixel tiles.
 
-A spec lists entries of ``channels_per_group`` (4, 8, 16, 24, 32 or 64: the layer's C / groups, and its K /
+A spec lists entries of ``channels_per_group`` (4, 8, 16, 24, 32, 48, 56 or 64: the layer's C / groups, and its K /
 groups), ``stride`` (1 or 2), ``rows`` (1, 2, 4 or 8), ``columns`` (16, 32, 48 or 64, or 8 with
 an even number of rows: its 16-pixel mma tiles span two rows of 8, for images 7 or 14 wide) and
 ``window`` ("plain", or at stride 2 "parity": each row of the window keeps its even columns, then
@@ -33,11 +33,12 @@ KIND = "grouped_mma"
 TEMPLATE = "grouped_mma.mako"
 TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
          {"element": "bf16", "accumulator": "f32", "output": "bf16"})
-REGISTERS = {4: 64, 8: 48, 16: 96, 24: 71, 32: 168, 64: 192}  # by channels a group: GroupedMma.registers
+REGISTERS = {4: 64, 8: 48, 16: 96, 24: 71, 32: 168, 48: 128, 56: 180, 64: 192}  # by channels a group: GroupedMma.registers
+WIDE = (48, 56)  # channels a group whose Unit profiler/grouped_mma_wide.h gives
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
-    S.Key("channels_per_group", S.one_of((4, 8, 16, 24, 32, 64))),
+    S.Key("channels_per_group", S.one_of((4, 8, 16, 24, 32, 48, 56, 64))),
     S.Key("stride", S.one_of((1, 2))),
     S.Key("rows", S.one_of((1, 2, 4, 8))),
     S.Key("columns", S.one_of((8, 16, 32, 48, 64))),
@@ -68,13 +69,14 @@ class GroupedMma(GroupedKernel):
 
     @property
     def includes(self) -> tuple:
+        wide = ("grouped_mma_wide.h",) if self.channels_per_group in WIDE else ()
         if self.schedule == "pipelined":
-            return ("grouped_mma_pipelined.h",)
+            return ("grouped_mma_pipelined.h",) + wide
         if self.schedule == "spread":
-            return ("grouped_mma_spread.h",)
+            return ("grouped_mma_spread.h",) + wide
         if self.schedule == "spread_pipelined":
-            return ("grouped_mma_spread_pipelined.h",)
-        return ("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)
+            return ("grouped_mma_spread_pipelined.h",) + wide
+        return (("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)) + wide
 
     @property
     def buffers(self) -> int:
