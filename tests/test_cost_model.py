@@ -105,6 +105,19 @@ def test_features_count_waves_on_the_sms(catalog):
     assert deep[iterations] == 3072 // 64 and deep[cost_model.FEATURES.index("tiles")] == 1
 
 
+def test_a_conv_kernel_walks_each_taps_channels_in_k_tiles_of_their_own(catalog):
+    """An implicit GEMM's K iterations are each filter tap's channels (a group's) in K tiles: a 3x3
+    layer of 32 channels under a K tile of 64 takes 9 iterations, as many as one of 64 channels (not
+    288 / 64 rounded up, 5), and a K tile of 32 takes 9 too; a 1x1 layer counts C in K tiles."""
+    iterations = cost_model.FEATURES.index("iterations")
+    kernel = next(k for k in catalog.values() if type(k).__name__ == "Conv2dFpropSm90Persistent" and k.tile[2] == 64)
+    def count(c, r=3, groups=1):
+        layer = Conv2dProblem(1, 16, 16, c, 64, r, r, r // 2, r // 2, groups=groups)
+        return cost_model.features(kernel, layer, 132)[iterations]
+    assert count(32) == count(64) == 9 and count(128) == 18 and count(96) == 18
+    assert count(32, r=1) == 1 and count(192, r=1) == 3
+
+
 def test_a_stream_k_tile_shared_by_several_ctas_counts_the_partials_its_last_cta_reads(catalog):
     """Stream-K on a layer of few tiles and deep K shares each tile's K iterations out: the CTA that
     finishes a tile reads the fp32 partials of the others (wide_resnet50_2 at batch 1: its 3x3

@@ -255,7 +255,12 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     if isinstance(kernel, Conv2dFpropSm90Transposed):
         m, n = n, m
     tiles = math.ceil(m / tm) * math.ceil(n / tn)
-    iterations = math.ceil(k / tk)
+    if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels):
+        # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
+        # under a K tile of 64 is half a tile a tap, as many iterations as C = 64
+        iterations = conv.r * conv.s * math.ceil(conv.c // conv.groups / tk)
+    else:
+        iterations = math.ceil(k / tk)
     cluster = cm * cn
     slots = max(cluster, sms // cluster * cluster) * per_sm
     pieces = 1  # the CTAs that share a tile's K iterations
