@@ -2,8 +2,8 @@
 for depthwise layers of C not a multiple of 8, grouped_direct.py for any channels a group): each
 spec refuses what its family cannot build, naming file, entry and key; names say every parameter
 that changes the code; ``serves`` refuses what can_implement refuses and takes any stride, padding
-and dilation; the layers no other kernel serves (ShuffleNetV2's 58 channels, RegNet's 112 and 120
-channels a group) get candidates of these families; one kernel of each compiles for sm_90a through
+and dilation; the layers no other kernel serves (ShuffleNetV2's 58 channels, groups of 12 and 20
+channels) get candidates of these families; one kernel of each compiles for sm_90a through
 the rendering; every kernel's work items, run on the CPU, compute small odd layers; and on a GPU
 every kernel verifies on those layers where it says it serves them and reports the others
 unsupported."""
@@ -94,10 +94,10 @@ def test_the_grouped_kernels_serve_any_channels_a_group():
 
 
 @pytest.mark.parametrize("c, groups, kind", [(58, 58, "depthwise_narrow"), (116, 116, "depthwise_narrow"),
-                                             (360, 3, "grouped_direct"), (448, 4, "grouped_direct")])
+                                             (36, 3, "grouped_direct"), (240, 12, "grouped_direct")])
 def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, groups, kind):
-    """ShuffleNetV2's depthwise layers (58, 116 channels), RegNetX-8GF's and RegNetY-16GF's 120 and
-    112 channels a group: no other kernel serves them; the committed specs' direct kernels do (a
+    """ShuffleNetV2's depthwise layers (58, 116 channels), groups of 12 and 20 channels (neither a
+    tensor-core kernel's group nor a multiple of 8): no other kernel serves them; the committed specs' direct kernels do (a
     depthwise layer: the narrow ones and the grouped one of one output channel a thread), and the
     committed model proposes kernels of these families for them."""
     layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, 1, 1, groups=groups)

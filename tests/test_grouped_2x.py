@@ -13,7 +13,7 @@ from kernelgen.errors import SpecError
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
 
-SPECS = [ROOT / "kernel_specs" / "families" / f"conv2d_fprop_sm80_grouped{s}.toml" for s in ("", "_narrow")]
+SPECS = [ROOT / "kernel_specs" / "families" / f"conv2d_fprop_sm80_grouped{s}.toml" for s in ("", "_narrow", "_wide")]
 FIRST = '{ threadblock = [64, 32, 32], warps = [2, 1, 1], stages = 4, group_mode = "multiple", iterator = "analytic" }'
 FAMILY = f"""\
 kind = "conv2d_fprop_grouped_2x"
@@ -36,6 +36,8 @@ tiles = [
     ("stages = 4", "stages = 1", "tiles[0]", "stages", "outside [2, 10]"),
     ("[64, 32, 32]", "[64, 48, 32]", "tiles[0]", "threadblock", "the tile's N 48 is not a power of two"),
     ("warps = [2, 1, 1]", "warps = [3, 1, 1]", "tiles[0]", "warps", "3 warps along M do not divide"),
+    ("[64, 32, 32], warps = [2, 1, 1]", "[128, 16, 32], warps = [4, 1, 1]", "tiles[0]", "threadblock",
+     "the filter tile of 16x32 is 64 accesses of 8 elements, fewer than the 128 threads"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, entry, key, message):
     path = tmp_path / "family.toml"
@@ -70,9 +72,14 @@ def test_each_mode_serves_the_groups_its_tiles_hold():
     depthwise = Conv2dProblem(32, 56, 56, 256, 256, 3, 3, 1, 1, groups=256)
     assert "not for conv2d_fprop" in serves(kernel("single", 32), dense)
     assert serves(kernel("multiple", 32, 4), depthwise) == "C/groups = 1 is not a multiple of the alignment 4"
+    # the wide groups no tile of 32 divides: RegNetX-3.2GF's 48, RegNetY-8GF's 56, RegNetX-8GF's 120
+    for c, groups, n in ((192, 4, 16), (448, 8, 8), (720, 6, 8)):
+        layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, groups=groups)
+        assert serves(kernel("single", 32), layer) is not None and serves(kernel("single", n), layer) is None
 
 
-# Small odd grouped layers: groups of 4, 8, 16, 24, 32 and 64 channels, partial tiles, stride 2,
+# Small odd grouped layers: groups of 4, 8, 16, 24, 32, 48, 56, 64 and 120 channels (a group's channels
+# not a multiple of the tile's K: the filter's past the group read as zeros), partial tiles, stride 2,
 # a non-square image, K/groups other than C/groups.
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=16",
@@ -82,6 +89,9 @@ LAYERS = [
     "n=1 h=6 w=7 c=128 k=128 r=3 s=3 pad=1 stride=2 groups=4",
     "n=2 h=5 w=9 c=256 k=128 r=1 s=1 groups=8",
     "n=1 h=9 w=9 c=128 k=128 r=3 s=3 pad=1 stride=1 groups=2",
+    "n=2 h=7 w=9 c=96 k=96 r=3 s=3 pad=1 stride=1 groups=2",
+    "n=1 h=9 w=10 c=240 k=240 r=3 s=3 pad=1 stride=2 groups=2",
+    "n=1 h=6 w=6 c=112 k=112 r=3 s=3 pad=1 stride=1 groups=2",
 ]
 
 
