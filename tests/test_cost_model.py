@@ -116,6 +116,13 @@ def test_a_conv_kernel_walks_each_taps_channels_in_k_tiles_of_their_own(catalog)
         return cost_model.features(kernel, layer, 132)[iterations]
     assert count(32) == count(64) == 9 and count(128) == 18 and count(96) == 18
     assert count(32, r=1) == 1 and count(192, r=1) == 3
+    whole = next(k for k in catalog.values() if type(k).__name__ == "Conv2dFpropGrouped2x"
+                 and k.group_mode == "multiple" and k.threadblock[1:] == (64, 32))
+    def walked(groups):  # one wave of 4 tiles of 64 pixels by 64 output channels
+        return cost_model.features(whole, Conv2dProblem(1, 8, 8, 256, 256, 3, 3, 1, 1, groups=groups), 132)[iterations]
+    # 8 channels a group: a CTA's 8 groups in turn, 9 taps each (72); 64 a group: 9 taps of 2 K tiles (18)
+    assert walked(32) == 4 * walked(4), "each of its groups in turn"
+    assert f"{cost_model.group(whole)}:group_mode=multiple" in cost_model.attributes(whole, 0.05)
 
 
 def test_a_stream_k_tile_shared_by_several_ctas_counts_the_partials_its_last_cta_reads(catalog):

@@ -259,6 +259,9 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
         # under a K tile of 64 is half a tile a tap, as many iterations as C = 64
         iterations = conv.r * conv.s * math.ceil(conv.c // conv.groups / tk)
+        per_group = conv.k // conv.groups
+        if isinstance(kernel, Conv2dFpropGrouped2x) and kernel.group_mode == "multiple" and per_group < tn:
+            iterations *= tn // per_group  # a CTA of whole groups walks each group's channels in turn
     else:
         iterations = math.ceil(k / tk)
     cluster = cm * cn
@@ -392,6 +395,8 @@ def _kernel_attributes(kernel) -> list:
                 f"{name}:thread={kernel.thread_rows}x{kernel.columns}", f"{name}:stages={kernel.stages}"]
         if kernel.loader == "tma":
             out += [f"{name}:loader=tma", f"{name}:threads={kernel.threads}"]
+    if isinstance(kernel, Conv2dFpropGrouped2x):
+        out.append(f"{name}:group_mode={kernel.group_mode}")
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
                 f"{name}:schedule={kernel.schedule}"]
