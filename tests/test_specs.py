@@ -78,7 +78,7 @@ def test_catalog_holds_each_family():
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
-    assert len(tensor_grouped) == 153 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert len(tensor_grouped) == 161 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
         == [20, 20]
     sixteen = {(16, u) for u in (1, 2, 3, 4, 5, 7)}
@@ -142,9 +142,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 468
-    assert len(select(kernels, "*", parse_arch("90"))) == 327, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 299
+    assert len(select(kernels, "*", parse_arch("90a"))) == 476
+    assert len(select(kernels, "*", parse_arch("90"))) == 335, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 307
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
