@@ -266,6 +266,25 @@ def test_a_fit_recovers_the_constants_it_was_made_from(catalog):
     assert worst < 0.02
 
 
+def test_a_kernels_own_bias_on_other_layers_carries_to_a_layer_it_has_not_run(catalog):
+    """Rows made from the model's constants, one kernel of the same tile as the others 1.5 times
+    slower on every layer it ran: fitted without one of its layers, the model predicts it slower
+    there too (its own correction), and its tile-mates no slower."""
+    kernels = [k for k in catalog.values() if type(k).__name__ == "GemmSm90" and k.scheduler == "default"]
+    slow = kernels[0]
+    mates = [k for k in kernels[1:] if cost_model._kernel_attributes(k)[1:] == cost_model._kernel_attributes(slow)[1:]]
+    problems = [GemmProblem(m, n, k) for m in (256, 4096, 50176) for n in (64, 512, 2048) for k in (64, 1024)]
+    theta = np.array([0.15, 0.002, 0.01, 0.5, 0.02, 0.1, 2.5])
+    def ms(k, p):
+        return float(cost_model.features(k, p, 132) @ theta) / 1e3 * (1.5 if k is slow else 1.0)
+    held = problems[5]
+    samples = [(k, p, ms(k, p)) for k in kernels for p in problems if not (k is slow and p is held)]
+    model = cost_model.fit(samples, GPU, 132)
+    assert f"kernel={slow.name}" in cost_model.attributes(slow, 0.05)
+    assert model.predict(slow, held) / ms(slow, held) == pytest.approx(1.0, abs=0.15)
+    assert all(model.predict(k, held) / ms(k, held) == pytest.approx(1.0, abs=0.15) for k in mates)
+
+
 def test_the_committed_model_is_the_fit_of_the_committed_measurements(samples):
     """kernel_specs/models/nvidia_h200.json is what `python -m kernelgen.cost_model fit` writes today."""
     committed = cost_model.load_model(GPU)

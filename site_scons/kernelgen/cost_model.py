@@ -379,7 +379,9 @@ def _regime(base_ms: float) -> str:
 def _attributes_in(kernel, regime: str) -> list:
     """``attributes`` of ``kernel`` on a layer of ``regime``."""
     out = _kernel_attributes(kernel)
-    return out + [f"{a}|{regime}" for a in out]
+    # and the kernel's own, in every regime: its bias on the rows of other layers carries to a layer
+    # it has not run (a fused variant has its own, its epilogue costing it what it costs)
+    return out + [f"{a}|{regime}" for a in out] + [f"kernel={kernel.name}"]
 
 
 def _kernel_attributes(kernel) -> list:
@@ -492,7 +494,7 @@ class Model:
             total = common
             for a in out:
                 total += get(f"{a}|{label}", 0.0)
-            corrections[label] = total
+            corrections[label] = total + get(f"kernel={kernel.name}", 0.0)
         return (_tiling(kernel), self.theta.get(theta_group(kernel), self.fallback), kernel.name, corrections)
 
     def to_json(self) -> str:
@@ -589,15 +591,14 @@ def _fit_corrections(model: Model, samples: list) -> dict:
     ones = [sorted({index[a] for a in attrs}) for attrs, _ in rows]  # the row's columns that are 1
     row_of = np.repeat(np.arange(len(rows)), [len(c) for c in ones])
     column_of = np.fromiter((j for c in ones for j in c), dtype=np.intp, count=len(row_of))
-    x = np.zeros((len(rows), len(names)))
-    x[row_of, column_of] = 1.0
     y = np.array([r for _, r in rows])
     penalty = np.array([RIDGE * 1e-3 if a.startswith("group=") else RIDGE for a in names])
-    # x.T @ x of a 0/1 matrix counts the rows two attributes share: whole numbers, exact in any
-    # order of summation, so counted directly (x.T @ y is not, and stays the product it is)
+    # x (rows by attributes, 0/1) is never made: with each kernel's own attribute it would hold
+    # thousands of columns. x.T @ x counts the rows two attributes share (whole numbers, exact in
+    # any order of summation); x.T @ y sums each attribute's rows' y, in the rows' order.
     pairs = np.concatenate([np.add.outer(np.array(c) * len(names), c).ravel() for c in ones])
     gram = np.bincount(pairs, minlength=len(names) ** 2).reshape(len(names), len(names)).astype(float)
-    beta = np.linalg.solve(gram + np.diag(penalty), x.T @ y)
+    beta = np.linalg.solve(gram + np.diag(penalty), np.bincount(column_of, weights=y[row_of], minlength=len(names)))
     return {a: round(float(b), 6) for a, b in zip(names, beta) if abs(b) > 1e-6}
 
 
