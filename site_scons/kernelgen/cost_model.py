@@ -368,7 +368,7 @@ REGIMES = ((0.005, "tiny"), (0.02, "small"), (0.1, "mid"), (math.inf, "large")) 
 def attributes(kernel, base_ms: float) -> list:
     """The attributes a correction is fitted for: the group, tile extents, cluster, epilogue
     subtile (as a fraction of the tile's N), source, store depth, launch; each also within the layer's
-    regime of size (a tile that wins large layers may lose small ones)."""
+    regime of size (a tile that wins large layers may lose small ones); and the kernel itself."""
     return _attributes_in(kernel, _regime(base_ms))
 
 
