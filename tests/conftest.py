@@ -185,6 +185,21 @@ def assert_served_rows_verify(problem, frame, kernels: dict) -> None:
             assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
 
 
+def assert_family_refused(path, entry, key, message) -> None:
+    """Loading the family spec ``path`` raises one SpecError, of one line, naming the file, the
+    entry (``kernels[0]``, ``tiles[0]``, None for the family's own keys) and the key, and saying
+    ``message``."""
+    from kernelgen.errors import SpecError
+    from kernelgen.specs import load_family
+
+    with pytest.raises(SpecError) as caught:
+        load_family(path)
+    error = caught.value
+    assert (error.path, error.entry, error.key) == (path, entry, key)
+    assert message in str(error) and str(path) in str(error)
+    assert "\n" not in str(error), "one line"
+
+
 @pytest.fixture
 def workload_file(tmp_path) -> Path:
     path = tmp_path / "two.txt"
