@@ -280,6 +280,8 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 48, 32], warps = [1, 4, 1]"),
      "tiles[1]", "warps", "warp tile 12 along N is not a multiple"),
     (SM80.replace("[64, 64, 32]", "[64, 64]"), "tiles[1]", "threadblock", "list of 3 integers"),
+    (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 16, 32], warps = [4, 1, 1]"), "tiles[1]", "threadblock",
+     "the filter tile of 16x32 is 64 accesses of 8 elements, fewer than the 128 threads"),
     (SM80.replace("[8]", "[8, 3]"), None, "alignments", "power of two"),
     (SM80.replace("[8]", "[16]"), None, "alignments", "at most 128 bits"),
     (SM80.replace('element = "f16"', 'element = "f16>; int x; using y = <f16"'), None, "element", "is not one of"),

@@ -108,6 +108,12 @@ def _check_tile(path, entry, fam, tile):
     threads = 32 * warps[0] * warps[1] * warps[2]
     if threads > 1024:
         raise SpecError(path, f"{threads} threads exceed 1024 per threadblock", entry, "warps")
+    for alignment in fam["alignments"]:  # CUTLASS's thread maps give each thread at least one access
+        for operand, rows in (("filter", tb[1]), ("activation", tb[0])):
+            accesses = rows * tb[2] // alignment
+            if accesses < threads:
+                raise SpecError(path, f"the {operand} tile of {rows}x{tb[2]} is {accesses} accesses of {alignment} "
+                                f"elements, fewer than the {threads} threads", entry, "threadblock")
     size = DATA_TYPES[fam["element"]].bits // 8
     smem = tile["stages"] * (tb[0] + tb[1]) * tb[2] * size
     arch = TARGETS[fam["arch"]]

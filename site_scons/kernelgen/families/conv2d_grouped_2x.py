@@ -99,13 +99,6 @@ def expand(path, raw: dict) -> list:
         if n & (n - 1):
             raise SpecError(path, f"the tile's N {n} is not a power of two: CUTLASS's grouped kernels compute wrong "
                             "results with it", entry, "threadblock")
-        threads = 32 * tile["warps"][0] * tile["warps"][1] * tile["warps"][2]
-        for alignment in fam["alignments"]:  # CUTLASS's thread maps give each thread at least one access
-            for operand, rows in (("filter", n), ("activation", tile["threadblock"][0])):
-                if rows * tile["threadblock"][2] // alignment < threads:
-                    raise SpecError(path, f"the {operand} tile of {rows}x{tile['threadblock'][2]} is "
-                                    f"{rows * tile['threadblock'][2] // alignment} accesses of {alignment} elements, fewer "
-                                    f"than the {threads} threads", entry, "threadblock")
         if tile["group_mode"] == "multiple" and tile["iterator"] != "analytic":
             raise SpecError(path, "whole groups a CTA (group_mode multiple) take the analytic iterator only",
                             entry, "iterator")
