@@ -63,10 +63,8 @@ def test_catalog_holds_each_family():
     assert len(depthwise) == 64 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
     assert sum(k.loader == "tma" for k in depthwise) == 28 and all(k.arch == 90 for k in depthwise if k.loader == "tma")
     grouped = [k for k in kernels if k.family.startswith("conv2d_fprop_sm80_grouped")]
-    assert len(grouped) == 15 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
-    assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("single", "analytic"),
-                                                             ("multiple", "analytic")}
-    assert {k.threadblock[1] for k in grouped if k.family.endswith("_wide")} == {8, 16}
+    assert len(grouped) == 10 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
+    assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
     assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
     cutlass_depthwise = [k for k in kernels if k.family == "depthwise_cutlass"]
     assert len(cutlass_depthwise) == 6 and {k.op for k in cutlass_depthwise} == {"conv2d_fprop_grouped"}
@@ -142,9 +140,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 476
-    assert len(select(kernels, "*", parse_arch("90"))) == 335, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 307
+    assert len(select(kernels, "*", parse_arch("90a"))) == 471
+    assert len(select(kernels, "*", parse_arch("90"))) == 330, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 302
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

@@ -4,7 +4,8 @@ reading its C/groups channels, as ResNeXt and RegNet have them).
 
 A spec gives the element types, the mma.sync instruction shape, the alignments to try and a list
 of tiles, each with its ``group_mode``: ``single`` (a CTA computes part of one group: K/groups a
-multiple of the tile's N; the ``optimized`` or the ``analytic`` iterator) or ``multiple`` (a CTA
+multiple of the tile's N, C/groups a multiple of the tile's K, the tile's N at least its K; the
+``optimized`` or the ``analytic`` iterator) or ``multiple`` (a CTA
 computes several whole groups: the tile's N a multiple of K/groups; ``analytic`` only, as CUTLASS
 has it). C/groups must be a multiple of the alignment, and the tile's N a power of two (with N =
 48 the kernels compile and compute wrong results). Each tile x alignment is one kernel.
@@ -79,6 +80,10 @@ class Conv2dFpropGrouped2x(Conv2dFprop2x):
             return f"K is not a multiple of {min(self.alignment, 8)}"
         if self.group_mode == "single" and per_group_k % tile_n:
             return f"one group a CTA: K/groups = {per_group_k} is not a multiple of the tile's N {tile_n}"
+        if self.group_mode == "single" and per_group_c % self.threadblock[2]:
+            # CUTLASS accepts the layer, and its results are wrong (measured: groups of 48 and 56
+            # under tiles of K 32 and 64, every row incorrect)
+            return f"one group a CTA: C/groups = {per_group_c} is not a multiple of the tile's K {self.threadblock[2]}"
         if self.group_mode == "multiple" and tile_n % per_group_k:
             return f"whole groups a CTA: the tile's N {tile_n} is not a multiple of K/groups = {per_group_k}"
         return None
