@@ -48,6 +48,22 @@ def _compile_site_scons() -> None:
 _compile_site_scons()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """Where Python writes no bytecode, pytest writes no rewritten test module either (the asserts
+    it explains), and each worker rewrote every test module again on each run (a second and more of
+    each worker's start): a module's rewritten bytecode is written, as its collection imports it, to
+    tests/__pycache__, where pytest takes it from while its source is unchanged (as it would
+    without PYTHONDONTWRITEBYTECODE)."""
+    if not (sys.flags.dont_write_bytecode and isinstance(collector, pytest.Module)):
+        return (yield)
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = True
+
+
 def pytest_sessionfinish(session):
     """The helper process of tests/scons_runs.py, where this process started one, ends with the session."""
     runs = sys.modules.get("scons_runs")
