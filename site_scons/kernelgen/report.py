@@ -6,6 +6,7 @@
 
 import argparse
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,12 +35,14 @@ def layer(problem) -> str:
 def choices_table(frame, problems, best) -> str:
     lines = [f"| # | {conv2d_fprop.TABLE_HEADING} | kernel | ms | TFLOP/s | ok / candidates |",
              "|---|---|---|---|---|---|"]
+    # each workload's rows and ok rows, counted in one pass (not a mask of the frame per workload)
+    workloads = frame["workload"].tolist()
+    rows = Counter(workloads)
+    ok = Counter(w for w, status in zip(workloads, frame["status"].tolist()) if status == "ok")
     for i, (problem, row) in enumerate(zip(problems, best.itertuples(index=False))):
-        rows = frame[frame["workload"] == problem.name]
-        ok = int((rows["status"] == "ok").sum())
         tflops = problem.flops / (row.runtime_ms * 1e9)
         lines.append(f"| {i} | {layer(problem)} | `{row.kernel}` | {row.runtime_ms:.4f} | {tflops:.0f} | "
-                     f"{ok} / {len(rows)} |")
+                     f"{ok[problem.name]} / {rows[problem.name]} |")
     total = best["runtime_ms"].sum()
     lines.append(f"| sum | | | {total:.3f} | | |")
     return "\n".join(lines)
