@@ -24,7 +24,7 @@ import pandas as pd
 from . import inputs, outputs, render, results
 from .errors import ResultsError
 from .fusion import epilogue_cpp
-from .ops import OPS, check_header_keys, check_served, serves
+from .ops import OPS, check_header_keys, check_served, kernel_ops, serves
 from .targets import TARGETS
 from .vocab import DATA_TYPES, VERIFY_TOLERANCE, verify_tolerance
 
@@ -123,9 +123,14 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
     positions = frame.groupby("workload", sort=False).indices  # workload -> its rows' positions, in order
     columns = {c: frame[c].tolist() for c in ("kernel", "kernel_hash", "status", "rel_l2_error", "rel_max_error",
                                               "runtime_ms")}
+    served = {}  # what ``serves`` decides by (the problem's kernel ops, its dtype) -> those of ``every`` it lets in
     for problem in problems:
         if kernels_by_name is not None:
-            hashes = {n: h for n, h in every.items() if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
+            key = (tuple(kernel_ops(problem)), problem.dtype)
+            hashes = served.get(key)
+            if hashes is None:
+                hashes = served[key] = {n: h for n, h in every.items()
+                                        if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
         where = positions.get(problem.name, [])
         source = frame["source"].iloc[where[:1]].iloc[0]  # (IndexError where the workload has no row)
         wanted = results.measured_with(measured_with, problem.name, (columns["kernel"][i] for i in where))
