@@ -51,6 +51,7 @@ from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
+from .families.depthwise_mma import DepthwiseMma
 from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.depthwise_narrow import DepthwiseNarrow
 from .families.gemv import Gemv
@@ -88,7 +89,7 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow, GroupedDirect)):
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow, GroupedDirect, DepthwiseMma)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
@@ -244,7 +245,7 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
     memory, (m, n, k), mflop_per_sm, conv = layer
     if tiling is None:
-        if isinstance(kernel, (Depthwise, DepthwiseCutlass, GroupedMma)) and conv is not None:
+        if isinstance(kernel, (Depthwise, DepthwiseCutlass, GroupedMma, DepthwiseMma)) and conv is not None:
             return _direct_features(kernel, conv, memory, sms)
         if isinstance(kernel, Gemv):
             return _gemv_features(kernel, m, n, k, memory, sms)
@@ -320,6 +321,13 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
         per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
         flops, loads = tp * tq * tc * kernel.filter ** 2 * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
+    elif isinstance(kernel, DepthwiseMma):
+        # its multiply-adds on tensor cores: 16 input columns for 8 outputs a filter row
+        tp, tq, tc = kernel.rows, kernel.columns, 8 * kernel.channel_vectors
+        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
+        per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
+        flops = tp * tq * tc * kernel.filter * 16 * 2
+        loads = kernel.window()[0] * kernel.window()[1] * tc * size
     elif isinstance(kernel, DepthwiseCutlass):
         (tp, tq), tc = kernel.tile, kernel.groups
         stride, dilation = (conv.stride_h, conv.stride_w), (conv.dilation_h, conv.dilation_w)
@@ -397,6 +405,9 @@ def _kernel_attributes(kernel) -> list:
                 f"{name}:thread={kernel.thread_rows}x{kernel.columns}", f"{name}:stages={kernel.stages}"]
         if kernel.loader == "tma":
             out += [f"{name}:loader=tma", f"{name}:threads={kernel.threads}"]
+    if isinstance(kernel, DepthwiseMma):
+        out += [f"{name}:tile={kernel.rows}x{kernel.columns}x{8 * kernel.channel_vectors}",
+                f"{name}:threads={kernel.threads}", f"{name}:stages={kernel.stages}"]
     if isinstance(kernel, Conv2dFpropGrouped2x):
         out.append(f"{name}:group_mode={kernel.group_mode}")
     if isinstance(kernel, GroupedMma):
