@@ -67,10 +67,6 @@ class DepthwiseMma(GroupedKernel):
         stage = -(-rows * columns * self.channel_vectors * 16 // 1024) * 1024
         return 1024 + self.stages * stage + -(-self.channel_vectors * 8 * self.filter ** 2 * 2 // 16) * 16
 
-    def units(self) -> int:
-        """Units of two output rows by 8 columns a tile has (8 an mma tile)."""
-        return self.rows // 2 * (self.columns // 8)
-
     def registers(self) -> int:
         """About: 8 channels' B fragments (2 a filter row), their 32 sums, two window rows' A
         registers and four 16-byte loads, and indices (ptxas: 255 for 7x7, a few bytes spilled)."""
