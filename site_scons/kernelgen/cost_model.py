@@ -606,9 +606,16 @@ def _fit_corrections(model: Model, samples: list) -> dict:
     penalty = np.array([RIDGE * 1e-3 if a.startswith("group=") else RIDGE for a in names])
     # x (rows by attributes, 0/1) is never made: with each kernel's own attribute it would hold
     # thousands of columns. x.T @ x counts the rows two attributes share (whole numbers, exact in
-    # any order of summation); x.T @ y sums each attribute's rows' y, in the rows' order.
-    pairs = np.concatenate([np.add.outer(np.array(c) * len(names), c).ravel() for c in ones])
-    gram = np.bincount(pairs, minlength=len(names) ** 2).reshape(len(names), len(names)).astype(float)
+    # any order of summation), made from the distinct rows, each counted as often as it occurs
+    # (tens of thousands of samples have a few thousand distinct rows); x.T @ y sums each
+    # attribute's rows' y, in the rows' order.
+    counts = {}
+    for c in ones:
+        key = tuple(c)
+        counts[key] = counts.get(key, 0) + 1
+    pairs = np.concatenate([np.add.outer(np.array(c) * len(names), c).ravel() for c in counts])
+    weights = np.repeat(np.array(list(counts.values()), dtype=float), [len(c) ** 2 for c in counts])
+    gram = np.bincount(pairs, weights=weights, minlength=len(names) ** 2).reshape(len(names), len(names))
     beta = np.linalg.solve(gram + np.diag(penalty), np.bincount(column_of, weights=y[row_of], minlength=len(names)))
     return {a: round(float(b), 6) for a, b in zip(names, beta) if abs(b) > 1e-6}
 
