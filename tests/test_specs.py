@@ -78,11 +78,11 @@ def test_catalog_holds_each_family():
     dw_mma = [k for k in kernels if k.family == "depthwise_mma"]
     assert len(dw_mma) == 19 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
-    assert len(tensor_grouped) == 161 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert len(tensor_grouped) == 164 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
         == [20, 20]
     sixteen = {(16, u) for u in (1, 2, 3, 4, 5, 7)}
-    for schedule, count, wide in (("spread", 35, {(48, 6), (56, 7)}), ("spread_pipelined", 30, set())):
+    for schedule, count, wide in (("spread", 38, {(48, 6), (56, 7)}), ("spread_pipelined", 30, set())):
         spread = [k for k in tensor_grouped if k.schedule == schedule]
         assert len(spread) == count and {(k.channels_per_group, k.units) for k in spread} == sixteen | wide
     assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {
@@ -142,9 +142,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 490
-    assert len(select(kernels, "*", parse_arch("90"))) == 349, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 302
+    assert len(select(kernels, "*", parse_arch("90a"))) == 493
+    assert len(select(kernels, "*", parse_arch("90"))) == 352, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 305
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
