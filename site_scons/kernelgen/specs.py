@@ -9,9 +9,14 @@ from . import inputs
 from .errors import InputError, SpecError, shorten
 from .families import FAMILIES
 from .spec_schema import shown
+from .targets import TARGETS
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+_FAMILIES_LOADED = {}  # (path, text) -> the kernels load_family made of them (a run loads each file many times)
+_FAMILIES_KEPT = 256
 
 
 def load_family(path: Path) -> list:
@@ -23,12 +28,26 @@ def load_family(path: Path) -> list:
         text = inputs.read_text(path)
     except InputError as e:
         raise SpecError(path, f"cannot read: {e.detail}") from None
+    # The kernels are frozen descriptors made from the path, the text and the architectures' table
+    # (kernelgen.targets, which the checks read): the same file read again (the same text) against
+    # the same table gives the same kernels; a changed file, or table, is expanded again.
+    key = (str(path), text, repr(TARGETS))
+    kernels = _FAMILIES_LOADED.get(key)
+    if kernels is None:
+        kernels = _expand(path, text)
+        if len(_FAMILIES_LOADED) >= _FAMILIES_KEPT:
+            _FAMILIES_LOADED.pop(next(iter(_FAMILIES_LOADED)))
+        _FAMILIES_LOADED[key] = kernels
+    return list(kernels)
+
+
+def _expand(path: Path, text: str) -> tuple:
     raw = parse_toml(path, text)
     kind = raw.get("kind")
     if not isinstance(kind, str) or kind not in FAMILIES:
         raise SpecError(path, f"unknown kind {shown(kind)} (known: {', '.join(sorted(FAMILIES))})", None, "kind")
     try:
-        return FAMILIES[kind].expand(path, raw)
+        return tuple(FAMILIES[kind].expand(path, raw))
     except RecursionError:
         raise SpecError(path, "values nested too deeply") from None
 
