@@ -33,8 +33,9 @@ def catalog(config: Config) -> list:
     return kernel_catalog(config.specs_dir, None if config.top == "listed" else config.spaces_dir, config.problems)
 
 
-_CATALOG = [None, None]  # kernel_catalog's last key and its kernels: one build's catalog at a time
-_BASE = [None, None, {}]  # the last files' key, their kernels, and those kernels' fused variants by epilogue
+_BASE = [None, None, {}, {}]  # the last files' key, their kernels, those kernels' fused variants by epilogue, and
+# the catalogs made of them by the epilogues of a set (the committed sets have about a dozen combinations)
+_CATALOGS_KEPT = 16
 
 
 def kernel_catalog(specs_dir, spaces_dir, problems) -> list:
@@ -50,16 +51,20 @@ def kernel_catalog(specs_dir, spaces_dir, problems) -> list:
     except OSError:
         files = None  # a file that went away: load_catalog or load_space says which
     base_key = (tuple(map(str, folders)), files)
-    key = (base_key, tuple(epilogues(problems)))
-    if files is None or key != _CATALOG[0]:
-        if files is None or base_key != _BASE[0]:
-            listed = load_catalog(specs_dir)
-            base = listed if spaces_dir is None else merged(listed, load_space(spaces_dir))
-            if files is None:
-                return with_fused(base, problems)
-            _BASE[:] = [base_key, base, {}]
-        _CATALOG[:] = [key, with_fused(_BASE[1], problems, _BASE[2])]
-    return list(_CATALOG[1])
+    if files is None or base_key != _BASE[0]:
+        listed = load_catalog(specs_dir)
+        base = listed if spaces_dir is None else merged(listed, load_space(spaces_dir))
+        if files is None:
+            return with_fused(base, problems)
+        _BASE[:] = [base_key, base, {}, {}]
+    key = tuple(epilogues(problems))
+    made = _BASE[3].get(key)
+    if made is None:
+        made = with_fused(_BASE[1], problems, _BASE[2])
+        if len(_BASE[3]) >= _CATALOGS_KEPT:
+            _BASE[3].pop(next(iter(_BASE[3])))
+        _BASE[3][key] = made
+    return list(made)
 
 
 def did_not_compile_text(config: Config, name: str) -> str:
