@@ -28,6 +28,22 @@ def _worker_temporary_folder() -> None:
 
 
 _MACHINE_TEMPORARY_FOLDER = Path(tempfile.gettempdir())  # the machine's, before the worker's replaces it
+
+
+def _session_shared_folder() -> None:
+    """A folder the session's processes share (what tests/header_builds.py compiles once for all
+    of pytest-xdist's workers): made by the process that starts the workers, which inherit its name
+    (KERNELGEN_TESTS_SHARED), and removed as it exits."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import atexit
+
+    folder = tempfile.mkdtemp(prefix=f"kernelgen-tests-{os.getuid()}-shared-")
+    os.environ["KERNELGEN_TESTS_SHARED"] = folder
+    atexit.register(shutil.rmtree, folder, True)
+
+
+_session_shared_folder()
 _worker_temporary_folder()
 
 

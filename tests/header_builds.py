@@ -7,11 +7,16 @@ runs meanwhile on the other core.
 """
 
 import atexit
+import fcntl
+import hashlib
+import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from conftest import ROOT
@@ -32,10 +37,8 @@ def session_dir() -> Path:
 
 
 def _clean_up():
-    for process, _ in _state.get("jobs", {}).values():
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    for job in _state.get("jobs", {}).values():
+        job.stop()
     shutil.rmtree(_state["dir"], ignore_errors=True)
 
 
@@ -73,9 +76,85 @@ def committed_header() -> Path:
     return _state["committed"]
 
 
-def start(name: str, directory: Path, source_name: str, source: str, flags, output=None, more_sources=None) -> None:
+# The kernel the launcher programs of several modules link (tests/test_launcher.py's SM80: a CUTLASS
+# 2.x conv through the generic adapter), as the library's build compiles its profiler source, to the
+# end of the device front end; its host code with -ftrapv, so that a signed int overflow in the
+# adapter or in CUTLASS's host code aborts the program (tests/test_hostile_launcher.py's rows ask
+# for it; in the others' programs an overflow aborts as well).
+def sm80_flags() -> list:
+    return [*MEASURED_FLAGS, "-fdevice-syntax-only", "-Xcompiler", "-ftrapv", f"-I{ROOT / 'profiler'}"]
+
+
+def shared_folder() -> Path:
+    """A folder of the test session's, shared by pytest-xdist's workers (tests/conftest.py makes it
+    and names it in KERNELGEN_TESTS_SHARED; without it, this process's own)."""
+    shared = os.environ.get("KERNELGEN_TESTS_SHARED")
+    return Path(shared) if shared and Path(shared).is_dir() else session_dir()
+
+
+def shared_object(source_name: str, source: str, flags) -> Path:
+    """`source` compiled (nvcc -c, with `flags`) once per test session, whichever worker asks
+    first: the others wait for it (a lock of the source and flags) and link the same object (about
+    7 s of nvcc for a CUTLASS kernel, which three programs link)."""
+    folder = shared_folder()
+    key = hashlib.sha256(json.dumps([source_name, source, list(flags)]).encode()).hexdigest()[:20]
+    obj = folder / f"{key}.o"
+    with open(folder / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not obj.exists():
+            directory = folder / key
+            directory.mkdir(exist_ok=True)
+            (directory / source_name).write_text(source)
+            out = subprocess.run(nvcc_command(directory, source_name, flags), capture_output=True, text=True,
+                                 timeout=900)
+            assert out.returncode == 0, out.stdout + out.stderr[-5000:]
+            os.replace(directory / (source_name + ".o"), obj)
+    return obj
+
+
+class _Job:
+    """A compile in the background: the shared objects it links made first (shared_object), then
+    its nvcc run."""
+
+    def __init__(self, command: list, objects, log: Path):
+        self.log, self.returncode, self.process, self._stopped = log, None, None, False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, args=(command, objects), daemon=True)
+        self._thread.start()
+
+    def _run(self, command, objects):
+        with open(self.log, "w") as f:
+            try:
+                command = [*command, *(str(make()) for make in objects)]
+            except BaseException as e:
+                f.write(f"a shared object did not compile: {e}\n")
+                self.returncode = 1
+                return
+            with self._lock:
+                if self._stopped:
+                    return
+                self.process = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT)
+            self.returncode = self.process.wait()
+
+    def wait(self, timeout):
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.stop()
+            self._thread.join()
+
+    def stop(self):
+        with self._lock:
+            self._stopped = True
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(name: str, directory: Path, source_name: str, source: str, flags, output=None, more_sources=None,
+          objects=()) -> None:
     """Starts compiling `source` in the background (once per session under `name`), with
-    `more_sources` (file name -> text, or None for a file already there) linked to it."""
+    `more_sources` (file name -> text, or None for a file already there) and the objects that
+    `objects` (functions that give an object's path) give linked to it."""
     jobs = _state.setdefault("jobs", {})
     if name in jobs:
         return
@@ -84,20 +163,14 @@ def start(name: str, directory: Path, source_name: str, source: str, flags, outp
         if text is not None:
             (directory / other).write_text(text)
     command = nvcc_command(directory, source_name, flags, output, list(more_sources or {}))
-    log = directory / f"{name}.log"
-    with open(log, "w") as f:
-        jobs[name] = (subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT), log)
+    jobs[name] = _Job(command, objects, directory / f"{name}.log")
 
 
 def result(name: str, timeout=900) -> tuple:
     """(exit status, output) of the compile started under `name`, once it has finished."""
-    process, log = _state["jobs"][name]
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    return process.returncode, log.read_text()
+    job = _state["jobs"][name]
+    job.wait(timeout)
+    return job.returncode, job.log.read_text()
 
 
 # A consumer of the committed header alone: its lookups and the launcher's declarations; it needs
@@ -208,9 +281,19 @@ int main(int argc, char** argv) {
 POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
 
 
+def sm80_object() -> Path:
+    """tests/test_launcher.py's SM80 kernel's profiler source compiled (sm80_flags), once a session."""
+    from test_launcher import CATALOG, SM80, TEMPLATES
+    from kernelgen import render
+
+    return shared_object(f"kernel_{SM80}.cu", render.kernel_source(render.lookup(TEMPLATES), CATALOG[SM80]),
+                         sm80_flags())
+
+
 def launcher_header() -> Path:
     """The folder of the launcher set's header files (a 3x3 layer, a 1x1 layer, a GEMM, a strided
-    1x1 layer), with kernel_<name>.cu, each chosen kernel's profiler source, beside them."""
+    1x1 layer), with kernel_<name>.cu, the pointwise kernel's profiler source, beside them (the
+    SM80 kernel's is sm80_object's)."""
     from test_launcher import CATALOG, SM80, TEMPLATES, header  # its set
 
     directory = session_dir() / "launcher"
@@ -219,9 +302,8 @@ def launcher_header() -> Path:
         header(directory, [SM80, POINTWISE, SM80, SM80])
         from kernelgen import render
 
-        for name in (SM80, POINTWISE):
-            (directory / "out" / f"kernel_{name}.cu").write_text(render.kernel_source(render.lookup(TEMPLATES),
-                                                                                     CATALOG[name]))
+        (directory / "out" / f"kernel_{POINTWISE}.cu").write_text(render.kernel_source(render.lookup(TEMPLATES),
+                                                                                      CATALOG[POINTWISE]))
     return directory / "out"
 
 
@@ -238,4 +320,4 @@ def start_compiles() -> None:
     directory = launcher_header()
     start("launcher", directory, "launcher.cu", LAUNCHER, [*MEASURED_FLAGS, "-fdevice-syntax-only", "-I", str(ROOT / "profiler")],
           output="launcher", more_sources={name: None for name in ["best_kernels_launcher.cu"] + sorted(
-              p.name for p in directory.glob("kernel_*.cu"))})
+              p.name for p in directory.glob("kernel_*.cu"))}, objects=[sm80_object])
