@@ -238,7 +238,7 @@ def read_columns(path, gpu: str | None = None) -> dict | None:
 
 
 _VALIDATED = {}  # CSV text -> (its validated columns, the line of each row)
-_KEPT, _KEPT_CHARACTERS = 64, 64 * 2**20  # what is kept at most
+_KEPT, _KEPT_CHARACTERS = 4096, 64 * 2**20  # what is kept at most (the committed results: 1,202 files, 21 MB)
 
 
 def _parse(text: str, path) -> tuple[list, list, list]:
