@@ -255,7 +255,8 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         tk = k = -(-_few_channels_columns(kernel, conv) // 16) * 16  # the layer's, in MMA k-steps of 16
     if isinstance(kernel, Conv2dFpropSm90Transposed):
         m, n = n, m
-    tiles = math.ceil(m / tm) * math.ceil(n / tn)
+    # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
+    tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(n / tn) // cn) * cn
     if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels):
         # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
         # under a K tile of 64 is half a tile a tap, as many iterations as C = 64
