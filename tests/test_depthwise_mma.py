@@ -93,7 +93,6 @@ def test_every_kernel_computes_odd_layers_exactly_on_a_cpu_model_of_its_warps(tm
                             str(tmp_path / "model"), str(ROOT / "tests" / "depthwise_mma_model.cu")],
                            capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-5000:]
-    checked = 0
     for problem in parse_workloads("".join(f"conv2d_fprop {line}\n" for line in LAYERS)):
         out = subprocess.run([str(tmp_path / "model"), *map(str, (problem.n, problem.h, problem.w, problem.c,
                                                                   problem.r, problem.pad_h))],
@@ -103,8 +102,6 @@ def test_every_kernel_computes_odd_layers_exactly_on_a_cpu_model_of_its_warps(tm
         assert sorted(tuple(map(int, shape)) for *shape, _ in lines) == [s for s in shapes if s[0] == problem.r]
         for *shape, worst in lines:
             assert float(worst) == 0, (problem.name, shape, worst)
-        checked += len(lines)
-    assert checked == sum(len([s for s in shapes if s[0] == f]) for f in (7, 7, 7, 5, 5, 3, 3, 3))
 
 
 @requires_gpu

@@ -328,7 +328,8 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
         per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
         flops = tp * tq * tc * kernel.filter * 16 * 2
-        loads = kernel.window()[0] * kernel.window()[1] * tc * size
+        rows, columns = kernel.window()
+        loads = rows * columns * tc * size
     elif isinstance(kernel, DepthwiseCutlass):
         (tp, tq), tc = kernel.tile, kernel.groups
         stride, dilation = (conv.stride_h, conv.stride_w), (conv.dilation_h, conv.dilation_w)
