@@ -45,6 +45,7 @@ from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels
 from .families.conv2d_sm90 import Conv2dFpropSm90
+from .families.conv2d_sm90_grouped import STREAMS as GROUPED_STREAMS, Conv2dFpropSm90Grouped
 from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
 from .families.conv2d_sm90_persistent import Conv2dFpropSm90Persistent
 from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
@@ -89,7 +90,8 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow, GroupedDirect, DepthwiseMma)):
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow, GroupedDirect, DepthwiseMma,
+                           Conv2dFpropSm90Grouped)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
@@ -257,6 +259,12 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         m, n = n, m
     # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
     tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(n / tn) // cn) * cn
+    launches = 1.0
+    if isinstance(kernel, Conv2dFpropSm90Grouped) and conv is not None:
+        # a dense convolution a group: each group's K/groups output channels tiled on their own,
+        # the groups' launches GROUPED_STREAMS at a time
+        tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(conv.k // conv.groups / tn) // cn) * cn * conv.groups
+        launches = float(math.ceil(conv.groups / GROUPED_STREAMS))
     if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels):
         # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
         # under a K tile of 64 is half a tile a tap, as many iterations as C = 64
@@ -292,7 +300,7 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         waves * per_sm,
         busiest * per_sm,
         memory,
-        1.0,
+        launches,
     ]
 
 

@@ -33,14 +33,21 @@ INCLUDES = (  # in this order: convnd_problem_shape.hpp needs cute, the builders
     "cutlass/conv/kernel/conv_universal.hpp",
 )
 
-FAMILY = S.Table((
-    *family_keys(KIND),
-    S.Key("schedule", S.choice(SM90_CONV_SCHEDULES)),
-    S.Key("epilogue", S.choice(SM90_EPILOGUE_SCHEDULES)),
-    S.Key("stages", S.integer(0, 8), 0),  # 0: as many as fit in shared memory
-    S.Key("tiles", S.list_of(S.int_tuple(3, 8, 256))),
-    S.Key("clusters", S.list_of(S.int_tuple(3, 1, 8))),
-))
+
+
+def family_table(kind: str) -> S.Table:
+    """The spec of a family of ConvUniversal kernels of ``kind``: types, schedules, tiles x clusters."""
+    return S.Table((
+        *family_keys(kind),
+        S.Key("schedule", S.choice(SM90_CONV_SCHEDULES)),
+        S.Key("epilogue", S.choice(SM90_EPILOGUE_SCHEDULES)),
+        S.Key("stages", S.integer(0, 8), 0),  # 0: as many as fit in shared memory
+        S.Key("tiles", S.list_of(S.int_tuple(3, 8, 256))),
+        S.Key("clusters", S.list_of(S.int_tuple(3, 1, 8))),
+    ))
+
+
+FAMILY = family_table(KIND)
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,10 @@ def _check_tile(path, entry, fam, tile):
                             f"of shared memory, more than SM90's {TARGETS[90].shared_memory}", None, "stages")
 
 
-def expand(path, raw: dict) -> list:
-    fam = FAMILY.read(path, raw)
+def expand(path, raw: dict, family: S.Table = FAMILY, cls=None) -> list:
+    """The kernels of a spec: one ``cls`` (default Conv2dFpropSm90) a tile x cluster."""
+    cls = cls or Conv2dFpropSm90
+    fam = family.read(path, raw)
     if DATA_TYPES[fam["element"]].bits != 16:
         raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
     for i, tile in enumerate(fam["tiles"]):
@@ -139,7 +148,7 @@ def expand(path, raw: dict) -> list:
     for i, cluster in enumerate(fam["clusters"]):
         TARGETS[90].check_cluster(path, f"clusters[{i}]", cluster)
     return [
-        Conv2dFpropSm90(
+        cls(
             family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
             output=fam["output"], schedule=fam["schedule"], epilogue=fam["epilogue"],
             stages=fam["stages"], tile=tile, cluster=cluster)
