@@ -26,6 +26,7 @@ GEMV_32 = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows2_threads128_unroll2
 GEMV_32_NARROW = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows2_threads64_unroll2_vec2"
 GEMV_LANES = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows4_threads128_unroll2_lanesm"
 GEMV_LANES_NARROW = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows2_threads256_unroll4_vec2_lanesm"
+GEMV_LANES_1024 = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows1_threads1024_unroll2_lanesm"  # 32 warps a CTA
 SPLIT_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_splitk2"
               "_warpspecialized_cooperative_epi_tma")
 STREAM_K_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_stream_k"
@@ -106,6 +107,8 @@ SMALL = {
     GEMV_LANES_NARROW: ({"conv2d_fprop n=32 h=1 w=1 c=222 k=888 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=30 k=120 r=1 s=1",
                          "gemm m=31 n=3 k=2", "gemm m=32 n=9 k=2050"},
                         {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "must be even"}),
+    GEMV_LANES_1024: ({"conv2d_fprop n=32 h=1 w=1 c=3024 k=308 r=1 s=1", "gemm m=17 n=7 k=24", "gemm m=32 n=3 k=8200"},
+                      {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=84 k=336 r=1 s=1": "multiple of 8"}),
     SPLIT_GEMM: ({"conv2d_fprop n=1 h=7 w=7 c=2048 k=512 r=1 s=1", "gemm m=256 n=4096 k=4096", "gemm m=3 n=200 k=136"},
                  {"conv2d_fprop n=1 h=7 w=7 c=512 k=512 r=3 s=3 pad=1": "not a GEMM"}),
     STREAM_K_GEMM: ({"conv2d_fprop n=1 h=14 w=14 c=1024 k=256 r=1 s=1", "gemm m=1 n=1000 k=2048"}, {}),

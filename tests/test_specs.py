@@ -96,9 +96,9 @@ def test_catalog_holds_each_family():
         "conv2d_fprop_sm90_halo_bf16", "conv2d_fprop_sm90_pointwise_bf16"}
     assert all(k.output == "bf16" and "bf16" in k.name and "f16_" not in k.name.replace("bf16", "") for k in bf16)
     gemv = [k for k in kernels if k.family == "gemv"]
-    assert len(gemv) == 24 and {k.max_m for k in gemv} == {1, 2, 4, 8, 32} and {k.op for k in gemv} == {"gemm"}
-    assert sorted(k.vector for k in gemv) == [2] * 9 + [8] * 15
-    assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 6
+    assert len(gemv) == 30 and {k.max_m for k in gemv} == {1, 2, 4, 8, 32} and {k.op for k in gemv} == {"gemm"}
+    assert sorted(k.vector for k in gemv) == [2] * 12 + [8] * 18
+    assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 12
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
@@ -145,9 +145,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 509
-    assert len(select(kernels, "*", parse_arch("90"))) == 352, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 305
+    assert len(select(kernels, "*", parse_arch("90a"))) == 515
+    assert len(select(kernels, "*", parse_arch("90"))) == 358, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 311
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
