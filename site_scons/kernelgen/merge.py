@@ -8,7 +8,9 @@ is replaced only by a row measured later (``measured_at``). Nothing else of RESU
 
 The roots must be shards of one build: rows of one set and GPU from two roots that name different
 code for a kernel (``kernel_hash``) or a different software stack or timing (driver, CUDA,
-CUTLASS, timing) are refused, naming both roots, before anything is written."""
+CUTLASS, timing) are refused, naming both roots, before anything is written. So are rows whose GPU,
+software stack or timing differ from those of the rows RESULTS already holds for their set and GPU
+(the reducer takes a set's rows from one stack only: ``reduce.load_set``), naming a file of each."""
 
 from pathlib import Path
 
@@ -88,8 +90,39 @@ def check_one_build(sources: list) -> None:
                                              "one build")
 
 
+def _provenance(path: Path, gpu: str) -> tuple | None:
+    """The provenance (``results.PROVENANCE``) of the first row of the CSV ``path``; None if it has none."""
+    columns = results.read_columns(path, gpu)
+    if not columns or not columns["workload"]:
+        return None
+    return tuple(str(columns[c][0]) for c in results.PROVENANCE)
+
+
+def check_destination(sources: list, results_root: Path) -> None:
+    """Refuse rows measured on another GPU, software stack or timing than the rows ``results_root``
+    holds for their set and GPU (its first CSV's), before anything is written."""
+    held = {}  # (set, gpu) -> (provenance, its file) or None
+    for source in sources:
+        for set_name, gpu, path in csvs_of(source):
+            if (set_name, gpu) not in held:
+                folder = results_root / set_name / gpu
+                present = [p for p in sorted(folder.glob("*.csv")) if p.name not in SKIPPED] if folder.is_dir() else []
+                held[(set_name, gpu)] = next(((pv, p) for p in present if (pv := _provenance(p, gpu))), None)
+            if held[(set_name, gpu)] is None:
+                continue
+            (theirs, their_file), columns = held[(set_name, gpu)], results.read_columns(path, gpu) or {}
+            for row in zip(*(columns.get(c, ()) for c in results.PROVENANCE)):
+                mine = tuple(map(str, row))
+                if mine != theirs:
+                    raise KernelgenError(f"{shorten(str(source))}: {set_name}/{gpu}/{shorten(path.name)} holds rows "
+                                         f"measured with {', '.join(mine)}, but RESULTS' {shorten(their_file.name)} with "
+                                         f"{', '.join(theirs)}: a set's rows must come from one GPU, software stack and "
+                                         "timing; profile the set again instead")
+
+
 def merge(sources: list, results_root: Path, log=print) -> None:
     check_one_build(sources)
+    check_destination(sources, results_root)
     files = added = replaced = 0
     for source in sources:
         for set_name, gpu, path in csvs_of(source):
