@@ -1,11 +1,10 @@
-// profiler/depthwise_mma.h's and depthwise_mma_half.h's kernels run on the CPU: every tile, warp,
-// mma tile and filter row of a layer, with the kernels' own index functions (depthwise_mma::unit,
-// swizzled, first_column, second_column, a_registers, b_fragment; swizzled_half and
-// a_registers_half where a warp takes 4 channels) on a window laid out as the tensor copy's swizzle
+// profiler/depthwise_mma.h's kernels run on the CPU: every tile, warp, mma tile and filter row of a
+// layer, with the kernels' own index functions (depthwise_mma::unit, swizzled, first_column,
+// second_column, a_registers, b_fragment) on a window laid out as the tensor copy's swizzle
 // lays it out, and mma.sync m16n8k16 as the PTX ISA defines it from the lanes' registers, against a
 // plain depthwise convolution of the same operands (small integers: every sum exact in float).
 // tests/test_depthwise_mma.py compiles it with a header (shapes.h) defining SHAPES(X), X(R, S, TP, TQ,
-// CB, WARPS, CW) for each kernel shape (CW: channels a warp, 8 or 4), and reads one line a shape:
+// CB, WARPS) for each kernel shape, and reads one line a shape:
 // the largest difference from the reference (0 when the kernel is right).
 //
 //   depthwise_mma_model N H W C R PAD    (R = S: the shapes of that filter only)
@@ -14,7 +13,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "depthwise_mma_half.h"
+#include "depthwise_mma.h"
 #include "shapes.h"
 
 namespace {
@@ -57,7 +56,7 @@ void mma(float (&d)[32][4], const uint32_t (&a)[32][4], const uint32_t (&b)[32][
 }
 
 // The layer by the kernel of this shape; the largest difference from the reference.
-template <int R, int S, int TP, int TQ, int CB, int WARPS, int CW>
+template <int R, int S, int TP, int TQ, int CB, int WARPS>
 float run(int N, int H, int W, int C, int pad) {
   using Sh = dm::Shape<R, S, TP, TQ, CB, 2, WARPS * 32>;
   const int P = H + 2 * pad - R + 1, Q = W + 2 * pad - S + 1;
@@ -83,15 +82,15 @@ float run(int N, int H, int W, int C, int pad) {
           std::vector<uint16_t> taps(size_t(CB) * 8 * R * S, 0);
           for (int c = 0; c < CB * 8 && c_base + c < C; ++c)
             for (int rs = 0; rs < R * S; ++rs) taps[size_t(c) * R * S + rs] = w[size_t(c_base + c) * R * S + rs];
-          constexpr int kSlots = CB * 8 / CW;  // (vector, part) pairs a tile has
+          constexpr int CW = 8;  // channels a warp: one channel vector
           for (int warp = 0; warp < WARPS; ++warp) {
-            const int slot = warp % kSlots, vector = slot * CW / 8, part = slot % (8 / CW);
+            const int vector = warp % CB;
             uint32_t b[32][CW][R][2];
             for (int lane = 0; lane < 32; ++lane)
               for (int k = 0; k < CW; ++k)
                 for (int r = 0; r < R; ++r)
-                  dm::b_fragment<S>(&taps[(size_t(slot * CW + k) * R + r) * S], lane / 4, lane % 4, b[lane][k][r]);
-            for (int m = warp / kSlots; m < Sh::kMmaTiles; m += WARPS / kSlots) {
+                  dm::b_fragment<S>(&taps[(size_t(vector * CW + k) * R + r) * S], lane / 4, lane % 4, b[lane][k][r]);
+            for (int m = warp / CB; m < Sh::kMmaTiles; m += WARPS / CB) {
               float acc[CW][32][4] = {};
               uint32_t lo[32][CW], hi[32][CW];
               dm::Unit units[32] = {};
@@ -99,15 +98,8 @@ float run(int N, int H, int W, int C, int pad) {
                 const int g = lane / 4, t = lane % 4;
                 const int base = window_row * Sh::kInQ + units[lane].x0;
                 const int first = base + dm::first_column(g, t), second = base + dm::second_column(g, t);
-                if constexpr (CW == 8) {
-                  auto load = [&](int pixel) { return *reinterpret_cast<const uint4*>(&window[dm::swizzled<CB>(pixel, vector)]); };
-                  dm::a_registers(load(first), load(second), load(first + 8), load(second + 8), g, l, h);
-                } else {
-                  auto load = [&](int pixel) {
-                    return *reinterpret_cast<const uint2*>(&window[dm::swizzled_half<CB>(pixel, vector, part)]);
-                  };
-                  dm::a_registers_half(load(first), load(second), load(first + 8), load(second + 8), g, l, h);
-                }
+                auto load = [&](int pixel) { return *reinterpret_cast<const uint4*>(&window[dm::swizzled<CB>(pixel, vector)]); };
+                dm::a_registers(load(first), load(second), load(first + 8), load(second + 8), g, l, h);
               };
               for (int lane = 0; lane < 32; ++lane) {
                 const int index = m * 8 + lane / 4;
@@ -129,7 +121,7 @@ float run(int N, int H, int W, int C, int pad) {
                   for (int k = 0; k < CW; ++k) lo[lane][k] = lo1[lane][k], hi[lane][k] = hi1[lane][k];
               }
               for (int lane = 0; lane < 32; ++lane) {
-                const int index = m * 8 + lane / 4, t = lane % 4, c = c_base + slot * CW;
+                const int index = m * 8 + lane / 4, t = lane % 4, c = c_base + vector * CW;
                 if (index >= Sh::kUnits || c >= C) continue;
                 for (int e = 0; e < 4; ++e) {
                   const int py = p0 + units[lane].py + e / 2, qx = q0 + units[lane].x0 + 2 * t + e % 2;
@@ -167,9 +159,9 @@ int main(int argc, char** argv) {
   }
   const int N = std::atoi(argv[1]), H = std::atoi(argv[2]), W = std::atoi(argv[3]), C = std::atoi(argv[4]),
             filter = std::atoi(argv[5]), pad = std::atoi(argv[6]);
-#define RUN(R, S, TP, TQ, CB, WARPS, CW) \
-  if (R == filter)                        \
-    std::printf("%d %d %d %d %d %d %d %g\n", R, S, TP, TQ, CB, WARPS, CW, run<R, S, TP, TQ, CB, WARPS, CW>(N, H, W, C, pad));
+#define RUN(R, S, TP, TQ, CB, WARPS) \
+  if (R == filter)                    \
+    std::printf("%d %d %d %d %d %d %g\n", R, S, TP, TQ, CB, WARPS, run<R, S, TP, TQ, CB, WARPS>(N, H, W, C, pad));
   SHAPES(RUN)
   return 0;
 }

@@ -32,11 +32,7 @@ kernels = [
     ("{ filter = 7, rows = 8, columns = 12, channel_vectors = 4 }", "columns",
      "columns 12: a tile is blocks of 8 output columns"),
     ("{ filter = 7, rows = 8, columns = 16, channel_vectors = 8, threads = 128 }", "channel_vectors",
-     "4 warps do not divide among 8 channel vectors of 1 part(s)"),
-    ("{ filter = 7, rows = 8, columns = 16, channel_vectors = 4, threads = 128, channels_per_warp = 4 }",
-     "channel_vectors", "4 warps do not divide among 4 channel vectors of 2 part(s)"),
-    ("{ filter = 7, rows = 8, columns = 16, channel_vectors = 4, channels_per_warp = 2 }", "channels_per_warp",
-     "2 is not one of 4, 8"),
+     "4 warps do not divide among 8 channel vectors"),
     ("{ filter = 7, rows = 8, columns = 56, channel_vectors = 8, stages = 2 }", "stages",
      "2 stages of the tile's window and taps need 236672 bytes of shared memory, more than 232448"),
     ("{ filter = 3, rows = 8, columns = 136, channel_vectors = 2 }", "columns", "136 is outside [8, 128]"),
@@ -52,8 +48,6 @@ def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key,
 def test_a_kernel_serves_depthwise_layers_of_its_filter_at_stride_1():
     kernel = next(k for k in load_family(SPEC) if k.filter == 7)
     assert kernel.name.startswith("kernelgen_sm90_tensorop_dwconv_f16nhwc") and kernel.arch == 90
-    half = next(k for k in load_family(SPEC) if k.channels_per_warp == 4)
-    assert half.name.endswith("_w4") and half.includes == ("depthwise_mma_half.h",)
     def layer(c=384, k=384, r=7, stride=1, dilation=1):
         return Conv2dProblem(32, 14, 14, c, k, r, r, r // 2, r // 2, stride, stride, dilation, dilation, groups=c)
 
@@ -86,7 +80,7 @@ def test_every_kernel_computes_odd_layers_exactly_on_a_cpu_model_of_its_warps(tm
     from kernelgen.workloads import parse_workloads
 
     kernels = load_family(SPEC)
-    shapes = sorted({(k.filter, k.filter, k.rows, k.columns, k.channel_vectors, k.threads // 32, k.channels_per_warp)
+    shapes = sorted({(k.filter, k.filter, k.rows, k.columns, k.channel_vectors, k.threads // 32)
                      for k in kernels})
     (tmp_path / "shapes.h").write_text("#define SHAPES(X) " + " ".join(f"X{s}" for s in shapes) + "\n")
     build = subprocess.run(["nvcc", "-std=c++17", "-O1", f"-I{ROOT / 'profiler'}", f"-I{tmp_path}", "-o",

@@ -76,7 +76,7 @@ def test_catalog_holds_each_family():
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
     dw_mma = [k for k in kernels if k.family == "depthwise_mma"]
-    assert len(dw_mma) == 19 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
+    assert len(dw_mma) == 11 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
     assert len(tensor_grouped) == 164 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
@@ -145,8 +145,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 515
-    assert len(select(kernels, "*", parse_arch("90"))) == 358, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 507
+    assert len(select(kernels, "*", parse_arch("90"))) == 350, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 311
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",

@@ -8,10 +8,8 @@ layer's tiles as the ``tma`` kernels of depthwise.py do.
 A spec lists entries of ``filter``, ``rows`` (TP, output rows a CTA's tile spans: even),
 ``columns`` (TQ, output columns: a multiple of 8), ``channel_vectors`` (CB: 2, 4 or 8 vectors of 8
 channels a tile; the window is swizzled at CB x 16 bytes), ``stages`` (windows in flight, default 3)
-``threads`` (a CTA's, 128 or 256) and ``channels_per_warp`` (8, default: a warp keeps 8 channels'
-filters, 16 R registers, and reads 16 bytes of a pixel; 4: profiler/depthwise_mma_half.h, 4
-channels, 8-byte reads, about half the registers and twice the warps a SM; the name ends ``_w4``).
-Each (channel vector, part) of a tile takes the same number of warps. The stages must fit 227 KiB. Stride 2, dilation, C not a multiple of 8 and channel multipliers are
+and ``threads`` (a CTA's, 128 or 256). Each channel vector of a tile takes the same number of
+warps. The stages must fit 227 KiB. Stride 2, dilation, C not a multiple of 8 and channel multipliers are
 ``unsupported``.
 """
 
@@ -35,7 +33,6 @@ ENTRY = S.Table((
     S.Key("channel_vectors", S.one_of((2, 4, 8))),
     S.Key("stages", S.integer(2, 6), default=3),
     S.Key("threads", S.one_of((128, 256)), default=256),
-    S.Key("channels_per_warp", S.one_of((4, 8)), default=8),
 ))
 
 
@@ -48,22 +45,18 @@ class DepthwiseMma(GroupedKernel):
     channel_vectors: int
     stages: int = 3
     threads: int = 256
-    channels_per_warp: int = 8
     element: str = "f16"
 
     template = TEMPLATE
     arch = 90  # SM90's bulk tensor copy; mma.sync of SM80
 
-    @property
-    def includes(self) -> tuple:
-        return ("depthwise_mma.h",) if self.channels_per_warp == 8 else ("depthwise_mma_half.h",)
+    includes = ("depthwise_mma.h",)
 
     @cached_property
     def name(self) -> str:
         t = self.element
         return (f"kernelgen_sm90_tensorop_dwconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}_stride1"
-                f"_tile{self.rows}x{self.columns}_c{8 * self.channel_vectors}_s{self.stages}_cta{self.threads}"
-                + ("" if self.channels_per_warp == 8 else f"_w{self.channels_per_warp}"))
+                f"_tile{self.rows}x{self.columns}_c{8 * self.channel_vectors}_s{self.stages}_cta{self.threads}")
 
     def window(self) -> tuple:
         """Input rows and columns a tile's tensor copy brings (depthwise_mma::Shape::kInP, kInQ)."""
@@ -77,10 +70,10 @@ class DepthwiseMma(GroupedKernel):
 
     def registers(self) -> int:
         """About: the warp's channels' B fragments (2 a filter row), 4 sums a channel, two window
-        rows' A registers (4 a channel) and four loads, and indices (ptxas: 255 for 7x7 at 8 channels,
-        a few bytes spilled; 161 at 4)."""
-        cw = self.channels_per_warp
-        return 2 * cw * self.filter + 4 * cw + 4 * cw + 2 * cw + 40
+        rows' A registers (4 a channel) and four loads, and indices (ptxas: 255 for 7x7, a few bytes
+        spilled)."""
+        channels = 8  # a warp's
+        return 2 * channels * self.filter + 4 * channels + 4 * channels + 2 * channels + 40
 
     def refuses(self, conv) -> str | None:
         """Why the kernel's can_implement refuses ``conv``, or None."""
@@ -96,8 +89,7 @@ class DepthwiseMma(GroupedKernel):
 
     def values(self) -> dict:
         return {"element": self.cuda_element(), "filter": self.filter, "rows": self.rows, "columns": self.columns,
-                "channel_vectors": self.channel_vectors, "stages": self.stages, "threads": self.threads,
-                "half": self.channels_per_warp == 4}
+                "channel_vectors": self.channel_vectors, "stages": self.stages, "threads": self.threads}
 
 
 def check(path, entry, kernel) -> None:
@@ -105,10 +97,9 @@ def check(path, entry, kernel) -> None:
         raise SpecError(path, f"rows {kernel.rows}: a tile is pairs of output rows", entry, "rows")
     if kernel.columns % 8:
         raise SpecError(path, f"columns {kernel.columns}: a tile is blocks of 8 output columns", entry, "columns")
-    parts = kernel.channel_vectors * 8 // kernel.channels_per_warp
-    if (kernel.threads // 32) % parts:
+    if (kernel.threads // 32) % kernel.channel_vectors:
         raise SpecError(path, f"{kernel.threads // 32} warps do not divide among {kernel.channel_vectors} channel "
-                        f"vectors of {8 // kernel.channels_per_warp} part(s)", entry, "channel_vectors")
+                        "vectors", entry, "channel_vectors")
     if kernel.shared_bytes() > SHARED_MEMORY:
         raise SpecError(path, f"{kernel.stages} stages of the tile's window and taps need {kernel.shared_bytes()} "
                         f"bytes of shared memory, more than {SHARED_MEMORY}", entry, "stages")
