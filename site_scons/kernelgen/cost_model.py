@@ -225,7 +225,27 @@ def features(kernel, problem, sms: int) -> np.ndarray:
 
 def _layer(problem, sms: int) -> tuple:
     """What the features take from a layer, whatever the kernel: (the bytes it must move, MB;
-    its GEMM's M, N, K; its MFLOP an SM; the convolution it is, None for a GEMM)."""
+    its GEMM's M, N, K; its MFLOP an SM; the convolution it is, None for a GEMM). Kept by the
+    layer (its fields, less its count and line, which none of this depends on) for the rest of the
+    process: a fit and a record ask it for each of tens of thousands of rows of about a thousand
+    layers."""
+    try:
+        key = (type(problem), problem, sms)
+        kept = _LAYERS.get(key)
+    except TypeError:  # a problem that cannot be a key (unhashable): made each time
+        return _layer_of(problem, sms)
+    if kept is None:
+        if len(_LAYERS) >= _LAYERS_KEPT:
+            _LAYERS.clear()
+        kept = _LAYERS[key] = _layer_of(problem, sms)
+    return kept
+
+
+_LAYERS, _LAYERS_KEPT = {}, 1 << 16  # (problem type, problem, sms) -> _layer's tuple; at most so many
+
+
+def _layer_of(problem, sms: int) -> tuple:
+    """``_layer``, made."""
     memory = problem.min_bytes() / 1e6
     conv = problem.as_conv() if problem.op != "gemm" else None
     mnk = conv.gemm_mnk if conv is not None else (problem.m, problem.n, problem.k)
@@ -395,7 +415,22 @@ def _attributes_in(kernel, regime: str) -> list:
 
 
 def _kernel_attributes(kernel) -> list:
-    """The attributes of ``_attributes_in`` that do not depend on the layer's regime (its first half)."""
+    """The attributes of ``_attributes_in`` that do not depend on the layer's regime (its first half).
+    Kept by descriptor (by identity: a descriptor's fields are frozen) for the rest of the process:
+    a fit asks it for each of its tens of thousands of rows, of a few thousand kernels."""
+    kept = _ATTRIBUTES.get(id(kernel))
+    if kept is None or kept[0] is not kernel:  # (the descriptor kept beside them: its id is not reused)
+        if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
+            _ATTRIBUTES.clear()
+        kept = _ATTRIBUTES[id(kernel)] = (kernel, tuple(_kernel_attributes_of(kernel)))
+    return list(kept[1])
+
+
+_ATTRIBUTES, _ATTRIBUTES_KEPT = {}, 1 << 16  # id(descriptor) -> (descriptor, its attributes); at most so many
+
+
+def _kernel_attributes_of(kernel) -> list:
+    """``_kernel_attributes``, made."""
     name = group(kernel)
     out = [f"group={name}"]
     tile = _tiling(kernel)
@@ -618,7 +653,10 @@ def _fit_corrections(model: Model, samples: list) -> dict:
     pairs = np.concatenate([np.add.outer(np.array(c) * len(names), c).ravel() for c in counts])
     weights = np.repeat(np.array(list(counts.values()), dtype=float), [len(c) ** 2 for c in counts])
     gram = np.bincount(pairs, weights=weights, minlength=len(names) ** 2).reshape(len(names), len(names))
-    beta = np.linalg.solve(gram + np.diag(penalty), np.bincount(column_of, weights=y[row_of], minlength=len(names)))
+    # gram + diag(penalty), the penalty added to the diagonal in place: off it, the sum would add
+    # zeros (to counts: exact), through a second matrix of thousands squared
+    gram[np.diag_indices(len(names))] += penalty
+    beta = np.linalg.solve(gram, np.bincount(column_of, weights=y[row_of], minlength=len(names)))
     return {a: round(float(b), 6) for a, b in zip(names, beta) if abs(b) > 1e-6}
 
 
