@@ -76,8 +76,9 @@ def _describe(row) -> str:
 
 
 def of_kernels(rows: pd.DataFrame, kernels) -> pd.DataFrame:
-    """The rows whose kernel is one of ``kernels`` (a dict or set of names), by a lookup a row."""
-    return rows[pd.array([k in kernels for k in rows["kernel"]], dtype=bool)]
+    """The rows whose kernel is one of ``kernels`` (a dict or set of names), by a lookup a row (of
+    the column as a list: pandas gives a string column's values one by one slowly)."""
+    return rows[pd.array([k in kernels for k in rows["kernel"].tolist()], dtype=bool)]
 
 
 def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
@@ -86,7 +87,8 @@ def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
     if tolerances is None:
         limit = pd.Series(min(VERIFY_TOLERANCE.values()), index=rows.index)
     else:
-        limit = pd.Series([tolerances.get(k, math.nan) for k in rows["kernel"]], index=rows.index, dtype=float)
+        limit = pd.Series([tolerances.get(k, math.nan) for k in rows["kernel"].tolist()], index=rows.index,
+                          dtype=float)
     return ((rows["rel_l2_error"] >= 0) & (rows["rel_l2_error"] <= limit)
             & (rows["rel_max_error"] >= 0) & (rows["rel_max_error"] <= limit))
 
