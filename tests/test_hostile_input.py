@@ -329,7 +329,10 @@ def test_the_committed_choices_are_those_of_the_fastest_ok_row():
         present = {k: h for k, h in hashes.items() if k in tolerances}
         ok = frame[(frame["status"] == "ok") & frame["kernel"].isin(present)]
         ok = ok.sort_values(["runtime_ms", "kernel"], kind="mergesort")
-        fastest = [ok[ok["workload"] == p.name]["kernel"].iloc[0] for p in problems]
+        first = {}  # each workload's first row in that order
+        for workload, kernel in zip(ok["workload"].tolist(), ok["kernel"].tolist()):
+            first.setdefault(workload, kernel)
+        fastest = [first[p.name] for p in problems]
         assert list(reduce.select_best(frame, problems, present, tolerances)["kernel"]) == fastest
 
 
