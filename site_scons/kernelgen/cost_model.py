@@ -408,25 +408,34 @@ def _regime(base_ms: float) -> str:
 
 def _attributes_in(kernel, regime: str) -> list:
     """``attributes`` of ``kernel`` on a layer of ``regime``."""
-    out = _kernel_attributes(kernel)
+    _, out, in_regime, own = _attribute_names(kernel)
     # and the kernel's own, in every regime: its bias on the rows of other layers carries to a layer
     # it has not run (a fused variant has its own, its epilogue costing it what it costs)
-    return out + [f"{a}|{regime}" for a in out] + [f"kernel={kernel.name}"]
+    return [*out, *in_regime[regime], own]
 
 
 def _kernel_attributes(kernel) -> list:
-    """The attributes of ``_attributes_in`` that do not depend on the layer's regime (its first half).
-    Kept by descriptor (by identity: a descriptor's fields are frozen) for the rest of the process:
-    a fit asks it for each of its tens of thousands of rows, of a few thousand kernels."""
+    """The attributes of ``_attributes_in`` that do not depend on the layer's regime (its first half)."""
+    return list(_attribute_names(kernel)[1])
+
+
+def _attribute_names(kernel) -> tuple:
+    """(``kernel``, ``_kernel_attributes``, regime -> those attributes within it, ``kernel=<its
+    name>``): the names of ``_attributes_in``, kept by descriptor (by identity: a descriptor's
+    fields are frozen) for the rest of the process: a fit asks them for each of its tens of
+    thousands of rows, of a few thousand kernels, and a ranking for each kernel of the space."""
     kept = _ATTRIBUTES.get(id(kernel))
     if kept is None or kept[0] is not kernel:  # (the descriptor kept beside them: its id is not reused)
         if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
             _ATTRIBUTES.clear()
-        kept = _ATTRIBUTES[id(kernel)] = (kernel, tuple(_kernel_attributes_of(kernel)))
-    return list(kept[1])
+        out = tuple(_kernel_attributes_of(kernel))
+        kept = _ATTRIBUTES[id(kernel)] = (kernel, out, {label: tuple(f"{a}|{label}" for a in out)
+                                                        for _, label in REGIMES}, f"kernel={kernel.name}")
+    return kept
 
 
-_ATTRIBUTES, _ATTRIBUTES_KEPT = {}, 1 << 16  # id(descriptor) -> (descriptor, its attributes); at most so many
+_TERMS_KEPT = 1 << 16  # the most kernels a model keeps the terms of (Model._kept_terms)
+_ATTRIBUTES, _ATTRIBUTES_KEPT = {}, 1 << 16  # id(descriptor) -> _attribute_names; at most so many
 
 
 def _kernel_attributes_of(kernel) -> list:
@@ -501,7 +510,7 @@ class Model:
         whose kernels a layer that kind cannot serve are not visited."""
         kernels = list(kernels)
         terms = [None] * len(kernels)
-        sms = self.sms
+        sms, kept = self.sms, self._kept_terms()
         by_key, alone = {}, []  # the kernels of each key; those whose serves is asked one by one
         for i, kernel in enumerate(kernels):
             key = _serves_key(kernel)
@@ -519,7 +528,12 @@ class Model:
             for i in visited:
                 kernel = kernels[i]
                 if terms[i] is None:
-                    terms[i] = self._terms(kernel)
+                    entry = kept.get(id(kernel))
+                    if entry is None or entry[0] is not kernel:  # (the descriptor kept: its id is not reused)
+                        if len(kept) >= _TERMS_KEPT:
+                            kept.clear()
+                        entry = kept[id(kernel)] = (kernel, self._terms(kernel))
+                    terms[i] = entry[1]
                 tiling, theta, name, corrections = terms[i]
                 base = max(_dot(_features(kernel, tiling, layer, sms), theta) / 1e3, MIN_MS)
                 for limit, label in REGIMES:  # _regime(base)
@@ -532,17 +546,28 @@ class Model:
             return [(ms, kernel) for ms, _, kernel in scored]
         return rank
 
+    def _kept_terms(self) -> dict:
+        """id(descriptor) -> (descriptor, ``_terms``) of the kernels this model has ranked, kept while
+        its constants are the same objects (a model's constants are replaced, never changed in
+        place): a search ranks the same space again and again."""
+        constants = (self.theta, self.fallback, self.corrections)
+        kept = self.__dict__.get("_terms_kept")
+        if kept is None or any(a is not b for a, b in zip(kept[0], constants)):
+            kept = self.__dict__["_terms_kept"] = (constants, {})
+        return kept[1]
+
     def _terms(self, kernel) -> tuple:
         """(``_tiling``, theta, name, regime -> the sum of its attributes' corrections, added up
         as ``predict`` adds them) of ``kernel``."""
-        get, out = self.corrections.get, _kernel_attributes(kernel)
+        get, (_, out, in_regime, own) = self.corrections.get, _attribute_names(kernel)
         common = sum(get(a, 0.0) for a in out)  # the first terms of each regime's sum, in its order
+        mine = get(own, 0.0)
         corrections = {}
         for _, label in REGIMES:
             total = common
-            for a in out:
-                total += get(f"{a}|{label}", 0.0)
-            corrections[label] = total + get(f"kernel={kernel.name}", 0.0)
+            for a in in_regime[label]:
+                total += get(a, 0.0)
+            corrections[label] = total + mine
         return (_tiling(kernel), self.theta.get(theta_group(kernel), self.fallback), kernel.name, corrections)
 
     def to_json(self) -> str:
