@@ -697,8 +697,9 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     from .vocab import verify_tolerance
     from .workloads import load_workloads
 
-    samples, catalogs = [], {}  # epilogues -> (the catalog with their fused variants, tolerances)
+    samples, catalogs = [], {}  # epilogues -> the catalog with their fused variants
     plain, variants = list(kernels_by_name.values()), {}  # each epilogue's variants, made once
+    tolerances = {}  # name -> verify_tolerance of the kernel, of the kernels the sets' rows name
     for set_file in sorted(Path(sets_dir).glob("*.txt")):
         folder = Path(results_root) / set_file.stem
         if gpu not in gpus_with_results(folder):
@@ -709,14 +710,20 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
             kernels = kernels_by_name
             if wanted:
                 kernels = {k.name: k for k in with_fused(plain, problems, variants)}
-            catalogs[wanted] = kernels, {name: verify_tolerance(k) for name, k in kernels.items()}
-        kernels, tolerances = catalogs[wanted]
+            catalogs[wanted] = kernels
+        kernels = catalogs[wanted]
         frame = load_set(folder / gpu, problems)
-        frame = of_kernels(frame, tolerances)
-        frame = frame[(frame["status"] == "ok") & (frame["timing"].str.startswith("graph")) & verified(frame, tolerances)]
+        # the tolerance of each kernel of the catalog that a row names (a kernel of one name is one
+        # kernel in every catalog: a variant's name says its epilogue)
+        for name in set(frame["kernel"].tolist()) - tolerances.keys():
+            if name in kernels:
+                tolerances[name] = verify_tolerance(kernels[name])
+        held = {name: tolerances[name] for name in set(frame["kernel"].tolist()) if name in kernels}
+        frame = of_kernels(frame, held)
+        frame = frame[(frame["status"] == "ok") & (frame["timing"].str.startswith("graph")) & verified(frame, held)]
         by_name = {p.name: p for p in problems}
-        samples += [(kernels[row.kernel], by_name[row.workload], float(row.runtime_ms), set_file.stem)
-                    for row in frame.itertuples(index=False)]
+        samples += [(kernels[kernel], by_name[workload], float(ms), set_file.stem) for kernel, workload, ms in
+                    zip(frame["kernel"].tolist(), frame["workload"].tolist(), frame["runtime_ms"].tolist())]
     return samples
 
 
