@@ -43,14 +43,15 @@ WARM = ("SCons.Script.Main", "SCons.Script", "SCons.Environment", "SCons.Default
         "mako.exceptions", "kernelgen.commands", "kernelgen.config", "kernelgen.variables", "kernelgen.outputs",
         "kernelgen.reduce", "kernelgen.results", "kernelgen.render", "kernelgen.profile", "kernelgen.merge")
 
-# The helper: its first arguments are the project and the scons script, then the modules to import.
-# It imports them, then forks the child of each request and answers with the child's pid and, once
+# The helper: its first arguments are the project and the scons script, then the modules to import,
+# then "sets" where its runs build the committed sets (run_all's: it makes their fused catalogs
+# first), else "any". It imports them, then forks the child of each request and answers with the child's pid and, once
 # the child ended, its exit status (what os.waitstatus_to_exitcode says: minus the signal that
 # ended it). ``run_all``'s requests come all at once and run ``jobs`` at a time.
 _HELPER = r"""
 import gc, importlib, json, os, sys
 
-project, scons, warm = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+project, scons, warm, sets = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] == "sets"
 requests = os.fdopen(os.dup(0), "r")  # the requests and the answers keep to descriptors that no
 answers = os.fdopen(os.dup(1), "w", buffering=1)  # program the runs start inherits (os.dup's are not)
 null = os.open(os.devnull, os.O_RDWR)
@@ -78,11 +79,18 @@ def warm_up():
     from kernelgen import commands, render
     from kernelgen.variables import ROOT
     from kernelgen.workloads import parse_workloads
-    # with the fused variants of every committed set's epilogues (kept by epilogue: a run of any
-    # set takes those it needs)
-    problems = [p for path in sorted((ROOT / "kernel_specs" / "workloads").glob("*.txt"))
-                for p in parse_workloads(path.read_text(), path)]
-    commands.kernel_catalog(ROOT / "kernel_specs" / "families", ROOT / "kernel_specs" / "spaces", problems)
+    families, spaces = ROOT / "kernel_specs" / "families", ROOT / "kernel_specs" / "spaces"
+    commands.kernel_catalog(families, spaces, [])
+    if sets:
+        # for runs of the committed sets (run_all's): with the fused variants of each set's
+        # epilogues, the catalog a run of the set makes (kept by the set's epilogues, the variants
+        # by epilogue: about a dozen catalogs, kernelgen keeps 16)
+        for path in sorted((ROOT / "kernel_specs" / "workloads").glob("*.txt")):
+            try:
+                problems = parse_workloads(path.read_text(), path)
+            except Exception:
+                continue  # the run says what is wrong
+            commands.kernel_catalog(families, spaces, problems)
     templates = ROOT / "kernel_specs" / "templates"
     lookup = render.lookup(templates)
     for template in sorted(templates.glob("*.mako")):
@@ -183,9 +191,10 @@ _ENVIRONMENT = dict(os.environ)  # as the tests' process started: what the helpe
 class _Helper:
     """The helper process of ``project``: ``start`` sends it runs, ``answer`` reads what it says."""
 
-    def __init__(self, project: Path, warm=WARM):
+    def __init__(self, project: Path, warm=WARM, sets=False):
         self.scons = shutil.which("scons")
-        self.process = subprocess.Popen([sys.executable, "-c", _HELPER, str(project), self.scons, json.dumps(warm)],
+        self.process = subprocess.Popen([sys.executable, "-c", _HELPER, str(project), self.scons, json.dumps(warm),
+                                         "sets" if sets else "any"],
                                         cwd=project, env=_ENVIRONMENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.said = b""  # what the helper wrote that is not read as an answer yet
 
@@ -328,9 +337,10 @@ def _run_in(helper: _Helper, runs: list, cwd: str, env: dict, folder: Path, jobs
 
 def run_all(project: Path, runs: list, jobs: int | None = None, timeout=900) -> list:
     """`scons *args` in ``project`` for each ``args`` of ``runs``, ``jobs`` at a time (default: one
-    a core), in a helper of the project's: a subprocess.CompletedProcess of each (its output as text)."""
+    a core), in a helper of the project's (which makes the committed sets' catalogs first, as their
+    header builds would): a subprocess.CompletedProcess of each (its output as text)."""
     folder = Path(tempfile.mkdtemp(prefix="kernelgen-scons-runs-"))
-    helper = _Helper(project)
+    helper = _Helper(project, sets=True)
     try:
         statuses = _run_in(helper, runs, str(project), dict(os.environ), folder, jobs or os.cpu_count() or 1, timeout)
         assert not isinstance(statuses, int), f"the scons runs took over {timeout} s"

@@ -34,29 +34,60 @@ KERNELS = ["cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x3_nhwc_align
 LAYERS = ["conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1", "conv2d_fprop n=1 h=8 w=8 c=16 k=8 r=1 s=1"]
 FAKE_PATH = f"{FAKES}{os.pathsep}{os.environ['PATH']}"  # nvidia-smi finds a fake H200
 
-FAKE_NVCC = '''#!{python}
+# What the fakes log an argv as: a line of JSON that json.loads reads back as the argv, written
+# without importing json (the fakes run hundreds of times a session; -S and no json, shutil or
+# time to import start one in about half the time).
+JSON_ARGV = '''
+def json_argv(words):
+    """json.dumps(words), each character outside printable ASCII escaped."""
+    quoted = []
+    for word in words:
+        if word.isascii() and word.isprintable() and '"' not in word and "\\\\" not in word:
+            quoted.append('"' + word + '"')
+            continue
+        text = []
+        for c in word:
+            code = ord(c)
+            if c in '"\\\\':
+                text.append("\\\\" + c)
+            elif 0x20 <= code < 0x7f:
+                text.append(c)
+            elif code > 0xffff:
+                code -= 0x10000
+                text.append("\\\\u%04x\\\\u%04x" % (0xd800 | code >> 10, 0xdc00 | code & 0x3ff))
+            else:
+                text.append("\\\\u%04x" % code)
+        quoted.append('"' + "".join(text) + '"')
+    return "[" + ", ".join(quoted) + "]"
+'''
+FAKE_NVCC = '''#!{python} -S
 """nvcc for tests: logs its argv; writes an object, or links the profiler (a copy of the wrapper)."""
-import json, os, shutil, sys, time
+import os, sys
+''' + JSON_ARGV.replace("{", "{{").replace("}", "}}") + '''
 with open({log!r}, "a") as f:
-    f.write(json.dumps(sys.argv) + "\\n")
+    f.write(json_argv(sys.argv) + "\\n")
 if "--version" in sys.argv:
     print("Cuda compilation tools, release 13.0, V13.0.88 (fake)")
     sys.exit(0)
 out = sys.argv[sys.argv.index("-o") + 1]
 if "-c" not in sys.argv:
-    shutil.copy({wrapper!r}, out)
+    with open({wrapper!r}, "rb") as source, open(out, "wb") as target:  # shutil.copy: the text and the mode
+        target.write(source.read())
+    os.chmod(out, os.stat({wrapper!r}).st_mode & 0o7777)
     sys.exit(0)
 with open(out, "w") as f:
     f.write("object, half written\\n")
     if os.path.exists({hang!r}) and "{hang_on}" in sys.argv[-1]:
         f.flush()
+        import time
         time.sleep(60)
 '''
-FAKE_PROFILER = '''#!{python}
+FAKE_PROFILER = '''#!{python} -S
 """The linked profiler: logs its argv, then speaks the protocol as tests/fakes/profiler."""
-import json, os, sys
+import os, sys
+''' + JSON_ARGV.replace("{", "{{").replace("}", "}}") + '''
 with open({log!r}, "a") as f:
-    f.write(json.dumps(sys.argv) + "\\n")
+    f.write(json_argv(sys.argv) + "\\n")
 os.environ["FAKE_LOG"] = {fake_log!r}
 os.execv({fake!r}, [{fake!r}, *sys.argv[1:]])
 '''

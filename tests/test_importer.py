@@ -12,6 +12,7 @@ import types
 
 import pytest
 
+import scons_runs
 from conftest import ROOT
 from kernelgen import importer
 from kernelgen.errors import WorkloadError
@@ -290,8 +291,9 @@ def test_without_pytorch_the_target_says_what_it_needs(tmp_path, monkeypatch, ca
 # ---- scons workloads ---------------------------------------------------------------------------
 
 def scons(*args):
-    return subprocess.run([sys.executable, "-m", "SCons", "-Q", *args], cwd=ROOT, env=dict(os.environ),
-                          capture_output=True, text=True, timeout=600)
+    """`scons -Q *args` in the project (a process of its own, forked from the worker's helper:
+    tests/scons_runs.py)."""
+    return scons_runs.run(["-Q", *args], cwd=ROOT, env=dict(os.environ), timeout=600)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -227,7 +227,27 @@ def features(kernel, problem, sms: int) -> np.ndarray:
 
 def _layer(problem, sms: int) -> tuple:
     """What the features take from a layer, whatever the kernel: (the bytes it must move, MB;
-    its GEMM's M, N, K; its MFLOP an SM; the convolution it is, None for a GEMM)."""
+    its GEMM's M, N, K; its MFLOP an SM; the convolution it is, None for a GEMM). Kept by the
+    layer (its fields, less its count and line, which none of this depends on) for the rest of the
+    process: a fit and a record ask it for each of tens of thousands of rows of about a thousand
+    layers."""
+    try:
+        key = (type(problem), problem, sms)
+        kept = _LAYERS.get(key)
+    except TypeError:  # a problem that cannot be a key (unhashable): made each time
+        return _layer_of(problem, sms)
+    if kept is None:
+        if len(_LAYERS) >= _LAYERS_KEPT:
+            _LAYERS.clear()
+        kept = _LAYERS[key] = _layer_of(problem, sms)
+    return kept
+
+
+_LAYERS, _LAYERS_KEPT = {}, 1 << 16  # (problem type, problem, sms) -> _layer's tuple; at most so many
+
+
+def _layer_of(problem, sms: int) -> tuple:
+    """``_layer``, made."""
     memory = problem.min_bytes() / 1e6
     conv = problem.as_conv() if problem.op != "gemm" else None
     mnk = conv.gemm_mnk if conv is not None else (problem.m, problem.n, problem.k)
@@ -396,14 +416,38 @@ def _regime(base_ms: float) -> str:
 
 def _attributes_in(kernel, regime: str) -> list:
     """``attributes`` of ``kernel`` on a layer of ``regime``."""
-    out = _kernel_attributes(kernel)
+    _, out, in_regime, own = _attribute_names(kernel)
     # and the kernel's own, in every regime: its bias on the rows of other layers carries to a layer
     # it has not run (a fused variant has its own, its epilogue costing it what it costs)
-    return out + [f"{a}|{regime}" for a in out] + [f"kernel={kernel.name}"]
+    return [*out, *in_regime[regime], own]
 
 
 def _kernel_attributes(kernel) -> list:
     """The attributes of ``_attributes_in`` that do not depend on the layer's regime (its first half)."""
+    return list(_attribute_names(kernel)[1])
+
+
+def _attribute_names(kernel) -> tuple:
+    """(``kernel``, ``_kernel_attributes``, regime -> those attributes within it, ``kernel=<its
+    name>``): the names of ``_attributes_in``, kept by descriptor (by identity: a descriptor's
+    fields are frozen) for the rest of the process: a fit asks them for each of its tens of
+    thousands of rows, of a few thousand kernels, and a ranking for each kernel of the space."""
+    kept = _ATTRIBUTES.get(id(kernel))
+    if kept is None or kept[0] is not kernel:  # (the descriptor kept beside them: its id is not reused)
+        if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
+            _ATTRIBUTES.clear()
+        out = tuple(_kernel_attributes_of(kernel))
+        kept = _ATTRIBUTES[id(kernel)] = (kernel, out, {label: tuple(f"{a}|{label}" for a in out)
+                                                        for _, label in REGIMES}, f"kernel={kernel.name}")
+    return kept
+
+
+_TERMS_KEPT = 1 << 16  # the most kernels a model keeps the terms of (Model._kept_terms)
+_ATTRIBUTES, _ATTRIBUTES_KEPT = {}, 1 << 16  # id(descriptor) -> _attribute_names; at most so many
+
+
+def _kernel_attributes_of(kernel) -> list:
+    """``_kernel_attributes``, made."""
     name = group(kernel)
     out = [f"group={name}"]
     tile = _tiling(kernel)
@@ -474,7 +518,7 @@ class Model:
         whose kernels a layer that kind cannot serve are not visited."""
         kernels = list(kernels)
         terms = [None] * len(kernels)
-        sms = self.sms
+        sms, kept = self.sms, self._kept_terms()
         by_key, alone = {}, []  # the kernels of each key; those whose serves is asked one by one
         for i, kernel in enumerate(kernels):
             key = _serves_key(kernel)
@@ -492,7 +536,12 @@ class Model:
             for i in visited:
                 kernel = kernels[i]
                 if terms[i] is None:
-                    terms[i] = self._terms(kernel)
+                    entry = kept.get(id(kernel))
+                    if entry is None or entry[0] is not kernel:  # (the descriptor kept: its id is not reused)
+                        if len(kept) >= _TERMS_KEPT:
+                            kept.clear()
+                        entry = kept[id(kernel)] = (kernel, self._terms(kernel))
+                    terms[i] = entry[1]
                 tiling, theta, name, corrections = terms[i]
                 base = max(_dot(_features(kernel, tiling, layer, sms), theta) / 1e3, MIN_MS)
                 for limit, label in REGIMES:  # _regime(base)
@@ -505,17 +554,28 @@ class Model:
             return [(ms, kernel) for ms, _, kernel in scored]
         return rank
 
+    def _kept_terms(self) -> dict:
+        """id(descriptor) -> (descriptor, ``_terms``) of the kernels this model has ranked, kept while
+        its constants are the same objects (a model's constants are replaced, never changed in
+        place): a search ranks the same space again and again."""
+        constants = (self.theta, self.fallback, self.corrections)
+        kept = self.__dict__.get("_terms_kept")
+        if kept is None or any(a is not b for a, b in zip(kept[0], constants)):
+            kept = self.__dict__["_terms_kept"] = (constants, {})
+        return kept[1]
+
     def _terms(self, kernel) -> tuple:
         """(``_tiling``, theta, name, regime -> the sum of its attributes' corrections, added up
         as ``predict`` adds them) of ``kernel``."""
-        get, out = self.corrections.get, _kernel_attributes(kernel)
+        get, (_, out, in_regime, own) = self.corrections.get, _attribute_names(kernel)
         common = sum(get(a, 0.0) for a in out)  # the first terms of each regime's sum, in its order
+        mine = get(own, 0.0)
         corrections = {}
         for _, label in REGIMES:
             total = common
-            for a in out:
-                total += get(f"{a}|{label}", 0.0)
-            corrections[label] = total + get(f"kernel={kernel.name}", 0.0)
+            for a in in_regime[label]:
+                total += get(a, 0.0)
+            corrections[label] = total + mine
         return (_tiling(kernel), self.theta.get(theta_group(kernel), self.fallback), kernel.name, corrections)
 
     def to_json(self) -> str:
@@ -626,7 +686,10 @@ def _fit_corrections(model: Model, samples: list) -> dict:
     pairs = np.concatenate([np.add.outer(np.array(c) * len(names), c).ravel() for c in counts])
     weights = np.repeat(np.array(list(counts.values()), dtype=float), [len(c) ** 2 for c in counts])
     gram = np.bincount(pairs, weights=weights, minlength=len(names) ** 2).reshape(len(names), len(names))
-    beta = np.linalg.solve(gram + np.diag(penalty), np.bincount(column_of, weights=y[row_of], minlength=len(names)))
+    # gram + diag(penalty), the penalty added to the diagonal in place: off it, the sum would add
+    # zeros (to counts: exact), through a second matrix of thousands squared
+    gram[np.diag_indices(len(names))] += penalty
+    beta = np.linalg.solve(gram, np.bincount(column_of, weights=y[row_of], minlength=len(names)))
     return {a: round(float(b), 6) for a, b in zip(names, beta) if abs(b) > 1e-6}
 
 
@@ -642,8 +705,9 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     from .vocab import verify_tolerance
     from .workloads import load_workloads
 
-    samples, catalogs = [], {}  # epilogues -> (the catalog with their fused variants, tolerances)
+    samples, catalogs = [], {}  # epilogues -> the catalog with their fused variants
     plain, variants = list(kernels_by_name.values()), {}  # each epilogue's variants, made once
+    tolerances = {}  # name -> verify_tolerance of the kernel, of the kernels the sets' rows name
     for set_file in sorted(Path(sets_dir).glob("*.txt")):
         folder = Path(results_root) / set_file.stem
         if gpu not in gpus_with_results(folder):
@@ -654,14 +718,20 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
             kernels = kernels_by_name
             if wanted:
                 kernels = {k.name: k for k in with_fused(plain, problems, variants)}
-            catalogs[wanted] = kernels, {name: verify_tolerance(k) for name, k in kernels.items()}
-        kernels, tolerances = catalogs[wanted]
+            catalogs[wanted] = kernels
+        kernels = catalogs[wanted]
         frame = load_set(folder / gpu, problems)
-        frame = of_kernels(frame, tolerances)
-        frame = frame[(frame["status"] == "ok") & (frame["timing"].str.startswith("graph")) & verified(frame, tolerances)]
+        # the tolerance of each kernel of the catalog that a row names (a kernel of one name is one
+        # kernel in every catalog: a variant's name says its epilogue)
+        for name in set(frame["kernel"].tolist()) - tolerances.keys():
+            if name in kernels:
+                tolerances[name] = verify_tolerance(kernels[name])
+        held = {name: tolerances[name] for name in set(frame["kernel"].tolist()) if name in kernels}
+        frame = of_kernels(frame, held)
+        frame = frame[(frame["status"] == "ok") & (frame["timing"].str.startswith("graph")) & verified(frame, held)]
         by_name = {p.name: p for p in problems}
-        samples += [(kernels[row.kernel], by_name[row.workload], float(row.runtime_ms), set_file.stem)
-                    for row in frame.itertuples(index=False)]
+        samples += [(kernels[kernel], by_name[workload], float(ms), set_file.stem) for kernel, workload, ms in
+                    zip(frame["kernel"].tolist(), frame["workload"].tolist(), frame["runtime_ms"].tolist())]
     return samples
 
 

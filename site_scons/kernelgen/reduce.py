@@ -76,8 +76,9 @@ def _describe(row) -> str:
 
 
 def of_kernels(rows: pd.DataFrame, kernels) -> pd.DataFrame:
-    """The rows whose kernel is one of ``kernels`` (a dict or set of names), by a lookup a row."""
-    return rows[pd.array([k in kernels for k in rows["kernel"]], dtype=bool)]
+    """The rows whose kernel is one of ``kernels`` (a dict or set of names), by a lookup a row (of
+    the column as a list: pandas gives a string column's values one by one slowly)."""
+    return rows[pd.array([k in kernels for k in rows["kernel"].tolist()], dtype=bool)]
 
 
 def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
@@ -86,7 +87,8 @@ def verified(rows: pd.DataFrame, tolerances: dict | None) -> pd.Series:
     if tolerances is None:
         limit = pd.Series(min(VERIFY_TOLERANCE.values()), index=rows.index)
     else:
-        limit = pd.Series([tolerances.get(k, math.nan) for k in rows["kernel"]], index=rows.index, dtype=float)
+        limit = pd.Series([tolerances.get(k, math.nan) for k in rows["kernel"].tolist()], index=rows.index,
+                          dtype=float)
     return ((rows["rel_l2_error"] >= 0) & (rows["rel_l2_error"] <= limit)
             & (rows["rel_max_error"] >= 0) & (rows["rel_max_error"] <= limit))
 
@@ -122,7 +124,7 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
         return pd.DataFrame(chosen)
     positions = frame.groupby("workload", sort=False).indices  # workload -> its rows' positions, in order
     columns = {c: frame[c].tolist() for c in ("kernel", "kernel_hash", "status", "rel_l2_error", "rel_max_error",
-                                              "runtime_ms")}
+                                              "runtime_ms", "source")}
     served = {}  # what ``serves`` decides by (the problem's kernel ops, its dtype) -> those of ``every`` it lets in
     for problem in problems:
         if kernels_by_name is not None:
@@ -132,7 +134,7 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
                 hashes = served[key] = {n: h for n, h in every.items()
                                         if n not in kernels_by_name or serves(kernels_by_name[n], problem)}
         where = positions.get(problem.name, [])
-        source = frame["source"].iloc[where[:1]].iloc[0]  # (IndexError where the workload has no row)
+        source = columns["source"][where[0]]  # (IndexError where the workload has no row)
         wanted = results.measured_with(measured_with, problem.name, (columns["kernel"][i] for i in where))
         here = hashes if wanted is None else {n: h for n, h in hashes.items() if n in wanted}
         unmeasured, current, stale, ok = _select(columns, where, here, tolerances)
@@ -148,13 +150,12 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
                 counts.append(f"{unmeasured} not measured")
             raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly on the current "
                                f"code ({', '.join(counts) or 'no row'}): run scons profile")
-        chosen.append(frame.iloc[fastest_position(columns, ok)])
+        chosen.append(fastest_position(columns, ok))
         unmeasured_counts.append(unmeasured)
         stale_counts.append(len(stale))
-    best = pd.DataFrame(chosen)
-    if chosen:
-        best["unmeasured"], best["stale"] = unmeasured_counts, stale_counts
-    return best.reset_index(drop=True)
+    best = frame.iloc[chosen].reset_index(drop=True)  # the chosen rows, taken together
+    best["unmeasured"], best["stale"] = unmeasured_counts, stale_counts
+    return best
 
 
 def _select(columns: dict, where, hashes: dict, tolerances: dict | None) -> tuple:

@@ -88,9 +88,23 @@ def defines(kernel) -> tuple:
 
 
 def kernel_source(templates: TemplateLookup, kernel) -> str:
-    return render(templates, "kernel.cu.mako", f"kernel {kernel.name} (family {kernel.family})",
-                  banner=BANNER.format(source=f"family {kernel.family}"), kernel=kernel,
-                  defines=defines(kernel), type_definition=type_definition(templates, kernel))
+    """The generated source of ``kernel``. Kept for the rest of the process by the lookup and the
+    descriptor (by identity: a lookup is kept while its folder's files are the same, and a
+    descriptor's fields are frozen; both are kept beside the text, so that neither id is reused):
+    the sets of a report, or a header build and the plan, render the same kernels again."""
+    key = (id(templates), id(kernel))
+    kept = _SOURCES.get(key)
+    if kept is None or kept[0] is not templates or kept[1] is not kernel:
+        text = render(templates, "kernel.cu.mako", f"kernel {kernel.name} (family {kernel.family})",
+                      banner=BANNER.format(source=f"family {kernel.family}"), kernel=kernel,
+                      defines=defines(kernel), type_definition=type_definition(templates, kernel))
+        if len(_SOURCES) >= _SOURCES_KEPT:
+            _SOURCES.clear()
+        kept = _SOURCES[key] = (templates, kernel, text)
+    return kept[2]
+
+
+_SOURCES, _SOURCES_KEPT = {}, 1 << 14  # (id(lookup), id(descriptor)) -> (lookup, descriptor, source); at most so many
 
 
 def did_not_compile_source(templates: TemplateLookup, name: str) -> str:
