@@ -294,3 +294,80 @@ def test_a_bf16_set_gives_a_header_whose_launcher_takes_bf16_and_whose_kernels_a
     text = (tmp_path / "out" / "best_kernels.h").read_text()
     assert "using Element = __nv_bfloat16;" in text and "#include <cuda_bf16.h>" in text
     assert "Status conv2d_fprop(const Conv2dFpropProblem& problem, const Element* x" in text
+
+
+# A grouped family whose adapter counts the operations the launcher makes and prepares: an
+# operation serves one number of groups (a grouped kernel's launches fork to as many streams as its
+# groups take, grouped_adapter_3x.h), so a launch of other groups makes a fresh one.
+COUNTING_GROUPED_ADAPTER = """\
+#pragma once
+#include "grouped.h"
+namespace kernelgen {
+inline int made = 0, prepared = 0;
+template <typename K>
+class CountingGroupedOperation final : public GroupedOperation {
+ public:
+  CountingGroupedOperation() { ++made; }
+  void set_groups(int) override {}
+  std::string can_implement(const Conv2dProblem&) override { return {}; }
+  size_t workspace_bytes(const Conv2dProblem&) override { return 0; }
+  std::string prepare(const Conv2dProblem&, const std::vector<Conv2dBinding>&, cudaStream_t) override {
+    ++prepared;
+    return {};
+  }
+  bool run(size_t, cudaStream_t) override { return true; }
+};
+}  // namespace kernelgen
+"""
+
+COUNTING_GROUPED_MAIN = """\
+#include "best_kernels.h"
+#include "counting_grouped_adapter.h"
+#include <cstdio>
+
+int main() {
+  using namespace best_kernels;
+  Conv2dFpropProblem p{8, 14, 14, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1};
+  auto* x = reinterpret_cast<Element*>(0x10000);
+  auto* w = reinterpret_cast<Element*>(0x20000);
+  auto* y = reinterpret_cast<Element*>(0x30000);
+  int status = 0;
+  for (int groups : {2, 2, 4, 4, 2}) {
+    p.groups = groups;
+    status |= int(conv2d_fprop(p, x, w, y, nullptr, 0, nullptr));
+    std::printf("%d/%d ", kernelgen::made, kernelgen::prepared);
+  }
+  std::printf("status %d\\n", status);
+  return 0;
+}
+"""
+
+
+@dataclass(frozen=True)
+class CountingGroupedKernel(NewFamilyKernel):
+    name = "kernelgen_test_counting_grouped_fprop_f16_none"
+    family = "counting_grouped_family"
+    adapter = "kernelgen::CountingGroupedOperation"
+    adapter_header = "counting_grouped_adapter.h"
+
+
+@requires_nvcc
+def test_a_launch_of_other_groups_makes_a_fresh_operation_and_the_same_groups_reuse_it(tmp_path):
+    includes = tmp_path / "profiler"
+    shutil.copytree(ROOT / "profiler", includes)
+    (includes / "counting_grouped_adapter.h").write_text(COUNTING_GROUPED_ADAPTER)
+    kernel = CountingGroupedKernel()
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
+    header(results_dir, [kernel.name] * len(PROBLEMS), {**CATALOG, kernel.name: kernel}, includes)
+    out_dir = results_dir / "out"
+    (out_dir / "main.cu").write_text(COUNTING_GROUPED_MAIN)
+    (out_dir / "kernel.cu").write_text(render.kernel_source(render.lookup(TEMPLATES), kernel))
+    command = ["nvcc", *header_builds.MEASURED_FLAGS, f"-I{out_dir}", f"-I{includes}", "-o", str(results_dir / "main"),
+               str(out_dir / "main.cu"), str(out_dir / "best_kernels_launcher.cu"), str(out_dir / "kernel.cu")]
+    build = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stderr[-5000:]
+    out = subprocess.run([str(results_dir / "main")], capture_output=True, text=True, timeout=60)
+    # made counts the probe the launcher asks can_implement of (1) and each operation it launches
+    # through: groups 2 (made, prepared), 2 again (reused), 4 (a fresh one), 4, 2 (a fresh one)
+    assert out.stdout.split() == ["2/1", "2/1", "3/2", "3/2", "4/3", "status", "0"], out.stdout + out.stderr

@@ -70,7 +70,9 @@ bool same(const kernelgen::EpilogueOperands& a, const kernelgen::EpilogueOperand
 // Each thread's operations, one per kernel: `probe` answers can_implement and workspace_bytes,
 // `prepared` is the one it last prepared, with the problem, operands, stream and device it was
 // prepared for: launching the same again (a layer run call after call) skips the host-side setup
-// (the kernel's arguments, TMA descriptors, shared-memory attributes).
+// (the kernel's arguments, TMA descriptors, shared-memory attributes). An operation serves one
+// device and one number of groups: another makes a fresh one (a grouped kernel's streams are its
+// device's, and its launches fork to as many of them as its groups take; grouped_adapter_3x.h).
 struct Prepared {
   bool valid = false;
   kernelgen::Conv2dProblem problem{};
@@ -126,7 +128,7 @@ bool launch_kernel(int i, const kernelgen::Conv2dProblem& p, int groups, const k
   if (!(last.valid && same(last.problem, p) && last.groups == groups && same(last.binding, b) &&
         same(last.epilogue, e) && last.stream == stream && last.device == device)) {
     last.valid = false;
-    if (!last.operation) last.operation = kMake[i]();
+    if (!last.operation || last.groups != groups || last.device != device) last.operation = kMake[i]();
     if (with_groups(last.operation.get(), groups) == nullptr) return false;
     auto* fused = dynamic_cast<kernelgen::FusedOperation*>(last.operation.get());
     if ((fused != nullptr) != !(kEpilogueOf[i] == Epilogue{})) return false;
