@@ -90,3 +90,14 @@ def test_each_kernel_verifies_on_the_layers_it_serves_and_refuses_the_others(tmp
     by_name = {k.name: k for k in kernels()}
     for problem, frame in profile_layers(tmp_path, LAYERS, "*_groupwise"):
         assert_served_rows_verify(problem, frame, by_name)
+
+
+def test_the_models_rounds_of_launches_are_the_adapters_streams():
+    """The cost model counts a layer's launches in rounds of the adapter's streams (its
+    kStreams, profiler/grouped_adapter_3x.h): the two numbers are one."""
+    import re
+
+    from kernelgen.families.conv2d_sm90_grouped import STREAMS
+
+    header = (ROOT / "profiler" / "grouped_adapter_3x.h").read_text()
+    assert re.findall(r"static constexpr int kStreams = (\d+);", header) == [str(STREAMS)]
