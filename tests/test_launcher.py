@@ -247,24 +247,30 @@ class CountingKernel(NewFamilyKernel):
     adapter_header = "counting_adapter.h"
 
 
-@requires_nvcc
-def test_a_repeated_launch_reuses_the_prepared_kernel_and_any_change_prepares_it_again(tmp_path):
+def run_with_launcher(tmp_path, kernel, adapter: str, main: str) -> subprocess.CompletedProcess:
+    """``main`` (a program calling the library's launcher) built with the header and launcher of a
+    set whose every layer chose ``kernel``, whose adapter header (``kernel.adapter_header``) is
+    ``adapter``, and run."""
     includes = tmp_path / "profiler"
     shutil.copytree(ROOT / "profiler", includes)
-    (includes / "counting_adapter.h").write_text(COUNTING_ADAPTER)
-    kernel = CountingKernel()
+    (includes / kernel.adapter_header).write_text(adapter)
     results_dir = tmp_path / "results"
     results_dir.mkdir()
     header(results_dir, [kernel.name] * len(PROBLEMS), {**CATALOG, kernel.name: kernel}, includes)
     out_dir = results_dir / "out"
-    (out_dir / "main.cu").write_text(COUNTING_MAIN)
+    (out_dir / "main.cu").write_text(main)
     # the kernel's profiler object, as the build compiles it, linked with the library's launcher
     (out_dir / "kernel.cu").write_text(render.kernel_source(render.lookup(TEMPLATES), kernel))
     command = ["nvcc", *header_builds.MEASURED_FLAGS, f"-I{out_dir}", f"-I{includes}", "-o", str(results_dir / "main"),
                str(out_dir / "main.cu"), str(out_dir / "best_kernels_launcher.cu"), str(out_dir / "kernel.cu")]
     build = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stderr[-5000:]
-    out = subprocess.run([str(results_dir / "main")], capture_output=True, text=True, timeout=60)
+    return subprocess.run([str(results_dir / "main")], capture_output=True, text=True, timeout=60)
+
+
+@requires_nvcc
+def test_a_repeated_launch_reuses_the_prepared_kernel_and_any_change_prepares_it_again(tmp_path):
+    out = run_with_launcher(tmp_path, CountingKernel(), COUNTING_ADAPTER, COUNTING_MAIN)
     # Same problem, operands and stream: prepared once; a new output pointer, the old one again, a
     # new stream and a new problem each prepare it again.
     assert out.stdout.split() == ["1", "1", "1", "2", "3", "4", "5", "status", "0"], out.stdout + out.stderr
@@ -353,21 +359,7 @@ class CountingGroupedKernel(NewFamilyKernel):
 
 @requires_nvcc
 def test_a_launch_of_other_groups_makes_a_fresh_operation_and_the_same_groups_reuse_it(tmp_path):
-    includes = tmp_path / "profiler"
-    shutil.copytree(ROOT / "profiler", includes)
-    (includes / "counting_grouped_adapter.h").write_text(COUNTING_GROUPED_ADAPTER)
-    kernel = CountingGroupedKernel()
-    results_dir = tmp_path / "results"
-    results_dir.mkdir()
-    header(results_dir, [kernel.name] * len(PROBLEMS), {**CATALOG, kernel.name: kernel}, includes)
-    out_dir = results_dir / "out"
-    (out_dir / "main.cu").write_text(COUNTING_GROUPED_MAIN)
-    (out_dir / "kernel.cu").write_text(render.kernel_source(render.lookup(TEMPLATES), kernel))
-    command = ["nvcc", *header_builds.MEASURED_FLAGS, f"-I{out_dir}", f"-I{includes}", "-o", str(results_dir / "main"),
-               str(out_dir / "main.cu"), str(out_dir / "best_kernels_launcher.cu"), str(out_dir / "kernel.cu")]
-    build = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0, build.stderr[-5000:]
-    out = subprocess.run([str(results_dir / "main")], capture_output=True, text=True, timeout=60)
+    out = run_with_launcher(tmp_path, CountingGroupedKernel(), COUNTING_GROUPED_ADAPTER, COUNTING_GROUPED_MAIN)
     # made counts the probe the launcher asks can_implement of (1) and each operation it launches
     # through: groups 2 (made, prepared), 2 again (reused), 4 (a fresh one), 4, 2 (a fresh one)
     assert out.stdout.split() == ["2/1", "2/1", "3/2", "3/2", "4/3", "status", "0"], out.stdout + out.stderr
