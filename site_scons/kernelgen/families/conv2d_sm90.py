@@ -137,9 +137,8 @@ def _check_tile(path, entry, fam, tile):
                             f"of shared memory, more than SM90's {TARGETS[90].shared_memory}", None, "stages")
 
 
-def expand(path, raw: dict, family: S.Table = FAMILY, cls=None) -> list:
-    """The kernels of a spec: one ``cls`` (default Conv2dFpropSm90) a tile x cluster."""
-    cls = cls or Conv2dFpropSm90
+def expand(path, raw: dict, family: S.Table = FAMILY, cls=Conv2dFpropSm90) -> list:
+    """The kernels of a spec: one ``cls`` a tile x cluster."""
     fam = family.read(path, raw)
     if DATA_TYPES[fam["element"]].bits != 16:
         raise SpecError(path, "this family is written for 16-bit inputs", None, "element")
