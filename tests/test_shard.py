@@ -93,29 +93,33 @@ def test_shards_of_different_builds_are_refused_naming_both_and_nothing_is_merge
     assert not (tmp_path / "merged").exists(), "nothing merged"
 
 
-def test_rows_of_another_timing_than_the_sets_rows_in_results_are_refused_and_nothing_is_merged(fake_build, tmp_path):
+@pytest.mark.parametrize("column, value", [("timing", "graph-rest50"), ("cuda", "12.4"), ("driver", "570.0")],
+                         ids=["another timing", "another CUDA", "another driver"])
+def test_rows_of_another_stack_than_the_sets_rows_in_results_are_refused_and_nothing_is_merged(fake_build, tmp_path,
+                                                                                                column, value):
     """The reducer takes a set's rows from one GPU, software stack and timing: rows measured
     otherwise than those RESULTS holds for the set are refused, naming a file of each, before
-    anything is written (a set held rows timed after a rest of the GPU, the shard's by plain graphs)."""
+    anything is written (a set held rows timed after a rest of the GPU, the shard's by plain graphs;
+    or under another CUDA or driver)."""
     project, toolchain = fake_build
     run(project, "profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"SHARD=0/{COUNT}",
         f"RESULTS={tmp_path / 'shard0'}", f"BUILD={tmp_path / 'b0'}")
     held = tmp_path / "held" / "pair" / "nvidia_h200"
     held.mkdir(parents=True)
     shard = sorted((tmp_path / "shard0" / "pair" / "nvidia_h200").glob("*.csv"))
-    assert shard and all(set(results.read_csv(p)["timing"]) == {"graph"} for p in shard), "the test's premise"
+    assert shard and all(value not in set(results.read_csv(p)[column]) for p in shard), "the test's premise"
     for path in shard:
         frame = results.read_csv(path)
-        frame["timing"], frame["kernel"] = "graph-rest50", frame["kernel"] + "_older"
+        frame[column], frame["kernel"] = value, frame["kernel"] + "_older"
         results.write_csv(held / path.name, results.rows_of(frame))
     before = {p.name: p.read_bytes() for p in held.glob("*.csv")}
     out = run(project, "merge", f"FROM={tmp_path / 'shard0'}", f"RESULTS={tmp_path / 'held'}", check=False)
     assert out.returncode != 0
     line, = [line for line in out.stderr.splitlines() if "one GPU, software stack and timing" in line]
     assert f"pair/nvidia_h200/{shard[0].name} holds rows measured with " in line and line.count(shard[0].name) == 2
-    assert "graph, but RESULTS' " in line and ", graph-rest50: " in line
+    assert line.split(", but RESULTS' ")[1].count(value) == 1 and "Traceback" not in out.stderr
     assert {p.name: p.read_bytes() for p in held.glob("*.csv")} == before, "nothing merged"
-    # rows of the same timing merge
+    # rows of the same stack merge
     for path in held.glob("*.csv"):
         path.unlink()
     out = run(project, "merge", f"FROM={tmp_path / 'shard0'}", f"RESULTS={tmp_path / 'held'}")
