@@ -37,6 +37,8 @@ tiles = [
     ("warps = [2, 1, 1]", "warps = [3, 1, 1]", "tiles[0]", "warps", "3 warps along M do not divide"),
     ("[64, 32, 32], warps = [2, 1, 1]", "[128, 16, 32], warps = [4, 1, 1]", "tiles[0]", "threadblock",
      "the filter tile of 16x32 is 64 accesses of 8 elements, fewer than the 128 threads"),
+    ("[64, 32, 32], warps = [2, 1, 1]", "[64, 16, 16], warps = [1, 1, 1]", "tiles[0]", "threadblock",
+     "the tile's K 16 is 1 of the instruction's K 16 a warp; the mainloop takes an even number, at least 2"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, entry, key, message):
     path = tmp_path / "family.toml"

@@ -63,7 +63,8 @@ def test_catalog_holds_each_family():
     assert len(depthwise) == 64 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
     assert sum(k.loader == "tma" for k in depthwise) == 28 and all(k.arch == 90 for k in depthwise if k.loader == "tma")
     grouped = [k for k in kernels if k.family.startswith("conv2d_fprop_sm80_grouped")]
-    assert len(grouped) == 10 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
+    assert len(grouped) == 15 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
+    assert sum("_warps" in k.name for k in grouped) == 3  # two warps along M, one a 32 columns: unnamed
     assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
     assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
     cutlass_depthwise = [k for k in kernels if k.family == "depthwise_cutlass"]
@@ -145,9 +146,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 507
-    assert len(select(kernels, "*", parse_arch("90"))) == 350, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 311
+    assert len(select(kernels, "*", parse_arch("90a"))) == 512
+    assert len(select(kernels, "*", parse_arch("90"))) == 355, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 316
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -285,6 +286,8 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (SM80.replace("[64, 64, 32]", "[64, 64]"), "tiles[1]", "threadblock", "list of 3 integers"),
     (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 16, 32], warps = [4, 1, 1]"), "tiles[1]", "threadblock",
      "the filter tile of 16x32 is 64 accesses of 8 elements, fewer than the 128 threads"),
+    (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 64, 48], warps = [2, 2, 1]"), "tiles[1]", "threadblock",
+     "the tile's K 48 is 3 of the instruction's K 16 a warp; the mainloop takes an even number, at least 2"),
     (SM80.replace("[8]", "[8, 3]"), None, "alignments", "power of two"),
     (SM80.replace("[8]", "[16]"), None, "alignments", "at most 128 bits"),
     (SM80.replace('element = "f16"', 'element = "f16>; int x; using y = <f16"'), None, "element", "is not one of"),

@@ -105,6 +105,11 @@ def _check_tile(path, entry, fam, tile):
         if (t // w) % i:
             raise SpecError(path, f"warp tile {t // w} along {axis} is not a multiple of the "
                             f"instruction's {i}", entry, "warps")
+    steps = tb[2] // warps[2] // inst[2]
+    if steps < 2 or steps % 2:
+        # CUTLASS's multistage mainloop (gemm/threadblock/mma_base.h) alternates two warp-level steps
+        raise SpecError(path, f"the tile's K {tb[2]} is {steps} of the instruction's K {inst[2]} a warp; "
+                        "the mainloop takes an even number, at least 2", entry, "threadblock")
     threads = 32 * warps[0] * warps[1] * warps[2]
     if threads > 1024:
         raise SpecError(path, f"{threads} threads exceed 1024 per threadblock", entry, "warps")

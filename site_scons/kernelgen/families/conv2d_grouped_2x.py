@@ -63,8 +63,10 @@ class Conv2dFpropGrouped2x(Conv2dFprop2x):
         tb = self.threadblock
         inst = "".join(map(str, self.instruction))
         acc = DATA_TYPES[self.accumulator].short
+        # two warps along M and one a 32 columns of N are left unnamed (as the first tiles had them)
+        warps = "" if self.warps == (2, max(1, tb[1] // 32), 1) else f"_warps{self.warps[0]}x{self.warps[1]}"
         return (f"cutlass_tensorop_{self.output}_{acc}{inst}fprop_{self.iterator}_{self.element}"
-                f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}_nhwc_align{self.alignment}_{self.group_mode}_group")
+                f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}{warps}_nhwc_align{self.alignment}_{self.group_mode}_group")
 
     def values(self) -> dict:
         values = super().values()
