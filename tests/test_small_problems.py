@@ -27,6 +27,9 @@ GEMV_32_NARROW = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows2_threads64_u
 GEMV_LANES = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows4_threads128_unroll2_lanesm"
 GEMV_LANES_NARROW = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows2_threads256_unroll4_vec2_lanesm"
 GEMV_LANES_1024 = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows1_threads1024_unroll2_lanesm"  # 32 warps a CTA
+# A staged in shared memory (profiler/gemv_staged.h): 4-byte and 16-byte chunks
+GEMV_STAGED_NARROW = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows4_threads256_unroll4_vec2_lanesm_ashared"
+GEMV_STAGED = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows8_threads512_unroll1_lanesm_ashared"
 SPLIT_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_splitk2"
               "_warpspecialized_cooperative_epi_tma")
 STREAM_K_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_stream_k"
@@ -86,6 +89,23 @@ def test_a_narrow_matrix_vector_kernel_serves_an_even_k_and_renders_its_own_type
     assert "vector" not in wide.values() and "type" not in wide.values()
 
 
+def test_a_staged_matrix_vector_kernel_renders_its_type_and_refuses_an_a_beyond_shared_memory():
+    """a = "shared": gemv_staged.h's kernels stage A (m rows of K halves, each row an odd number of
+    chunks) in shared memory; the model refuses what the kernel's can_implement refuses."""
+    staged, narrow = CATALOG[GEMV_STAGED], CATALOG[GEMV_STAGED_NARROW]
+    text = source(GEMV_STAGED_NARROW)
+    assert f"using {GEMV_STAGED_NARROW} = kernelgen::GemvStagedNarrow<32, 4, 256, 4>;" in text
+    assert '#include "gemv_staged.h"' in text and f"kernelgen::DirectOperation<::{GEMV_STAGED_NARROW}>" in text
+    assert f"kernelgen::GemvStaged<32, 8, 512, 1>;" in source(GEMV_STAGED)
+    # 32 rows of 308 halves: 154 chunks of 4 bytes, padded to 155; the sums of 8 warps x 4 columns
+    assert narrow.staged_bytes(32, 308) == 32 * 155 * 4 + 8 * 32 * 4 * 4
+    assert staged.staged_bytes(32, 1232) == 32 * 155 * 16 + 16 * 32 * 8 * 4  # 154 chunks of 16 bytes
+    assert CATALOG[GEMV_LANES].staged_bytes(32, 1232) == 0
+    assert cost_model.serves(narrow, GemmProblem(m=32, n=8, k=3024)) is None
+    assert cost_model.serves(narrow, GemmProblem(m=32, n=8, k=4000)) == "A staged in shared memory is more than a CTA has"
+    assert cost_model.serves(narrow, GemmProblem(m=8, n=8, k=4000)) is None  # 8 rows of A fit
+
+
 SMALL = {
     # (layers it computes, layers it refuses with a word of the reason)
     GEMV: ({"gemm m=1 n=1000 k=2048", "gemm m=3 n=257 k=1032", "gemm m=4 n=64 k=8",
@@ -109,6 +129,15 @@ SMALL = {
                         {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "must be even"}),
     GEMV_LANES_1024: ({"conv2d_fprop n=32 h=1 w=1 c=3024 k=308 r=1 s=1", "gemm m=17 n=7 k=24", "gemm m=32 n=3 k=8200"},
                       {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=84 k=336 r=1 s=1": "multiple of 8"}),
+    # rows of A 308 channels wide (odd 4-byte chunks: the padding is one chunk), 1232 (78 KiB of A at
+    # 32 rows: opted-in shared memory), 3024 (193 KiB), an A of fewer rows than the lanes
+    GEMV_STAGED_NARROW: ({"conv2d_fprop n=32 h=1 w=1 c=308 k=1232 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=1232 k=308 r=1 s=1",
+                          "gemm m=31 n=3 k=2", "gemm m=32 n=9 k=3024", "gemm m=5 n=7 k=84"},
+                         {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "must be even",
+                          "gemm m=32 n=8 k=4000": "shared memory"}),
+    GEMV_STAGED: ({"conv2d_fprop n=32 h=1 w=1 c=1232 k=308 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=3024 k=308 r=1 s=1",
+                   "gemm m=17 n=7 k=24", "gemm m=32 n=1001 k=1288"},
+                  {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=308 k=1232 r=1 s=1": "multiple of 8"}),
     SPLIT_GEMM: ({"conv2d_fprop n=1 h=7 w=7 c=2048 k=512 r=1 s=1", "gemm m=256 n=4096 k=4096", "gemm m=3 n=200 k=136"},
                  {"conv2d_fprop n=1 h=7 w=7 c=512 k=512 r=3 s=3 pad=1": "not a GEMM"}),
     STREAM_K_GEMM: ({"conv2d_fprop n=1 h=14 w=14 c=1024 k=256 r=1 s=1", "gemm m=1 n=1000 k=2048"}, {}),

@@ -97,9 +97,10 @@ def test_catalog_holds_each_family():
         "conv2d_fprop_sm90_halo_bf16", "conv2d_fprop_sm90_pointwise_bf16"}
     assert all(k.output == "bf16" and "bf16" in k.name and "f16_" not in k.name.replace("bf16", "") for k in bf16)
     gemv = [k for k in kernels if k.family == "gemv"]
-    assert len(gemv) == 30 and {k.max_m for k in gemv} == {1, 2, 4, 8, 32} and {k.op for k in gemv} == {"gemm"}
-    assert sorted(k.vector for k in gemv) == [2] * 12 + [8] * 18
-    assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 12
+    assert len(gemv) == 38 and {k.max_m for k in gemv} == {1, 2, 4, 8, 32} and {k.op for k in gemv} == {"gemm"}
+    assert sorted(k.vector for k in gemv) == [2] * 16 + [8] * 22
+    assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 20
+    assert sum(k.a == "shared" for k in gemv) == 8 and all(k.lanes == "m" for k in gemv if k.a == "shared")
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
@@ -146,9 +147,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 516
-    assert len(select(kernels, "*", parse_arch("90"))) == 359, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 320
+    assert len(select(kernels, "*", parse_arch("90a"))) == 524
+    assert len(select(kernels, "*", parse_arch("90"))) == 367, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 328
     assert len(select(kernels, "*", parse_arch("75"))) == 12
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -326,6 +327,9 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (GEMV.replace("unroll = 4 }", 'unroll = 4, lanes = "m" }'), "kernels[0]", "max_m",
      "a lane a row of A takes 32 rows: max_m must be 32, not 1"),
     (GEMV.replace("unroll = 4 }", 'unroll = 4, lanes = "n" }'), "kernels[0]", "lanes", "'n' is not one of k, m"),
+    (GEMV.replace("unroll = 4 }", 'unroll = 4, a = "shared" }'), "kernels[0]", "a",
+     'A in shared memory is read a lane a row: it needs lanes = "m"'),
+    (GEMV.replace("unroll = 4 }", 'unroll = 4, a = "local" }'), "kernels[0]", "a", "'local' is not one of global, shared"),
     (GEMV.replace('accumulator = "f32"', 'accumulator = "f16"'), None, "accumulator",
      "written for accumulator f32, not f16"),
     (GEMM.replace('[[1, 1, 1]] }', '[[1, 1, 3]] }'), "kernels[1].clusters[0]", None, "cluster K must be 1"),

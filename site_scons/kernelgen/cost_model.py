@@ -55,7 +55,7 @@ from .families.depthwise import Depthwise
 from .families.depthwise_mma import DepthwiseMma
 from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.depthwise_narrow import DepthwiseNarrow
-from .families.gemv import Gemv
+from .families.gemv import SHARED_MEMORY, Gemv
 from .families.grouped_direct import GroupedDirect
 from .families.grouped_mma import GroupedMma
 from .ops import serves as serves_op
@@ -107,7 +107,10 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Gemv):
         if conv.n * conv.p * conv.q > kernel.max_m:
             return f"a matrix-vector kernel for at most {kernel.max_m} rows"
-        return None if conv.c % kernel.vector == 0 else f"K must be a multiple of {kernel.vector}"
+        if conv.c % kernel.vector:
+            return f"K must be a multiple of {kernel.vector}"
+        return None if kernel.staged_bytes(conv.n * conv.p * conv.q, conv.c) <= SHARED_MEMORY else \
+            "A staged in shared memory is more than a CTA has"
     if isinstance(kernel, Conv2dFpropFewChannels):
         if conv.c > 4:
             return "needs 1 to 4 input channels"
@@ -388,13 +391,14 @@ def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> l
     (multiply-adds of every row it keeps, then the CTA's reduction): a product of few columns, or
     of 32 rows, cannot fill the GPU with loads in flight."""
     tiles = math.ceil(n / kernel.rows) * math.ceil(m / kernel.max_m)
-    per_sm = _resident(kernel.threads, 0, kernel.registers())
+    per_sm = _resident(kernel.threads, kernel.staged_bytes(min(m, kernel.max_m), k), kernel.registers())
     waves = math.ceil(tiles / (sms * per_sm))
     walkers = kernel.threads // 32 if kernel.lanes == "m" else kernel.threads  # what splits K
     chunks = math.ceil(k / (walkers * kernel.vector))
     sums = kernel.rows * (1 if kernel.lanes == "m" else min(m, kernel.max_m))  # a thread's, each chunk element
     chain = waves * chunks
-    return [chain * kernel.vector * sums / 1e3, waves * kernel.rows * k * 2 / 1e3 * per_sm,
+    read = kernel.rows + (min(m, kernel.max_m) if kernel.a == "shared" else 0)  # rows of B, and A where a CTA stages it
+    return [chain * kernel.vector * sums / 1e3, waves * read * k * 2 / 1e3 * per_sm,
             waves * kernel.rows * min(m, kernel.max_m) * 2 / 1e3 * per_sm, waves * per_sm, chain, memory, 1.0]
 
 

@@ -11,7 +11,11 @@ K a multiple of 8; the default) or 2 (4-byte loads, profiler/gemv_narrow.h, K ev
 squeeze-excite layers of 84 or 222 channels), and ``lanes``: "k" (a CTA's threads stride over
 K, each keeping every row of A's sums, then reduce them; the default) or "m" (max_m 32: lane i of
 every warp keeps row i's sums, the warps split K, profiler/gemv_lanes.h: the same layers at batch
-32, where the other scheme spends its time reducing). Other shapes are ``unsupported``. gemv_narrow.h
+32, where the other scheme spends its time reducing), and ``a``: "global" (each lane reads its row
+of A from global memory; the default) or "shared" (lanes "m" only: each CTA first copies A into
+shared memory, rows padded against bank conflicts, profiler/gemv_staged.h: the layers whose rows of
+A are no 16-byte multiple, where a warp's 4-byte loads of 32 rows read eight times the bytes they
+use). Other shapes are ``unsupported``. gemv_narrow.h
 repeats gemv.h's scheme rather than generalising it: a kernel's hash covers the headers it
 includes, so gemv.h unchanged keeps its kernels' measured rows current.
 """
@@ -38,10 +42,14 @@ ENTRY = S.Table((
     S.Key("unroll", S.integer(1, 16)),
     S.Key("vector", S.one_of((8, 2)), 8),
     S.Key("lanes", S.choice({"k": None, "m": None}), "k"),
+    S.Key("a", S.choice({"global": None, "shared": None}), "global"),
 ))
 # (lanes, vector) -> (the kernel type, its header)
 KERNEL_TYPES = {("k", 8): ("Gemv", "gemv.h"), ("k", 2): ("GemvNarrow", "gemv_narrow.h"),
                 ("m", 8): ("GemvLanes", "gemv_lanes.h"), ("m", 2): ("GemvLanesNarrow", "gemv_lanes.h")}
+# vector -> (the kernel type, its header) of lanes "m" with A in shared memory
+STAGED_TYPES = {8: ("GemvStaged", "gemv_staged.h"), 2: ("GemvStagedNarrow", "gemv_staged.h")}
+SHARED_MEMORY = 227 * 1024  # a CTA's, opted in (profiler/gemv_staged.h)
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Gemv:
     unroll: int
     vector: int = 8  # halves a load of B reads: K must be a multiple of it
     lanes: str = "k"  # what a warp's lanes stride over: "k", or "m" (a lane a row of A)
+    a: str = "global"  # where the lanes read A: "global", or "shared" (staged by each CTA; lanes "m")
 
     element = TYPES["element"]
     accumulator = TYPES["accumulator"]
@@ -65,14 +74,26 @@ class Gemv:
     adapter_header = "direct_adapter.h"
 
     @property
+    def kernel_type(self) -> tuple:
+        """(the C++ kernel type, its header)."""
+        return STAGED_TYPES[self.vector] if self.a == "shared" else KERNEL_TYPES[self.lanes, self.vector]
+
+    @property
     def includes(self) -> tuple:
-        return (KERNEL_TYPES[self.lanes, self.vector][1],)
+        return (self.kernel_type[1],)
 
     @cached_property
     def name(self) -> str:
         return (f"kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m{self.max_m}_rows{self.rows}"
                 f"_threads{self.threads}_unroll{self.unroll}" + ("" if self.vector == 8 else f"_vec{self.vector}")
-                + ("" if self.lanes == "k" else "_lanesm"))
+                + ("" if self.lanes == "k" else "_lanesm") + ("" if self.a == "global" else "_ashared"))
+
+    def staged_bytes(self, m: int, k: int) -> int:
+        """Shared memory a CTA takes for A (a = "shared"): m rows of k halves, each padded to an odd
+        number of chunks, and the warps' sums (profiler/gemv_staged.h); 0 where A stays in global memory."""
+        if self.a == "global":
+            return 0
+        return m * ((k // self.vector) | 1) * self.vector * 2 + self.threads // 32 * 32 * self.rows * 4
 
     def registers(self) -> int:
         """A thread's registers, about: its fp32 sums, its B loads in flight (a register a pair of
@@ -84,8 +105,8 @@ class Gemv:
 
     def values(self) -> dict:
         values = {"max_m": self.max_m, "rows": self.rows, "threads": self.threads, "unroll": self.unroll}
-        if (self.lanes, self.vector) != ("k", 8):  # the kernel type named where it is not gemv.h's (whose kernels render as before)
-            values["type"] = KERNEL_TYPES[self.lanes, self.vector][0]
+        if (self.lanes, self.vector, self.a) != ("k", 8, "global"):  # the kernel type named where it is not gemv.h's (whose kernels render as before)
+            values["type"] = self.kernel_type[0]
         return values
 
 
@@ -94,6 +115,8 @@ def check(path, entry, kernel) -> None:
     of A for other than 32 rows, naming the key."""
     if kernel.lanes == "m" and kernel.max_m != 32:
         raise SpecError(path, f"a lane a row of A takes 32 rows: max_m must be 32, not {kernel.max_m}", entry, "max_m")
+    if kernel.a == "shared" and kernel.lanes != "m":
+        raise SpecError(path, 'A in shared memory is read a lane a row: it needs lanes = "m"', entry, "a")
     need = kernel.registers()
     if need > MAX_REGISTERS_PER_THREAD:
         raise SpecError(path, f"max_m {kernel.max_m} x rows {kernel.rows} sums and unroll {kernel.unroll} x rows "
