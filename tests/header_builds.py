@@ -27,6 +27,11 @@ from kernelgen.variables import default_cutlass_root
 MEASURED_FLAGS = ["-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a"]
 
 _state = {}
+# The environment the background compiles run nvcc with, taken as this module is imported. A compile
+# started from a thread while a test in the main thread sets or unsets a variable would otherwise
+# exec nvcc with the process's environment as it is being rebuilt (subprocess execs from a vfork
+# child sharing the parent's memory): "[Errno 14] Bad address: 'nvcc'", seen in a full run.
+_ENVIRONMENT = dict(os.environ)
 
 
 def session_dir() -> Path:
@@ -106,7 +111,7 @@ def shared_object(source_name: str, source: str, flags) -> Path:
             directory.mkdir(exist_ok=True)
             (directory / source_name).write_text(source)
             out = subprocess.run(nvcc_command(directory, source_name, flags), capture_output=True, text=True,
-                                 timeout=900)
+                                 timeout=900, env=_ENVIRONMENT)
             assert out.returncode == 0, out.stdout + out.stderr[-5000:]
             os.replace(directory / (source_name + ".o"), obj)
     return obj
@@ -133,7 +138,7 @@ class _Job:
             with self._lock:
                 if self._stopped:
                     return
-                self.process = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT)
+                self.process = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, env=_ENVIRONMENT)
             self.returncode = self.process.wait()
 
     def wait(self, timeout):

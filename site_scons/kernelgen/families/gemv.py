@@ -13,9 +13,9 @@ K, each keeping every row of A's sums, then reduce them; the default) or "m" (ma
 every warp keeps row i's sums, the warps split K, profiler/gemv_lanes.h: the same layers at batch
 32, where the other scheme spends its time reducing), and ``a``: "global" (each lane reads its row
 of A from global memory; the default) or "shared" (lanes "m" only: each CTA first copies A into
-shared memory, rows padded against bank conflicts, profiler/gemv_staged.h: the layers whose rows of
-A are no 16-byte multiple, where a warp's 4-byte loads of 32 rows read eight times the bytes they
-use). Other shapes are ``unsupported``. gemv_narrow.h
+shared memory, rows padded against bank conflicts, profiler/gemv_staged.h: the products of a long
+A, whose rows every CTA reads, measured faster; those of a short one, slower). Other shapes are
+``unsupported``. gemv_narrow.h
 repeats gemv.h's scheme rather than generalising it: a kernel's hash covers the headers it
 includes, so gemv.h unchanged keeps its kernels' measured rows current.
 """
