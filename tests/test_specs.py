@@ -451,9 +451,9 @@ def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkey
 
 
 def test_the_catalog_made_once_a_process_is_made_again_when_a_spec_changes(tmp_path):
-    """commands.kernel_catalog keeps a build's catalog for its second use in the process (the
+    """catalog.kernel_catalog keeps a build's catalog for its second use in the process (the
     header's build), never past a change of the specs it was made from."""
-    from kernelgen.commands import kernel_catalog
+    from kernelgen.catalog import kernel_catalog
 
     specs = tmp_path / "specs"
     specs.mkdir()

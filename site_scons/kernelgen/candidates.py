@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cost_model import serves, theta_group
+from .cost_model import MEASURED_TOP, serves, theta_group
 from .errors import WorkloadError
 from .ops import serves as serves_op
 from .families.gemm_sm90 import GemmSm90
@@ -170,7 +170,6 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
     return proposals
 
 
-MEASURED_TOP = 15  # of the build's kernels, those the model ranks this high for a layer are measured on it
 
 
 def measured_pairs(proposals: list, kernels: list, model, top: int = MEASURED_TOP) -> dict:

@@ -18,11 +18,10 @@ from . import plan as plan_module
 from . import units as units_module
 from .config import Config
 from .errors import KernelgenError, shorten
-from .fusion import epilogues, with_fused
 from .ops import check_header_keys, check_served
 from .ops import serves as serves_op
-from .space import load_space, merged
-from .specs import load_catalog, select
+from .catalog import kernel_catalog
+from .specs import select
 from .variables import ROOT, scons_text
 
 
@@ -31,40 +30,6 @@ def catalog(config: Config) -> list:
     the generated space's (SPACES) too, and the fused variants of those for the set's epilogues
     (``fusion.with_fused``), sorted by name."""
     return kernel_catalog(config.specs_dir, None if config.top == "listed" else config.spaces_dir, config.problems)
-
-
-_BASE = [None, None, {}, {}]  # the last files' key, their kernels, those kernels' fused variants by epilogue, and
-# the catalogs made of them by the epilogues of a set (the committed sets have about a dozen combinations)
-_CATALOGS_KEPT = 16
-
-
-def kernel_catalog(specs_dir, spaces_dir, problems) -> list:
-    """The kernels of the family specs under ``specs_dir``, the space's under ``spaces_dir`` (None:
-    none) and the fused variants of those for the epilogues of ``problems``, sorted by name. Made
-    once a process for the same files (SConstruct and the header's build both need them: a fused
-    set's catalog is tens of thousands of descriptors); a set of other epilogues reuses the
-    variants of those it shares."""
-    folders = [Path(specs_dir)] + ([] if spaces_dir is None else [Path(spaces_dir)])
-    try:
-        files = tuple((str(p), st.st_mtime_ns, st.st_size) for d in folders for p in sorted(d.glob("*.toml"))
-                      for st in [p.stat()])
-    except OSError:
-        files = None  # a file that went away: load_catalog or load_space says which
-    base_key = (tuple(map(str, folders)), files)
-    if files is None or base_key != _BASE[0]:
-        listed = load_catalog(specs_dir)
-        base = listed if spaces_dir is None else merged(listed, load_space(spaces_dir))
-        if files is None:
-            return with_fused(base, problems)
-        _BASE[:] = [base_key, base, {}, {}]
-    key = tuple(epilogues(problems))
-    made = _BASE[3].get(key)
-    if made is None:
-        made = with_fused(_BASE[1], problems, _BASE[2])
-        if len(_BASE[3]) >= _CATALOGS_KEPT:
-            _BASE[3].pop(next(iter(_BASE[3])))
-        _BASE[3][key] = made
-    return list(made)
 
 
 def did_not_compile_text(config: Config, name: str) -> str:
@@ -91,7 +56,7 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
         built = set(plan.sources)  # (a shard's pairs name the other shards' kernels too)
         summary += (f"; a profile measures {sum(len(built.intersection(v)) for v in pairs.values())} (layer, kernel) "
                     "pairs at most (each layer's candidates and the build's kernels the model ranks in its top "
-                    f"{candidates.MEASURED_TOP} for it)")
+                    f"{cost_model.MEASURED_TOP} for it)")
     return json.dumps({"csv": candidates.to_csv_text(proposals),
                        "txt": "".join(f"{k.name}\n" for k in plan.kernels), "summary": summary})
 

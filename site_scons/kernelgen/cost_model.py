@@ -745,6 +745,7 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
 
 
 RECORD_TOPS = (1, 3, 5, 10)
+MEASURED_TOP = 15  # of the build's kernels, those the model ranks this high for a layer are measured on it
 
 
 def record(model_for, samples: list) -> list:
@@ -754,7 +755,6 @@ def record(model_for, samples: list) -> list:
     build of the default TOP measures (``build_measures``), and the median rank of the winners.
     ``model_for(set)`` is the model that ranks the set's layers."""
     import numpy as np
-    from .candidates import MEASURED_TOP
     from .variables import DEFAULT_TOP
     by_layer = {}
     for kernel, problem, ms, stem in samples:

@@ -736,7 +736,7 @@ def main(argv=None) -> int:
         catalog = None
         if args.specs and args.spaces:
             def catalog(problems):
-                from .commands import kernel_catalog
+                from .catalog import kernel_catalog
                 return {k.name for k in kernel_catalog(Path(args.specs), Path(args.spaces), problems)}
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
                 args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved,

@@ -30,7 +30,7 @@ def _write_value(target, source, env):
 
 
 def _best_kernels_header(target, source, env):
-    from kernelgen.commands import kernel_catalog
+    from kernelgen.catalog import kernel_catalog
     from kernelgen.errors import KernelgenError
     from kernelgen.outputs import write
     from kernelgen.reduce import build_header
