@@ -190,6 +190,27 @@ def test_the_direct_kernels_features_count_their_tiles_where_they_overhang_the_l
     assert many[0] > 3 * one[0]
 
 
+def test_a_grouped_cta_is_counted_by_its_busiest_warp(catalog):
+    """grouped_mma's 8 warps take a unit of output channels each in turn (profiler/grouped_mma.h):
+    a slice of 49 units keeps a warp 7 units long, as 56 would. A spread slice of fewer units than
+    warps shares each unit's 16-pixel tiles among 8 / units warps (grouped_mma_spread.h): 1 unit on
+    a tile of 4 such tiles keeps no warp more than one, 4 units keep each of 8 warps two."""
+    mma = cost_model.FEATURES.index("mma")
+    def named(suffix):
+        return next(k for k in catalog.values() if k.name.endswith(suffix))
+    plain = named("_gconv_f16nhwc_f16nhwc_f32_f16nhwc_g16_3x3_stride1_tile4x16")
+    wide = Conv2dProblem(32, 7, 7, 784, 784, 3, 3, 1, 1, groups=49)  # 49 units: no half keeps 8 a warp
+    assert plain.slice(wide, 132) == 784
+    per_unit = 4 * 16 * 16 * 16 * 9 * 2 / 1e6  # a unit (16 channels) on the tile's 4 x 16 pixels
+    features = cost_model.features(plain, wide, 132)
+    assert features[mma] == pytest.approx(7 * 8 * per_unit * features[3]), "the warps of 7 units, as if all had 7"
+    one, four = named("_g16_3x3_stride1_tile4x16_units1"), named("_g16_3x3_stride1_tile4x16_units4")
+    layer = Conv2dProblem(32, 14, 14, 320, 320, 3, 3, 1, 1, groups=20)
+    a, b = cost_model.features(one, layer, 132), cost_model.features(four, layer, 132)
+    assert a[mma] / a[3] == pytest.approx(8 * per_unit / 4), "a unit's 4 pixel tiles over 8 warps: one each"
+    assert b[mma] / b[3] == pytest.approx(8 * per_unit / 2), "4 units, 2 warps a unit: 2 pixel tiles each"
+
+
 def test_a_depthwise_kernel_of_128_threads_counts_the_ctas_a_sm_holds(catalog):
     """A tensor-copy depthwise kernel of CTAs of 128 threads (7x7, 162 registers a thread, 62 KB of
     shared memory) runs three a SM, where a CTA of 256 threads at those registers runs alone: the

@@ -381,7 +381,16 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         tp, tq, tc = kernel.rows, kernel.columns, channels
         tiles = kernel.pixel_tiles(conv) * (conv.c // channels)
         per_sm = _resident(256, kernel.window_bytes(channels) * kernel.buffers, kernel.registers())
-        flops = tp * tq * tc * kernel.channels_per_group * 9 * 2
+        # the busiest of the CTA's 8 warps, as if each did its work: a warp takes a unit of output
+        # channels in turn (every 8th of the slice's), or, in a spread slice of fewer units than
+        # warps, shares its unit's 16-pixel tiles with 8 / units - 1 others (the rest idle)
+        out = kernel.unit_channels // 8
+        blocks = -(-tp * tq // 16)
+        if kernel.units is not None and kernel.units < 8:
+            busiest = -(-blocks // (8 // kernel.units))
+        else:
+            busiest = -(-(channels // out) // 8) * blocks
+        flops = busiest * 8 * 16 * out * kernel.channels_per_group * 9 * 2
         loads = kernel.window_bytes(channels) + tc * 9 * kernel.channels_per_group * size
     waves = math.ceil(tiles / (sms * per_sm))
     return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
