@@ -144,3 +144,19 @@ def test_every_spec_directory_makes_a_plan_whose_manifest_names_each_kernels_op_
     assert {(k["op"], k["element"]) for k in kernels.values()} == {("conv2d_fprop", "f16")} | (
         {("gemm", "f16"), ("conv2d_fprop", "bf16"), ("gemm", "bf16"), ("conv2d_fprop_grouped", "f16"),
          ("conv2d_fprop_grouped", "bf16")} if specs == "kernel_specs/families" else set())
+
+
+def test_what_is_kept_by_identity_is_made_once_for_the_same_objects_and_again_for_equal_others():
+    """kept.ByIdentity (a kernel's source, a descriptor's model attributes and terms): the same
+    objects take the value made first; an equal but other object has its own; a full store drops
+    all it holds."""
+    from kernelgen.kept import ByIdentity
+    made = []
+    def make(a, b):
+        made.append((a, b))
+        return len(made)
+    store, first, second = ByIdentity(2), [1], [2]
+    assert store.get(make, first, second) == store.get(make, first, second) == 1
+    assert store.get(make, [1], second) == 2, "an equal list is another object"
+    assert store.get(make, second, first) == 3 and len(store.values) == 1, "full at two: emptied first"
+    assert store.get(make, first, second) == 4

@@ -58,6 +58,7 @@ from .families.depthwise_narrow import DepthwiseNarrow
 from .families.gemv import SHARED_MEMORY, Gemv
 from .families.grouped_direct import GroupedDirect
 from .families.grouped_mma import GroupedMma
+from .kept import ByIdentity
 from .ops import serves as serves_op
 
 # numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
@@ -285,14 +286,14 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         tk = k = -(-_few_channels_columns(kernel, conv) // 16) * 16  # the layer's, in MMA k-steps of 16
     if isinstance(kernel, Conv2dFpropSm90Transposed):
         m, n = n, m
-    # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
-    tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(n / tn) // cn) * cn
-    launches = 1.0
+    launches, tiled_n, grids = 1.0, n, 1
     if isinstance(kernel, Conv2dFpropSm90Grouped) and conv is not None:
         # a dense convolution a group: each group's K/groups output channels tiled on their own,
         # the groups' launches GROUPED_STREAMS at a time
-        tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(conv.k // conv.groups / tn) // cn) * cn * conv.groups
+        tiled_n, grids = conv.k // conv.groups, conv.groups
         launches = float(math.ceil(conv.groups / GROUPED_STREAMS))
+    # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
+    tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(tiled_n / tn) // cn) * cn * grids
     if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels):
         # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
         # under a K tile of 64 is half a tile a tap, as many iterations as C = 64
@@ -434,7 +435,7 @@ def _regime(base_ms: float) -> str:
 
 def _attributes_in(kernel, regime: str) -> list:
     """``attributes`` of ``kernel`` on a layer of ``regime``."""
-    _, out, in_regime, own = _attribute_names(kernel)
+    out, in_regime, own = _attribute_names(kernel)
     # and the kernel's own, in every regime: its bias on the rows of other layers carries to a layer
     # it has not run (a fused variant has its own, its epilogue costing it what it costs)
     return [*out, *in_regime[regime], own]
@@ -442,26 +443,25 @@ def _attributes_in(kernel, regime: str) -> list:
 
 def _kernel_attributes(kernel) -> list:
     """The attributes of ``_attributes_in`` that do not depend on the layer's regime (its first half)."""
-    return list(_attribute_names(kernel)[1])
+    return list(_attribute_names(kernel)[0])
 
 
 def _attribute_names(kernel) -> tuple:
-    """(``kernel``, ``_kernel_attributes``, regime -> those attributes within it, ``kernel=<its
-    name>``): the names of ``_attributes_in``, kept by descriptor (by identity: a descriptor's
-    fields are frozen) for the rest of the process: a fit asks them for each of its tens of
-    thousands of rows, of a few thousand kernels, and a ranking for each kernel of the space."""
-    kept = _ATTRIBUTES.get(id(kernel))
-    if kept is None or kept[0] is not kernel:  # (the descriptor kept beside them: its id is not reused)
-        if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
-            _ATTRIBUTES.clear()
-        out = tuple(_kernel_attributes_of(kernel))
-        kept = _ATTRIBUTES[id(kernel)] = (kernel, out, {label: tuple(f"{a}|{label}" for a in out)
-                                                        for _, label in REGIMES}, f"kernel={kernel.name}")
-    return kept
+    """(``_kernel_attributes``, regime -> those attributes within it, ``kernel=<its name>``): the
+    names of ``_attributes_in``, kept by descriptor (``kept.ByIdentity``) for the rest of the
+    process: a fit asks them for each of its tens of thousands of rows, of a few thousand kernels,
+    and a ranking for each kernel of the space."""
+    return _ATTRIBUTES.get(_attribute_names_of, kernel)
+
+
+def _attribute_names_of(kernel) -> tuple:
+    """``_attribute_names``, made."""
+    out = tuple(_kernel_attributes_of(kernel))
+    return out, {label: tuple(f"{a}|{label}" for a in out) for _, label in REGIMES}, f"kernel={kernel.name}"
 
 
 _TERMS_KEPT = 1 << 16  # the most kernels a model keeps the terms of (Model._kept_terms)
-_ATTRIBUTES, _ATTRIBUTES_KEPT = {}, 1 << 16  # id(descriptor) -> _attribute_names; at most so many
+_ATTRIBUTES = ByIdentity(1 << 16)  # descriptor -> _attribute_names
 
 
 def _kernel_attributes_of(kernel) -> list:
@@ -554,12 +554,7 @@ class Model:
             for i in visited:
                 kernel = kernels[i]
                 if terms[i] is None:
-                    entry = kept.get(id(kernel))
-                    if entry is None or entry[0] is not kernel:  # (the descriptor kept: its id is not reused)
-                        if len(kept) >= _TERMS_KEPT:
-                            kept.clear()
-                        entry = kept[id(kernel)] = (kernel, self._terms(kernel))
-                    terms[i] = entry[1]
+                    terms[i] = kept.get(self._terms, kernel)
                 tiling, theta, name, corrections = terms[i]
                 base = max(_dot(_features(kernel, tiling, layer, sms), theta) / 1e3, MIN_MS)
                 for limit, label in REGIMES:  # _regime(base)
@@ -572,20 +567,20 @@ class Model:
             return [(ms, kernel) for ms, _, kernel in scored]
         return rank
 
-    def _kept_terms(self) -> dict:
-        """id(descriptor) -> (descriptor, ``_terms``) of the kernels this model has ranked, kept while
-        its constants are the same objects (a model's constants are replaced, never changed in
-        place): a search ranks the same space again and again."""
+    def _kept_terms(self) -> ByIdentity:
+        """The ``_terms`` of the kernels this model has ranked, by descriptor, kept while its
+        constants are the same objects (a model's constants are replaced, never changed in place):
+        a search ranks the same space again and again."""
         constants = (self.theta, self.fallback, self.corrections)
         kept = self.__dict__.get("_terms_kept")
         if kept is None or any(a is not b for a, b in zip(kept[0], constants)):
-            kept = self.__dict__["_terms_kept"] = (constants, {})
+            kept = self.__dict__["_terms_kept"] = (constants, ByIdentity(_TERMS_KEPT))
         return kept[1]
 
     def _terms(self, kernel) -> tuple:
         """(``_tiling``, theta, name, regime -> the sum of its attributes' corrections, added up
         as ``predict`` adds them) of ``kernel``."""
-        get, (_, out, in_regime, own) = self.corrections.get, _attribute_names(kernel)
+        get, (out, in_regime, own) = self.corrections.get, _attribute_names(kernel)
         common = sum(get(a, 0.0) for a in out)  # the first terms of each regime's sum, in its order
         mine = get(own, 0.0)
         corrections = {}
@@ -741,10 +736,10 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
         frame = load_set(folder / gpu, problems)
         # the tolerance of each kernel of the catalog that a row names (a kernel of one name is one
         # kernel in every catalog: a variant's name says its epilogue)
-        for name in set(frame["kernel"].tolist()) - tolerances.keys():
-            if name in kernels:
-                tolerances[name] = verify_tolerance(kernels[name])
-        held = {name: tolerances[name] for name in set(frame["kernel"].tolist()) if name in kernels}
+        named = set(frame["kernel"].tolist()) & kernels.keys()
+        for name in named - tolerances.keys():
+            tolerances[name] = verify_tolerance(kernels[name])
+        held = {name: tolerances[name] for name in named}
         frame = of_kernels(frame, held)
         frame = frame[(frame["status"] == "ok") & (frame["timing"].str.startswith("graph")) & verified(frame, held)]
         by_name = {p.name: p for p in problems}

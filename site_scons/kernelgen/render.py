@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import TemplateError
+from .kept import ByIdentity
 
 if TYPE_CHECKING:
     from mako.lookup import TemplateLookup
@@ -89,22 +90,19 @@ def defines(kernel) -> tuple:
 
 def kernel_source(templates: TemplateLookup, kernel) -> str:
     """The generated source of ``kernel``. Kept for the rest of the process by the lookup and the
-    descriptor (by identity: a lookup is kept while its folder's files are the same, and a
-    descriptor's fields are frozen; both are kept beside the text, so that neither id is reused):
-    the sets of a report, or a header build and the plan, render the same kernels again."""
-    key = (id(templates), id(kernel))
-    kept = _SOURCES.get(key)
-    if kept is None or kept[0] is not templates or kept[1] is not kernel:
-        text = render(templates, "kernel.cu.mako", f"kernel {kernel.name} (family {kernel.family})",
-                      banner=BANNER.format(source=f"family {kernel.family}"), kernel=kernel,
-                      defines=defines(kernel), type_definition=type_definition(templates, kernel))
-        if len(_SOURCES) >= _SOURCES_KEPT:
-            _SOURCES.clear()
-        kept = _SOURCES[key] = (templates, kernel, text)
-    return kept[2]
+    descriptor (``kept.ByIdentity``): the sets of a report, or a header build and the plan, render
+    the same kernels again."""
+    return _SOURCES.get(_kernel_source_of, templates, kernel)
 
 
-_SOURCES, _SOURCES_KEPT = {}, 1 << 14  # (id(lookup), id(descriptor)) -> (lookup, descriptor, source); at most so many
+def _kernel_source_of(templates: TemplateLookup, kernel) -> str:
+    """``kernel_source``, made."""
+    return render(templates, "kernel.cu.mako", f"kernel {kernel.name} (family {kernel.family})",
+                  banner=BANNER.format(source=f"family {kernel.family}"), kernel=kernel,
+                  defines=defines(kernel), type_definition=type_definition(templates, kernel))
+
+
+_SOURCES = ByIdentity(1 << 14)  # (lookup, descriptor) -> the source
 
 
 def did_not_compile_source(templates: TemplateLookup, name: str) -> str:
