@@ -63,6 +63,12 @@ def _compile_site_scons() -> None:
 
 _compile_site_scons()
 
+# The environment as the tests' process set it up, before any test changed a variable: what the
+# programs the tests' helpers start run in (tests/scons_runs.py's scons helper; tests/header_builds.py's
+# nvcc compiles, started from threads, which would otherwise exec with the process's environment
+# while a test in the main thread rebuilds it: "[Errno 14] Bad address: 'nvcc'", seen in a full run).
+STARTING_ENVIRONMENT = dict(os.environ)
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector):

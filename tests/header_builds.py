@@ -19,7 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, STARTING_ENVIRONMENT
 from kernelgen.variables import default_cutlass_root
 
 # What the profiler compiles kernels with (kernelgen.variables.DEFAULT_NVCCFLAGS and ARCH=90a),
@@ -27,11 +27,6 @@ from kernelgen.variables import default_cutlass_root
 MEASURED_FLAGS = ["-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a"]
 
 _state = {}
-# The environment the background compiles run nvcc with, taken as this module is imported. A compile
-# started from a thread while a test in the main thread sets or unsets a variable would otherwise
-# exec nvcc with the process's environment as it is being rebuilt (subprocess execs from a vfork
-# child sharing the parent's memory): "[Errno 14] Bad address: 'nvcc'", seen in a full run.
-_ENVIRONMENT = dict(os.environ)
 
 
 def session_dir() -> Path:
@@ -111,7 +106,7 @@ def shared_object(source_name: str, source: str, flags) -> Path:
             directory.mkdir(exist_ok=True)
             (directory / source_name).write_text(source)
             out = subprocess.run(nvcc_command(directory, source_name, flags), capture_output=True, text=True,
-                                 timeout=900, env=_ENVIRONMENT)
+                                 timeout=900, env=STARTING_ENVIRONMENT)
             assert out.returncode == 0, out.stdout + out.stderr[-5000:]
             os.replace(directory / (source_name + ".o"), obj)
     return obj
@@ -138,7 +133,7 @@ class _Job:
             with self._lock:
                 if self._stopped:
                     return
-                self.process = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, env=_ENVIRONMENT)
+                self.process = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, env=STARTING_ENVIRONMENT)
             self.returncode = self.process.wait()
 
     def wait(self, timeout):

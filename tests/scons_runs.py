@@ -34,6 +34,8 @@ import threading
 import time
 from pathlib import Path
 
+from conftest import STARTING_ENVIRONMENT
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # What a header build imports (SConstruct, kernelgen's builders and the header's reduction) that
@@ -185,7 +187,6 @@ for line in requests:
         answers.write(json.dumps({"index": running.pop(pid), "status": os.waitstatus_to_exitcode(status)}) + "\n")
 """
 
-_ENVIRONMENT = dict(os.environ)  # as the tests' process started: what the helper runs in
 
 
 class _Helper:
@@ -195,7 +196,7 @@ class _Helper:
         self.scons = shutil.which("scons")
         self.process = subprocess.Popen([sys.executable, "-c", _HELPER, str(project), self.scons, json.dumps(warm),
                                          "sets" if sets else "any"],
-                                        cwd=project, env=_ENVIRONMENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                        cwd=project, env=STARTING_ENVIRONMENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.said = b""  # what the helper wrote that is not read as an answer yet
 
     def start(self, runs: list, jobs: int = 1) -> None:
@@ -263,7 +264,7 @@ def run_together(runs: list, cwd, env=None, timeout=None, text=True) -> list:
     env = dict(os.environ if env is None else env)
     scons = shutil.which("scons")
     commands = [[sys.executable, scons, *map(str, args)] for args in runs]
-    if _python_settings(env) != _python_settings(_ENVIRONMENT):
+    if _python_settings(env) != _python_settings(STARTING_ENVIRONMENT):
         return _fresh(commands, cwd, env, timeout, text)
     folder = Path(tempfile.mkdtemp(prefix="kernelgen-scons-run-"))
     try:
