@@ -91,6 +91,9 @@ def test_catalog_holds_each_family():
     groupwise = [k for k in kernels if k.family == "conv2d_fprop_sm90_grouped"]
     assert len(groupwise) == 16 and {(k.op, k.adapter_header) for k in groupwise} == {
         ("conv2d_fprop_grouped", "grouped_adapter_3x.h")}
+    patch = [k for k in kernels if k.family == "conv2d_fprop_sm90_patch"]
+    assert len(patch) == 10 and {(k.op, k.adapter_header, k.fusible) for k in patch} == {
+        ("conv2d_fprop", "patch_adapter_3x.h", False)}
     bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
     assert len(bf16) == 15 and {k.family for k in bf16} == {
         "conv2d_fprop_sm90_persistent_bf16", "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16",
@@ -105,7 +108,7 @@ def test_catalog_holds_each_family():
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_mma) + len(direct) + len(grouped)
-                            + len(tensor_grouped) + len(groupwise))
+                            + len(tensor_grouped) + len(groupwise) + len(patch))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -147,7 +150,7 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 524
+    assert len(select(kernels, "*", parse_arch("90a"))) == 534
     assert len(select(kernels, "*", parse_arch("90"))) == 367, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 328
     assert len(select(kernels, "*", parse_arch("75"))) == 12
@@ -426,7 +429,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 18
+    assert len(families.FAMILIES) == 19
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

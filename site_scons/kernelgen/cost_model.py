@@ -47,6 +47,7 @@ from .families.conv2d_few_channels import Conv2dFpropFewChannels
 from .families.conv2d_sm90 import Conv2dFpropSm90
 from .families.conv2d_sm90_grouped import STREAMS as GROUPED_STREAMS, Conv2dFpropSm90Grouped
 from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
+from .families.conv2d_sm90_patch import Conv2dFpropSm90Patch, folded as patch_folded
 from .families.conv2d_sm90_persistent import Conv2dFpropSm90Persistent
 from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
@@ -92,7 +93,7 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
     if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow, GroupedDirect, DepthwiseMma,
-                           Conv2dFpropSm90Grouped)):
+                           Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
@@ -183,6 +184,8 @@ def group(kernel) -> str:
     name = type(kernel).__name__
     if isinstance(kernel, GemmSm90):
         return _scheduled(name, kernel)
+    if isinstance(kernel, Conv2dFpropSm90Patch):
+        return Conv2dFpropSm90.__name__  # the same kernel, counted on the folded layer (``_features``)
     if isinstance(kernel, Conv2dFpropFewChannels):
         return f"{name}/{kernel.mode}"
     if isinstance(kernel, Gemv) and kernel.a == "shared":
@@ -275,6 +278,8 @@ def _dot(features: list, theta) -> float:
 def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     """``features`` (as a list) from the kernel's ``_tiling`` and the layer's ``_layer``."""
     memory, (m, n, k), mflop_per_sm, conv = layer
+    if isinstance(kernel, Conv2dFpropSm90Patch) and conv is not None:
+        conv = patch_folded(conv)  # S pixels of C channels are one of S*C: R x 1 taps of S*C channels
     if tiling is None:
         if isinstance(kernel, (Depthwise, DepthwiseCutlass, GroupedMma, DepthwiseMma)) and conv is not None:
             return _direct_features(kernel, conv, memory, sms)

@@ -1,0 +1,66 @@
+// Patch convolutions (a filter as wide as its stride along W, no padding nor dilation there: ViT's
+// 16x16 stride-16 patch embedding, ConvNeXt's 2x2 stride-2 downsampling) by a CUTLASS 3.x dense
+// conv kernel (ConvUniversalAdapter) on the layer's tensors seen another way: the S pixels of each
+// filter row are S*C contiguous channels of one wider pixel. NHWC activations of W x C become
+// W/S x S*C (the row stride W*C as it was: columns past the last whole window are never read),
+// KRSC filters K x R x 1 x S*C (the same bytes), the NPQK output the same. ViT's 3 input channels,
+// which no 16-byte tensor copy can start on, become 48; every K iteration is a whole filter row.
+//
+// kernelgen::PatchConv2dOperation3x<DeviceOp> is a CutlassOperation (adapter_common.h).
+#pragma once
+
+#include <string>
+
+#include "conv2d_adapter_3x.h"
+
+namespace kernelgen {
+
+// Why `p` cannot be folded (S pixels of C channels into one of S*C), or empty.
+inline std::string patch_unsupported(const Conv2dProblem& p) {
+  if (p.s < 2 || p.stride_w != p.s || p.pad_w != 0 || p.dilation_w != 1 || p.w < p.s)
+    return "a patch kernel: needs stride along W equal to the filter's width S > 1, no padding nor dilation along W";
+  if ((int64_t(p.s) * p.c) % 8 || (int64_t(p.w) * p.c) % 8 || p.k % 8)
+    return "S*C, W*C and K must be multiples of 8 (16-byte tensor copies of a filter row and of an image row)";
+  return {};
+}
+
+// The folded convolution's shape: activations n x h x W/S x S*C with the layer's row and image
+// strides, filters K x R x 1 x S*C packed, the output packed as the layer's.
+template <typename ProblemShape>
+ProblemShape patch_conv2d_shape_3x(const Conv2dProblem& p) {
+  const int cs = p.s * p.c, ws = p.w / p.s;
+  const int64_t c = p.c, k = p.k, h = p.h, w = p.w, pq = int64_t(p.p()) * p.q(), q = p.q();
+  return ProblemShape(cutlass::conv::Mode::kCrossCorrelation, {p.n, p.h, ws, cs}, {h * w * c, w * c, cs, 1},
+                      {p.k, p.r, 1, cs}, {int64_t(p.r) * cs, int64_t(cs), int64_t(cs), 1},
+                      {pq * k, q * k, k, 1}, {p.pad_h, 0}, {p.pad_h, 0}, {p.stride_h, 1}, {p.dilation_h, 1}, 1);
+}
+
+template <typename DeviceOp>
+struct PatchConv2dArguments3x {
+  using Kernel = typename DeviceOp::ConvKernel;
+  using ProblemShape = typename Kernel::ProblemShape;
+  using Operands = Operands3x<DeviceOp>;
+  using StrideC = typename Kernel::StrideC;
+  using StrideD = typename Kernel::StrideD;
+
+  static std::string unsupported(const Conv2dProblem& p) { return patch_unsupported(p); }
+
+  static typename DeviceOp::Arguments make(const Conv2dProblem& p, const Conv2dBinding& b) {
+    ProblemShape shape = patch_conv2d_shape_3x<ProblemShape>(p);
+    StrideC stride_c;
+    StrideD stride_d;
+    cute::for_each(cute::make_seq<cute::rank<0>(StrideC{})>{}, [&](auto i) {
+      cute::get<0, i>(stride_c) = shape.stride_C[ProblemShape::RankT - 2 - i];
+    });
+    cute::for_each(cute::make_seq<cute::rank<0>(StrideD{})>{}, [&](auto i) {
+      cute::get<0, i>(stride_d) = shape.stride_C[ProblemShape::RankT - 2 - i];
+    });
+    return typename DeviceOp::Arguments{shape, {Operands::x(b), Operands::w(b)},
+                                        Operands::epilogue(b, stride_c, stride_d)};
+  }
+};
+
+template <typename DeviceOp>
+using PatchConv2dOperation3x = CutlassOperation<DeviceOp, PatchConv2dArguments3x<DeviceOp>>;
+
+}  // namespace kernelgen
