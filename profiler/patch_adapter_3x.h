@@ -6,12 +6,14 @@
 // KRSC filters K x R x 1 x S*C (the same bytes), the NPQK output the same. ViT's 3 input channels,
 // which no 16-byte tensor copy can start on, become 48; every K iteration is a whole filter row.
 //
-// kernelgen::PatchConv2dOperation3x<DeviceOp> is a CutlassOperation (adapter_common.h).
+// kernelgen::PatchConv2dOperation3x<DeviceOp> is a CutlassOperation (adapter_common.h), and
+// kernelgen::FusedPatchConv2dOperation3x<DeviceOp> a kernel of a fused epilogue (fused_adapter_3x.h).
 #pragma once
 
 #include <string>
 
 #include "conv2d_adapter_3x.h"
+#include "fused_adapter_3x.h"
 
 namespace kernelgen {
 
@@ -62,5 +64,9 @@ struct PatchConv2dArguments3x {
 
 template <typename DeviceOp>
 using PatchConv2dOperation3x = CutlassOperation<DeviceOp, PatchConv2dArguments3x<DeviceOp>>;
+
+template <typename DeviceOp>
+using FusedPatchConv2dOperation3x =
+    FusedCutlassOperation<DeviceOp, FusedArguments<DeviceOp, PatchConv2dArguments3x<DeviceOp>>, false>;
 
 }  // namespace kernelgen

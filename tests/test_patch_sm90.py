@@ -68,13 +68,21 @@ def test_a_kernel_serves_the_layers_it_can_fold(layer, why):
     assert serves(kernel, Conv2dProblem(**layer)) == why
 
 
-def test_grouped_and_fused_layers_are_not_its():
+def test_grouped_layers_are_not_its_and_a_fused_layer_is_its_fused_variants():
+    from dataclasses import replace
+
+    from kernelgen.fusion import fused
+
     kernel = kernels()[0]
     grouped = Conv2dProblem(1, 8, 8, 16, 16, 2, 2, stride_h=2, stride_w=2, groups=2)
     assert "not for conv2d_fprop with groups=2" in serves(kernel, grouped)
-    fused = Conv2dProblem(32, 224, 224, 3, 768, 16, 16, stride_h=16, stride_w=16, epilogue="bias")
-    assert "with epilogue=bias" in serves(kernel, fused)
-    assert all(k.op == "conv2d_fprop" and not k.fusible and k.name.endswith("_patch") for k in kernels())
+    layer = Conv2dProblem(32, 56, 56, 96, 192, 2, 2, stride_h=2, stride_w=2, epilogue="bias")
+    assert "with epilogue=bias" in serves(kernel, layer)
+    variant = fused(kernel, "bias")
+    assert serves(variant, layer) is None
+    assert variant.name == kernel.name + "_ebias" == replace(kernel, fusion="bias").name
+    assert variant.adapter == "kernelgen::FusedPatchConv2dOperation3x" and not variant.fusible
+    assert all(k.op == "conv2d_fprop" and k.fusible and k.name.endswith("_patch") for k in kernels())
 
 
 def test_the_adapter_refuses_with_the_families_words():
@@ -99,8 +107,8 @@ def test_the_model_counts_the_folded_layers_k_iterations():
 
 
 # Odd layers: ViT's patches on a small image, W not a multiple of S, padding, stride and dilation
-# along H, K not a multiple of the tile's N, ConvNeXt's downsampling; the refused: 12 channels
-# folded, K of 20, a 3x3 padded filter.
+# along H, K not a multiple of the tile's N, ConvNeXt's downsampling, fused epilogues (the fused
+# variants); the refused: 12 channels folded, K of 20, a 3x3 padded filter.
 LAYERS = [
     "n=2 h=48 w=48 c=3 k=96 r=16 s=16 stride=16",
     "n=1 h=35 w=40 c=3 k=40 r=16 s=16 stride=16",
@@ -109,6 +117,8 @@ LAYERS = [
     "n=2 h=11 w=8 c=4 k=24 r=3 s=4 stride_h=2 stride_w=4 dilation_h=2",
     "n=3 h=32 w=64 c=3 k=136 r=8 s=8 stride=8",
     "n=1 h=16 w=16 c=3 k=64 r=4 s=4 stride=4",
+    "n=2 h=16 w=16 c=64 k=128 r=2 s=2 stride=2 epilogue=bias+add+gelu",
+    "n=1 h=32 w=48 c=3 k=64 r=16 s=16 stride=16 epilogue=bias",
     "n=1 h=32 w=32 c=3 k=20 r=16 s=16 stride=16",
     "n=1 h=8 w=8 c=8 k=16 r=3 s=3 pad=1",
 ]
@@ -116,6 +126,22 @@ LAYERS = [
 
 @requires_gpu
 def test_each_kernel_verifies_on_the_layers_it_serves_and_refuses_the_others(tmp_path):
+    """Each layer's CSV holds a row of every kernel of its epilogue (the plain ones, or their fused
+    variants): verified ok where the family says it serves the layer, unsupported elsewhere."""
+    from kernelgen.fusion import fused
+
     by_name = {k.name: k for k in kernels()}
-    for problem, frame in profile_layers(tmp_path, LAYERS, "*_patch"):
-        assert_served_rows_verify(problem, frame, by_name)
+    for epilogue in ("bias+add+gelu", "bias"):
+        by_name.update({fused(k, epilogue).name: fused(k, epilogue) for k in kernels()})
+    served = 0
+    for problem, frame in profile_layers(tmp_path, LAYERS, "*_patch*"):
+        ours = sorted(name for name, k in by_name.items() if k.op == problem.op)
+        assert sorted(frame["kernel"]) == ours, problem.name
+        for row in frame.itertuples():
+            if serves(by_name[row.kernel], problem) is None:
+                served += 1
+                assert row.status == "ok", (problem.name, row.kernel, row.message)
+                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
+            else:
+                assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
+    assert served == 10 * 8  # the 8 layers the family serves, each by its 10 kernels

@@ -93,7 +93,7 @@ def test_catalog_holds_each_family():
         ("conv2d_fprop_grouped", "grouped_adapter_3x.h")}
     patch = [k for k in kernels if k.family == "conv2d_fprop_sm90_patch"]
     assert len(patch) == 10 and {(k.op, k.adapter_header, k.fusible) for k in patch} == {
-        ("conv2d_fprop", "patch_adapter_3x.h", False)}
+        ("conv2d_fprop", "patch_adapter_3x.h", True)}
     bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
     assert len(bf16) == 15 and {k.family for k in bf16} == {
         "conv2d_fprop_sm90_persistent_bf16", "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16",

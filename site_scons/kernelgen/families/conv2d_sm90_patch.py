@@ -11,6 +11,7 @@ The spec is conv2d_sm90's (types, schedule, epilogue, stages, tiles x clusters).
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ..ops.common import epilogue_suffix
 from .conv2d_sm90 import Conv2dFpropSm90, expand as expand_sm90, family_table
 
 KIND = "conv2d_fprop_sm90_patch"
@@ -36,16 +37,18 @@ def folded(conv):
 
 @dataclass(frozen=True)
 class Conv2dFpropSm90Patch(Conv2dFpropSm90):
-    adapter = "kernelgen::PatchConv2dOperation3x"
     adapter_header = "patch_adapter_3x.h"
 
     @property
-    def fusible(self) -> bool:
-        return False  # its adapter passes no epilogue's operands
+    def adapter(self) -> str:
+        return "kernelgen::FusedPatchConv2dOperation3x" if self.fusion else "kernelgen::PatchConv2dOperation3x"
 
     @cached_property
     def name(self) -> str:
-        return super().name + "_patch"
+        """conv2d_sm90's name, ``_patch`` before the epilogue's suffix (a fused kernel's name is its
+        unfused twin's and the suffix)."""
+        base, suffix = Conv2dFpropSm90.name.func(self), epilogue_suffix(self.fusion)  # computed, not the cached
+        return base[:len(base) - len(suffix)] + "_patch" + suffix
 
     def refuses(self, conv) -> str | None:
         """Why the kernel's can_implement refuses ``conv``, or None."""
