@@ -17,24 +17,37 @@
 
 namespace kernelgen {
 
+// Whether the filter's rows fold too: a filter as tall as its stride along H, unpadded and
+// undilated there, on an image of whole windows is R-row images of their own (N*P of them, each a
+// row of outputs), the stride along H 1: TMA's im2col walks a stride of 8 at most.
+inline bool patch_rows_fold(const Conv2dProblem& p) {
+  return p.stride_h == p.r && p.pad_h == 0 && p.dilation_h == 1 && p.h % p.r == 0;
+}
+
 // Why `p` cannot be folded (S pixels of C channels into one of S*C), or empty.
 inline std::string patch_unsupported(const Conv2dProblem& p) {
   if (p.s < 2 || p.stride_w != p.s || p.pad_w != 0 || p.dilation_w != 1 || p.w < p.s)
     return "a patch kernel: needs stride along W equal to the filter's width S > 1, no padding nor dilation along W";
   if ((int64_t(p.s) * p.c) % 8 || (int64_t(p.w) * p.c) % 8 || p.k % 8)
     return "S*C, W*C and K must be multiples of 8 (16-byte tensor copies of a filter row and of an image row)";
+  if (p.stride_h > 8 && !patch_rows_fold(p))
+    return "a stride along H over 8 needs the filter's rows to fold too (stride R, no padding nor dilation along H, H a multiple of R)";
   return {};
 }
 
 // The folded convolution's shape: activations n x h x W/S x S*C with the layer's row and image
-// strides, filters K x R x 1 x S*C packed, the output packed as the layer's.
+// strides (or, where the rows fold, N*P images of R rows, R*W*C apart), filters K x R x 1 x S*C
+// packed, the output packed as the layer's.
 template <typename ProblemShape>
 ProblemShape patch_conv2d_shape_3x(const Conv2dProblem& p) {
+  const bool rows = patch_rows_fold(p);
   const int cs = p.s * p.c, ws = p.w / p.s;
-  const int64_t c = p.c, k = p.k, h = p.h, w = p.w, pq = int64_t(p.p()) * p.q(), q = p.q();
-  return ProblemShape(cutlass::conv::Mode::kCrossCorrelation, {p.n, p.h, ws, cs}, {h * w * c, w * c, cs, 1},
+  const int n = rows ? p.n * p.p() : p.n, h = rows ? p.r : p.h, stride_h = rows ? 1 : p.stride_h;
+  const int64_t c = p.c, k = p.k, w = p.w, q = p.q();
+  const int64_t image = int64_t(h) * w * c, out_image = (rows ? 1 : int64_t(p.p())) * q * k;
+  return ProblemShape(cutlass::conv::Mode::kCrossCorrelation, {n, h, ws, cs}, {image, w * c, cs, 1},
                       {p.k, p.r, 1, cs}, {int64_t(p.r) * cs, int64_t(cs), int64_t(cs), 1},
-                      {pq * k, q * k, k, 1}, {p.pad_h, 0}, {p.pad_h, 0}, {p.stride_h, 1}, {p.dilation_h, 1}, 1);
+                      {out_image, q * k, k, 1}, {p.pad_h, 0}, {p.pad_h, 0}, {stride_h, 1}, {p.dilation_h, 1}, 1);
 }
 
 template <typename DeviceOp>

@@ -45,12 +45,17 @@ def kernels():
 
 FOLDS = "a patch kernel: needs stride along W equal to the filter's width S > 1, no padding nor dilation along W"
 COPIES = "S*C, W*C and K must be multiples of 8 (16-byte tensor copies of a filter row and of an image row)"
+STRIDE = ("a stride along H over 8 needs the filter's rows to fold too "
+          "(stride R, no padding nor dilation along H, H a multiple of R)")
 
 
 @pytest.mark.parametrize("layer, why", [
     (dict(n=32, h=224, w=224, c=3, k=768, r=16, s=16, stride_h=16, stride_w=16), None),  # ViT-B/16
     (dict(n=32, h=56, w=56, c=96, k=192, r=2, s=2, stride_h=2, stride_w=2), None),  # ConvNeXt's downsampling
-    (dict(n=1, h=9, w=40, c=3, k=40, r=16, s=16, stride_h=16, stride_w=16), None),  # W not a multiple of S
+    (dict(n=1, h=32, w=40, c=3, k=40, r=16, s=16, stride_h=16, stride_w=16), None),  # W not a multiple of S
+    (dict(n=1, h=40, w=32, c=3, k=40, r=16, s=16, stride_h=16, stride_w=16), STRIDE),  # nor H of R
+    (dict(n=1, h=40, w=32, c=8, k=40, r=3, s=2, stride_h=9, stride_w=2), STRIDE),
+    (dict(n=1, h=36, w=32, c=8, k=40, r=3, s=2, stride_h=8, stride_w=2), None),
     (dict(n=2, h=9, w=12, c=8, k=64, r=3, s=2, pad_h=1, stride_h=1, stride_w=2), None),  # padding, stride along H
     (dict(n=2, h=11, w=8, c=4, k=24, r=3, s=4, stride_h=2, stride_w=4, dilation_h=2), None),
     (dict(n=32, h=224, w=224, c=3, k=96, r=4, s=4, stride_h=4, stride_w=4), COPIES),  # 12 channels folded
@@ -89,7 +94,7 @@ def test_the_adapter_refuses_with_the_families_words():
     """profiler/patch_adapter_3x.h's patch_unsupported and the family's refusals say the same."""
     header = (ROOT / "profiler" / "patch_adapter_3x.h").read_text()
     said = re.findall(r'return "([^"]+)";', header)
-    assert said == [FOLDS, COPIES]
+    assert said == [FOLDS, COPIES, STRIDE]
 
 
 def test_the_model_counts_the_folded_layers_k_iterations():
@@ -106,16 +111,30 @@ def test_the_model_counts_the_folded_layers_k_iterations():
     assert f["iterations"] == math.ceil(32 * 28 * 28 / 128 * 2 / 132) * 2 * 3
 
 
-# Odd layers: ViT's patches on a small image, W not a multiple of S, padding, stride and dilation
-# along H, K not a multiple of the tile's N, ConvNeXt's downsampling, fused epilogues (the fused
-# variants); the refused: 12 channels folded, K of 20, a 3x3 padded filter.
+def test_a_layer_folds_to_the_convolution_its_kernel_runs():
+    from kernelgen.families.conv2d_sm90_patch import folded
+
+    vit = Conv2dProblem(32, 224, 224, 3, 768, 16, 16, stride_h=16, stride_w=16)  # rows fold: 448 images of 16 rows
+    assert folded(vit) == Conv2dProblem(32 * 14, 16, 14, 48, 768, 16, 1)
+    strided = Conv2dProblem(2, 36, 64, 3, 136, 8, 8, stride_h=8, stride_w=8)  # 36 rows: 4 windows and 4 rows over
+    assert folded(strided) == Conv2dProblem(2, 36, 8, 24, 136, 8, 1, stride_h=8)
+    for layer in (vit, strided, Conv2dProblem(2, 9, 13, 8, 64, 3, 2, pad_h=1, stride_h=1, stride_w=2)):
+        assert folded(layer).gemm_mnk == layer.as_conv().gemm_mnk
+        assert (folded(layer).n * folded(layer).p, folded(layer).q) == (layer.n * layer.p, layer.q)
+
+
+# Odd layers: ViT's patches on a small image (the rows folded), W not a multiple of S, H not a
+# multiple of R (a stride of 8 walked), padding, stride and dilation along H, K not a multiple of the tile's N, ConvNeXt's downsampling, fused epilogues (the fused
+# variants); the refused: a stride of 16 on H not a multiple of R, 12 channels folded, K of 20, a
+# 3x3 padded filter.
 LAYERS = [
     "n=2 h=48 w=48 c=3 k=96 r=16 s=16 stride=16",
+    "n=1 h=32 w=40 c=3 k=40 r=16 s=16 stride=16",
     "n=1 h=35 w=40 c=3 k=40 r=16 s=16 stride=16",
     "n=2 h=9 w=12 c=8 k=64 r=3 s=2 pad_h=1 stride_h=1 stride_w=2",
     "n=1 h=14 w=14 c=96 k=192 r=2 s=2 stride=2",
     "n=2 h=11 w=8 c=4 k=24 r=3 s=4 stride_h=2 stride_w=4 dilation_h=2",
-    "n=3 h=32 w=64 c=3 k=136 r=8 s=8 stride=8",
+    "n=3 h=36 w=64 c=3 k=136 r=8 s=8 stride=8",
     "n=1 h=16 w=16 c=3 k=64 r=4 s=4 stride=4",
     "n=2 h=16 w=16 c=64 k=128 r=2 s=2 stride=2 epilogue=bias+add+gelu",
     "n=1 h=32 w=48 c=3 k=64 r=16 s=16 stride=16 epilogue=bias",

@@ -18,6 +18,13 @@ KIND = "conv2d_fprop_sm90_patch"
 FAMILY = family_table(KIND)
 
 
+def rows_fold(conv) -> bool:
+    """Whether the filter's rows fold too (profiler/patch_adapter_3x.h's patch_rows_fold): a filter
+    as tall as its stride along H, unpadded and undilated there, on an image of whole windows is N*P
+    images of R rows, the stride along H 1 (TMA's im2col walks a stride of 8 at most)."""
+    return conv.stride_h == conv.r and not conv.pad_h and conv.dilation_h == 1 and conv.h % conv.r == 0
+
+
 def patch_refusal(conv) -> str | None:
     """Why ``conv`` cannot be folded into a convolution of S*C channels a pixel, or None (as
     profiler/patch_adapter_3x.h's patch_unsupported)."""
@@ -27,12 +34,17 @@ def patch_refusal(conv) -> str | None:
     if (conv.s * conv.c) % 8 or (conv.w * conv.c) % 8 or conv.k % 8:
         return ("S*C, W*C and K must be multiples of 8 "
                 "(16-byte tensor copies of a filter row and of an image row)")
+    if conv.stride_h > 8 and not rows_fold(conv):
+        return ("a stride along H over 8 needs the filter's rows to fold too "
+                "(stride R, no padding nor dilation along H, H a multiple of R)")
     return None
 
 
 def folded(conv):
-    """The convolution the kernel runs for ``conv``: W/S pixels of S*C channels, R x 1 filters."""
-    return replace(conv, w=conv.w // conv.s, c=conv.s * conv.c, s=1, stride_w=1)
+    """The convolution the kernel runs for ``conv``: W/S pixels of S*C channels, R x 1 filters (and
+    where the rows fold, N*P images of R rows)."""
+    flat = replace(conv, w=conv.w // conv.s, c=conv.s * conv.c, s=1, stride_w=1)
+    return replace(flat, n=conv.n * conv.p, h=conv.r, stride_h=1) if rows_fold(conv) else flat
 
 
 @dataclass(frozen=True)
