@@ -371,6 +371,27 @@ def four_channels():
     return nn.Conv2d(4, 8, 3)
 
 
+class Products(nn.Module):
+    """A window attention written with the products themselves, as Swin and timm's ViTs have it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 4, stride=4)
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x):
+        x = self.conv(x).flatten(2).transpose(1, 2)  # 2 x 4 x 16
+        q, k, v = self.qkv(x).reshape(2, 4, 3, 2, 8).permute(2, 0, 3, 1, 4)  # each 2 x 2 heads x 4 x 8
+        a = q @ k.transpose(-2, -1)
+        y = a.matmul(v) + torch.bmm(a.flatten(0, 1), v.flatten(0, 1)).view(2, 2, 4, 8)
+        y = y + F.scaled_dot_product_attention(q, k, v)
+        return torch.einsum("bhij,bhjd->bhid", a, y)
+
+
+def products():
+    return Products()
+
+
 def not_a_module():
     return "resnet"
 
@@ -422,6 +443,17 @@ def test_functional_calls_same_padding_and_unprofilable_layers_are_recorded(torc
     assert (gemm.m, gemm.n, gemm.k) == (2, 5, 8)
     assert "# transposed convolution: conv_transpose2d input 2x16x9x9 weight 16x8x2x2" in text
     assert any("1 call(s) the tool cannot profile" in m for m in logged)
+
+
+def test_matrix_products_outside_linear_layers_are_listed_with_their_flops(torch_nets, tmp_path):
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:products", 2, "3x8x8"), tmp_path,
+                                     log=lambda m: None)
+    text = path.read_text()
+    assert "# matrix products outside a linear layer (matmul, @, bmm, einsum): 4 product(s) of 4x8 by 8x4 float32 count=1" in text
+    assert "# matrix products outside a linear layer (matmul, @, bmm, einsum): 4 product(s) of 4x4 by 4x8 float32 count=3" in text
+    assert "# attention's batched matrix products (Q K^T and its product with V): attention of 4 batch x head pairs, " \
+           "L 4, S 4, head dim 8 float32 count=1" in text
+    assert "; 4 matrix products outside linear layers (listed at the end, not profiled)." in text
 
 
 def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_cpu(torch_nets, tmp_path):
@@ -500,6 +532,49 @@ def test_an_attentions_projections_are_recorded_as_linear_calls_and_its_products
     assert plan.skipped_flops == [4.0 * 384 * 197 * 64 * 197]
     text = workload_text(plan, request(), "v")
     assert "; 1 attention (their batched matrix products: listed at the end, not profiled)." in text
+
+
+@pytest.mark.parametrize("how, args, kwargs, expected", [
+    ("ab", (FakeTensor(2, 12, 197, 64), FakeTensor(2, 12, 64, 197)), {}, ("matmul", (24, 197, 64), (64, 197))),
+    ("ab", (FakeTensor(32, 49, 96), FakeTensor(96, 288)), {}, ("matmul", (32, 49, 96), (96, 288))),  # a weight
+    ("ab", (FakeTensor(1, 12, 5, 8), FakeTensor(3, 1, 8, 7)), {}, ("matmul", (36, 5, 8), (8, 7))),  # broadcast
+    ("ab", (FakeTensor(8), FakeTensor(4, 8, 3)), {}, ("matmul", (4, 1, 8), (8, 3))),  # a vector: one row
+    ("ab", (FakeTensor(4, 5, 8), FakeTensor(8)), {}, ("matmul", (4, 5, 8), (8, 1))),  # or one column
+    ("ba", (FakeTensor(8, 3), FakeTensor(6, 8)), {}, ("matmul", (1, 6, 8), (8, 3))),  # x @ self
+    ("_ab", (FakeTensor(6, 3), FakeTensor(6, 8), FakeTensor(8, 3)), {}, ("matmul", (1, 6, 8), (8, 3))),  # addmm
+    ("einsum", ("bhid,bhjd->bhij", FakeTensor(2, 3, 5, 8), FakeTensor(2, 3, 7, 8)), {},
+     ("matmul", (6, 5, 8), (8, 7))),
+    ("einsum", ("ij,jk->ik", [FakeTensor(5, 8), FakeTensor(8, 7)]), {}, ("matmul", (1, 5, 8), (8, 7))),
+    ("sdpa", (), {"query": FakeTensor(2, 4, 50, 64), "key": FakeTensor(2, 4, 60, 64), "value": FakeTensor(2, 4, 60, 64)},
+     ("attention", (8, 50, 64), (60, 64))),
+])
+def test_a_matrix_product_is_the_call_of_its_factors_shapes(how, args, kwargs, expected):
+    call = importer.product_call(how, args, kwargs)
+    assert (call.op, call.input, call.weight) == expected
+
+
+@pytest.mark.parametrize("args", [
+    ("ij->ji", FakeTensor(5, 8)),  # one operand
+    ("...ij,...jk->...ik", FakeTensor(2, 5, 8), FakeTensor(2, 8, 7)),  # an ellipsis
+    ("ij,jk,kl->il", FakeTensor(5, 8), FakeTensor(8, 7), FakeTensor(7, 2)),  # three
+    ("ijk,jk->ik", FakeTensor(5, 8), FakeTensor(8, 7)),  # a term of other rank than its operand
+])
+def test_an_einsum_that_is_no_product_of_two_is_not_one(args):
+    assert importer.product_call("einsum", args, {}) is None
+
+
+def test_matrix_products_are_listed_with_their_flops_and_counted_apart():
+    product = importer.product_call("ab", (FakeTensor(384, 49, 32), FakeTensor(384, 32, 49)), {})
+    plan = plan_workloads([conv(32, 3, 224, 224, 96, 4, stride=4), product, product])
+    assert plan.skipped == [("matrix products outside a linear layer (matmul, @, bmm, einsum)",
+                             "384 product(s) of 49x32 by 32x49 float32", 2)]
+    assert plan.skipped_flops == [2.0 * 384 * 49 * 49 * 32] * 2
+    text = workload_text(plan, request(), "v")
+    assert "1 in 1 distinct conv2d_fprop line below, 0 the tool cannot profile" in text
+    assert "; 2 matrix products outside linear layers (listed at the end, not profiled)." in text
+    assert f"# The lines cover {importer.coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls and " \
+           "matrix products." in text
+    assert 0 < importer.coverage(plan) < 1
 
 
 def test_a_model_with_a_backbone_is_built_without_its_backbones_weights():

@@ -53,7 +53,8 @@ DTYPES = ("f16", "bf16")  # what a network's layers may be profiled as
 DEFAULT_RESULTS = "profile_results"  # where a set's results are, relative to where scons runs
 CONV_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 ATTENTION = "attention"  # an attention's batched matrix products (Q K^T, then by V), listed, not profiled
-OPS = CONV_OPS + ("linear", ATTENTION)
+MATMUL = "matmul"  # a matrix product outside a linear layer (matmul, @, bmm, einsum, ...), listed, not profiled
+OPS = CONV_OPS + ("linear", ATTENTION, MATMUL)
 TORCH_DTYPES = {"float16": "f16", "bfloat16": "bf16"}  # torch dtype name -> workload dtype
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -219,6 +220,8 @@ def why_not_profiled(call: Call) -> str:
         return ""
     if call.op == ATTENTION:
         return "attention's batched matrix products (Q K^T and its product with V)"
+    if call.op == MATMUL:
+        return "matrix products outside a linear layer (matmul, @, bmm, einsum)"
     if call.op.startswith("conv_transpose"):
         return "transposed convolution"
     if call.op != "conv2d":
@@ -258,6 +261,9 @@ def describe(call: Call) -> str:
     if call.op == ATTENTION:
         (batch_heads, length, dim), source = call.input, call.weight[0]
         return f"attention of {batch_heads} batch x head pairs, L {length}, S {source}, head dim {dim} {call.dtype}"
+    if call.op == MATMUL:
+        (batch, m, k), n = call.input, call.weight[1]
+        return f"{batch} product(s) of {m}x{k} by {k}x{n} {call.dtype}"
     text = f"{call.op} input {shape(call.input)} weight {shape(call.weight)}"
     if call.op != "linear":
         padding = call.padding if isinstance(call.padding, str) else shape(call.padding)
@@ -357,7 +363,8 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
     convs = [p for p in plan.problems if p.op == "conv2d_fprop"]
     gemms = [p for p in plan.problems if p.op == "gemm"]
     attention_calls_ = sum(n for reason, text, n in plan.skipped if text.startswith("attention "))
-    skipped_calls = sum(n for _, _, n in plan.skipped) - attention_calls_
+    products = sum(n for reason, _, n in plan.skipped if reason == why_not_profiled(Call(MATMUL, (), ())))
+    skipped_calls = sum(n for _, _, n in plan.skipped) - attention_calls_ - products
     source = (f"your factory {request.model}" if request.factory
               else f"torchvision's {request.model} (weights=None: shapes only)")
     ran = ", ".join(plan.dtypes) or "?"
@@ -372,11 +379,14 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
         f"{sum(p.count for p in convs)} in {_plural(len(convs), 'distinct conv2d_fprop line')} below, "
         f"{skipped_calls} the tool cannot profile" + (" (listed at the end)" if skipped_calls else "")
         + f"; and {_plural(plan.linear_calls, 'linear call')} in {_plural(len(gemms), 'distinct gemm line')}"
-        + (f"; {_plural(attention_calls_, 'attention')} (their batched matrix products: listed at the end, not profiled)."
-           if attention_calls_ else "."),
+        + (f"; {_plural(attention_calls_, 'attention')} (their batched matrix products: listed at the end, not profiled)"
+           if attention_calls_ else "")
+        + (f"; {_plural(products, 'matrix product')} outside linear layers (listed at the end, not profiled)."
+           if products else "."),
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
-        f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls.",
+        f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls"
+        + (" and matrix products." if attention_calls_ or products else "."),
     ]
     fused = sorted(((e, n) for e, n in plan.epilogues.items() if e), key=lambda t: (-t[1], t[0]))
     if fused:
@@ -394,7 +404,8 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
     lines += [workload_line(p) for p in plan.problems]
     if plan.skipped:
         lines.append("# Not profiled (the tool profiles 2-D convolutions on NCHW batches, grouped and depthwise "
-                     "included, and linear layers, an attention's projections included):")
+                     "included, and linear layers, an attention's projections included; a product the recorder "
+                     "sees inside another function is that function's):")
         lines += [f"# {reason}: {text} count={n}" for reason, text, n in plan.skipped]
     text = "\n".join(lines) + "\n"
     parse_workloads(text, f"{request.name}.txt")  # what is written must load as a workload set
@@ -408,6 +419,8 @@ def call_flops(call) -> float:
         return 2.0 * math.prod(call.input[:-1]) * math.prod(call.weight)
     if call.op == ATTENTION:  # input (batch x heads, L, head dim), weight (S, head dim): two products
         return 4.0 * math.prod(call.input) * call.weight[0]
+    if call.op == MATMUL:  # input (batch, M, K), weight (K, N)
+        return 2.0 * math.prod(call.input) * call.weight[1]
     spatial = call.input[2:] if len(call.input) > 2 else (1,)
     strides = call.stride if call.stride else (1,) * len(spatial)
     positions = math.prod(max(1, -(-d // s)) for d, s in zip(spatial, strides))
@@ -593,6 +606,67 @@ def call_of(op: str, args: tuple, kwargs: dict) -> Call:
     return Call(op, tuple(x.shape), tuple(weight.shape), stride=_spatial(values.get("stride", 1), dims),
                 padding=_spatial(values.get("padding", 0), dims), dilation=_spatial(values.get("dilation", 1), dims),
                 groups=int(values.get("groups", 1)), dtype=dtype)
+
+
+# The matrix products the recorder lists (torch function or Tensor method -> how its operands are
+# passed): "ab" the two factors first, "ba" reversed (x @ self), "_ab" after an added input,
+# "einsum" an equation and its operands, "sdpa" query, key, value.
+PRODUCTS = {
+    ("torch", "matmul"): "ab", ("torch", "mm"): "ab", ("torch", "bmm"): "ab",
+    ("Tensor", "matmul"): "ab", ("Tensor", "mm"): "ab", ("Tensor", "bmm"): "ab", ("Tensor", "__matmul__"): "ab",
+    ("Tensor", "__rmatmul__"): "ba",
+    ("torch", "addmm"): "_ab", ("torch", "baddbmm"): "_ab", ("Tensor", "addmm"): "_ab", ("Tensor", "baddbmm"): "_ab",
+    ("torch", "einsum"): "einsum",
+    ("F", "scaled_dot_product_attention"): "sdpa",
+}
+
+
+def product_call(how: str, args: tuple, kwargs: dict):
+    """The Call of a matrix product the forward pass made outside a linear layer (``PRODUCTS``):
+    ``matmul`` of (batch, M, K) by (K, N), the batch the factors' leading dimensions broadcast (a
+    vector one row or column), or for scaled-dot-product attention an ``attention`` call as
+    ``attention_calls`` makes it; an einsum of two operands as the product it contracts (letters
+    of both and the output: batch; of one and the output: M or N; of both only: K). None where
+    it is none of those (an einsum of one or three operands, or with an ellipsis)."""
+    if how == "sdpa":
+        q = args[0] if args else kwargs["query"]
+        k = args[1] if len(args) > 1 else kwargs["key"]
+        dtype = str(q.dtype).rpartition(".")[2]
+        *batch, length, dim = q.shape
+        return Call(ATTENTION, (math.prod(batch), length, dim), (k.shape[-2], dim), dtype=dtype)
+    if how == "einsum":
+        return _einsum_call(args[0], tuple(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple))
+                            else tuple(args[1:]))
+    a, b = {"ab": args[:2], "ba": args[1::-1], "_ab": args[1:3]}[how]
+    dtype = str(a.dtype).rpartition(".")[2]
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    sa = (1,) + sa if len(sa) == 1 else sa
+    sb = sb + (1,) if len(sb) == 1 else sb
+    lead_a, lead_b = sa[:-2], sb[:-2]
+    width = max(len(lead_a), len(lead_b))
+    lead_a, lead_b = (1,) * (width - len(lead_a)) + lead_a, (1,) * (width - len(lead_b)) + lead_b
+    batch = math.prod(max(x, y) for x, y in zip(lead_a, lead_b))
+    return Call(MATMUL, (batch, sa[-2], sa[-1]), (sb[-2], sb[-1]), dtype=dtype)
+
+
+def _einsum_call(equation, operands: tuple):
+    """``product_call`` of an einsum."""
+    if not isinstance(equation, str) or len(operands) != 2 or "..." in equation or "->" not in equation:
+        return None
+    inputs, out = equation.replace(" ", "").split("->")
+    terms = inputs.split(",")
+    if len(terms) != 2 or any(len(t) != len(o.shape) for t, o in zip(terms, operands)):
+        return None
+    size = {}
+    for term, operand in zip(terms, operands):
+        size.update(zip(term, operand.shape))
+    first, second = set(terms[0]), set(terms[1])
+    extent = lambda letters: math.prod(size[c] for c in letters)  # noqa: E731
+    batch = extent(first & second & set(out))
+    m, n = extent((first - second) & set(out)), extent((second - first) & set(out))
+    k = extent((first & second) - set(out))
+    dtype = str(operands[0].dtype).rpartition(".")[2]
+    return Call(MATMUL, (batch, m, k), (k, n), dtype=dtype)
 
 
 _MHA_PARAMETERS = ("query", "key", "value", "embed_dim_to_check", "num_heads", "in_proj_weight", "in_proj_bias",
@@ -795,6 +869,10 @@ def record_calls(torch, model, example) -> list:
     attentions = {f: native for f, native in ((getattr(F, "multi_head_attention_forward", None), False),
                                               (getattr(torch, "_native_multi_head_attention", None), True))
                   if f is not None}
+    owners = {"torch": torch, "Tensor": getattr(torch, "Tensor", None), "F": F}  # a stand-in torch may lack some
+    products = {getattr(owners[owner], name): how for (owner, name), how in PRODUCTS.items()
+                if owners[owner] is not None and hasattr(owners[owner], name)}
+    by_name = {name: how for (owner, name), how in PRODUCTS.items() if owner == "Tensor"}
     calls, chains = [], Chains(torch)
 
     class Recorder(torch.overrides.TorchFunctionMode):
@@ -806,6 +884,12 @@ def record_calls(torch, model, example) -> list:
                 calls.append(call_of(op, args, kwargs))
             elif func in attentions:
                 calls.extend(attention_calls(args, kwargs, attentions[func]))
+            elif func in products or getattr(func, "__name__", None) in by_name:
+                # a Tensor method may reach the mode as its C binding (TensorBase's), not as Tensor's attribute
+                how = products.get(func) or by_name[func.__name__]
+                product = product_call(how, args, kwargs)
+                if product is not None:
+                    calls.append(product)
             result = func(*args, **kwargs)
             chains.count(used, result)
             if func in attentions and isinstance(result, (tuple, list)) and result:  # the output projection's
