@@ -167,6 +167,14 @@ def sm80_family(*tiles: str) -> str:
             + "".join(f"  {{ {t} }},\n" for t in tiles) + "]\n")
 
 
+def sm90_conv_family(kind: str = "conv2d_fprop_sm90", tiles: str = "[[128, 128, 64]]",
+                     clusters: str = "[[1, 1, 1]]") -> str:
+    """A CUTLASS 3.x SM90 conv family spec (TOML) of ``kind`` (conv2d_sm90's keys), f16, one
+    consumer warpgroup, TMA epilogue, with the given tiles and clusters."""
+    return (f'kind = "{kind}"\nelement = "f16"\naccumulator = "f32"\noutput = "f16"\n'
+            f'schedule = "warpspecialized"\nepilogue = "tma"\ntiles = {tiles}\nclusters = {clusters}\n')
+
+
 def gpu_available() -> bool:
     smi = shutil.which("nvidia-smi")
     if not smi:

@@ -10,22 +10,13 @@ import re
 
 import pytest
 
-from conftest import ROOT, assert_family_refused, assert_served_rows_verify, profile_layers, requires_gpu
+from conftest import ROOT, assert_family_refused, profile_layers, requires_gpu, sm90_conv_family
 from kernelgen.cost_model import FEATURES, features, serves
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
 
 SPEC = ROOT / "kernel_specs" / "families" / "conv2d_fprop_sm90_patch.toml"
-FAMILY = """\
-kind = "conv2d_fprop_sm90_patch"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-schedule = "warpspecialized"
-epilogue = "tma"
-tiles = [[128, 128, 64]]
-clusters = [[1, 1, 1]]
-"""
+FAMILY = sm90_conv_family("conv2d_fprop_sm90_patch")
 
 
 @pytest.mark.parametrize("old, new, entry, key, message", [

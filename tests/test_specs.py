@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, sm80_family
+from conftest import ROOT, sm80_family, sm90_conv_family
 from kernelgen.arch import parse_arch
 from kernelgen.errors import KernelgenError, SpecError
 from kernelgen.specs import load_catalog, load_family, select
@@ -176,16 +176,7 @@ def test_bad_arch_is_refused(bad):
 
 SM80 = sm80_family("threadblock = [128, 128, 32], warps = [2, 2, 1], stages = 3",
                    "threadblock = [64, 64, 32], warps = [2, 2, 1], stages = 6")
-SM90 = """\
-kind = "conv2d_fprop_sm90"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-schedule = "warpspecialized"
-epilogue = "tma"
-tiles = [[128, 128, 64]]
-clusters = [[1, 1, 1], [2, 1, 1]]
-"""
+SM90 = sm90_conv_family(clusters="[[1, 1, 1], [2, 1, 1]]")
 
 
 def family(tmp_path, text, name="fam.toml"):

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import ROOT, sm80_family
+from conftest import ROOT, sm80_family, sm90_conv_family
 from kernelgen import render
 from kernelgen.arch import parse_arch
 from kernelgen.errors import KernelgenError, SpecError
@@ -57,16 +57,7 @@ def test_every_kernel_names_the_cutlass_arch_tag_of_its_architecture():
     assert tagged >= 100  # the CUTLASS-built families name one; this project's own kernels need none
 
 
-CLUSTERED = """\
-kind = "conv2d_fprop_sm90"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-schedule = "warpspecialized"
-epilogue = "tma"
-tiles = [[128, 128, 64]]
-clusters = [[2, 2, 1]]
-"""
+CLUSTERED = sm90_conv_family(clusters="[[2, 2, 1]]")
 
 
 @pytest.mark.parametrize("change, spec, message", [
