@@ -392,6 +392,49 @@ def products():
     return Products()
 
 
+class OpaqueAttention(nn.Module):
+    """An attention the recorder cannot see into: its scores by elementwise products (as a fused or
+    compiled kernel would hide them)."""
+
+    def forward(self, x):  # 2 x 4 x 16
+        scores = (x[:, :, None, :] * x[:, None, :, :]).sum(-1).softmax(-1)
+        return (scores[..., None] * x[:, None, :, :]).sum(2)
+
+
+class AttentionBlock(nn.Module):
+    """An opaque attention inside a block named as one: reported once, as the inner module."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = OpaqueAttention()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.proj(self.inner(x))
+
+
+class SdpaAttention(nn.Module):
+    def forward(self, x):
+        return F.scaled_dot_product_attention(x, x, x)
+
+
+class Hidden(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 4, stride=4)
+        self.blocks = nn.ModuleList([AttentionBlock(), AttentionBlock(), SdpaAttention()])
+
+    def forward(self, x):
+        x = self.conv(x).flatten(2).transpose(1, 2)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def hidden():
+    return Hidden()
+
+
 def not_a_module():
     return "resnet"
 
@@ -454,6 +497,17 @@ def test_matrix_products_outside_linear_layers_are_listed_with_their_flops(torch
     assert "# attention's batched matrix products (Q K^T and its product with V): attention of 4 batch x head pairs, " \
            "L 4, S 4, head dim 8 float32 count=1" in text
     assert "; 4 matrix products outside linear layers (listed at the end, not profiled)." in text
+
+
+def test_an_attention_module_that_runs_no_product_the_recorder_sees_is_named_in_the_file(torch_nets, tmp_path):
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:hidden", 2, "3x8x8"), tmp_path,
+                                     log=lambda m: None)
+    text = path.read_text()
+    assert "# attention modules that ran no matrix product the recorder sees (if they compute one, a fused or " \
+           "compiled kernel does, and its FLOPs are not in this file): OpaqueAttention count=2" in text
+    assert "AttentionBlock" not in text and "SdpaAttention" not in text  # the block holds the one reported
+    assert "; 2 calls of attention modules whose products it cannot see (listed at the end)." in text
+    assert "1 in 1 distinct conv2d_fprop line below, 0 the tool cannot profile" in text
 
 
 def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_cpu(torch_nets, tmp_path):
@@ -575,6 +629,16 @@ def test_matrix_products_are_listed_with_their_flops_and_counted_apart():
     assert f"# The lines cover {importer.coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls and " \
            "matrix products." in text
     assert 0 < importer.coverage(plan) < 1
+
+
+def test_an_unseen_attention_is_listed_by_its_module_and_counts_no_flops():
+    unseen = Call(importer.UNSEEN, (), (), module="FlashSelfAttention")
+    plan = plan_workloads([conv(32, 3, 224, 224, 96, 4, stride=4), unseen, unseen])
+    assert [(text, n) for _, text, n in plan.skipped] == [("FlashSelfAttention", 2)]
+    assert plan.skipped_flops == [0.0, 0.0] and importer.coverage(plan) == 1.0
+    text = workload_text(plan, request(), "v")
+    assert "0 the tool cannot profile; and 0 linear calls in 0 distinct gemm lines; 2 calls of attention modules " \
+           "whose products it cannot see (listed at the end)." in text
 
 
 def test_a_model_with_a_backbone_is_built_without_its_backbones_weights():

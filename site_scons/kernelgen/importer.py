@@ -54,7 +54,9 @@ DEFAULT_RESULTS = "profile_results"  # where a set's results are, relative to wh
 CONV_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 ATTENTION = "attention"  # an attention's batched matrix products (Q K^T, then by V), listed, not profiled
 MATMUL = "matmul"  # a matrix product outside a linear layer (matmul, @, bmm, einsum, ...), listed, not profiled
-OPS = CONV_OPS + ("linear", ATTENTION, MATMUL)
+UNSEEN = "unseen_attention"  # a call of a module named as an attention that ran no product the recorder sees
+OPS = CONV_OPS + ("linear", ATTENTION, MATMUL, UNSEEN)
+_ATTENTION_MODULE = re.compile(r"attention|attn", re.IGNORECASE)  # a module's class name that says it is one
 TORCH_DTYPES = {"float16": "f16", "bfloat16": "bf16"}  # torch dtype name -> workload dtype
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -199,6 +201,7 @@ class Call:
     groups: int = 1
     dtype: str = "float32"
     epilogue: str = ""  # what the forward pass ran on its output and could be fused (record_calls)
+    module: str = ""  # an UNSEEN call's module class
 
 
 def resolve_padding(padding, kernel: tuple, dilation: tuple) -> tuple:
@@ -222,6 +225,9 @@ def why_not_profiled(call: Call) -> str:
         return "attention's batched matrix products (Q K^T and its product with V)"
     if call.op == MATMUL:
         return "matrix products outside a linear layer (matmul, @, bmm, einsum)"
+    if call.op == UNSEEN:
+        return ("attention modules that ran no matrix product the recorder sees (if they compute one, a fused or "
+                "compiled kernel does, and its FLOPs are not in this file)")
     if call.op.startswith("conv_transpose"):
         return "transposed convolution"
     if call.op != "conv2d":
@@ -264,6 +270,8 @@ def describe(call: Call) -> str:
     if call.op == MATMUL:
         (batch, m, k), n = call.input, call.weight[1]
         return f"{batch} product(s) of {m}x{k} by {k}x{n} {call.dtype}"
+    if call.op == UNSEEN:
+        return call.module
     text = f"{call.op} input {shape(call.input)} weight {shape(call.weight)}"
     if call.op != "linear":
         padding = call.padding if isinstance(call.padding, str) else shape(call.padding)
@@ -364,7 +372,8 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
     gemms = [p for p in plan.problems if p.op == "gemm"]
     attention_calls_ = sum(n for reason, text, n in plan.skipped if text.startswith("attention "))
     products = sum(n for reason, _, n in plan.skipped if reason == why_not_profiled(Call(MATMUL, (), ())))
-    skipped_calls = sum(n for _, _, n in plan.skipped) - attention_calls_ - products
+    unseen = sum(n for reason, _, n in plan.skipped if reason == why_not_profiled(Call(UNSEEN, (), ())))
+    skipped_calls = plan.conv_calls - sum(p.count for p in convs)
     source = (f"your factory {request.model}" if request.factory
               else f"torchvision's {request.model} (weights=None: shapes only)")
     ran = ", ".join(plan.dtypes) or "?"
@@ -381,8 +390,10 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
         + f"; and {_plural(plan.linear_calls, 'linear call')} in {_plural(len(gemms), 'distinct gemm line')}"
         + (f"; {_plural(attention_calls_, 'attention')} (their batched matrix products: listed at the end, not profiled)"
            if attention_calls_ else "")
-        + (f"; {_plural(products, 'matrix product')} outside linear layers (listed at the end, not profiled)."
-           if products else "."),
+        + (f"; {_plural(products, 'matrix product')} outside linear layers (listed at the end, not profiled)"
+           if products else "")
+        + (f"; {_plural(unseen, 'call')} of attention modules whose products it cannot see (listed at the end)."
+           if unseen else "."),
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
         f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls"
@@ -421,6 +432,8 @@ def call_flops(call) -> float:
         return 4.0 * math.prod(call.input) * call.weight[0]
     if call.op == MATMUL:  # input (batch, M, K), weight (K, N)
         return 2.0 * math.prod(call.input) * call.weight[1]
+    if call.op == UNSEEN:  # what it computes is not known
+        return 0.0
     spatial = call.input[2:] if len(call.input) > 2 else (1,)
     strides = call.stride if call.stride else (1,) * len(spatial)
     positions = math.prod(max(1, -(-d // s)) for d, s in zip(spatial, strides))
@@ -902,10 +915,39 @@ def record_calls(torch, model, example) -> list:
             return result
 
     model.eval()
-    with torch.no_grad(), Recorder():
-        model(example)
+    hooks = _watch_attention_modules(model, calls)
+    try:
+        with torch.no_grad(), Recorder():
+            model(example)
+    finally:
+        for hook in hooks:
+            hook.remove()
     return [replace(c, epilogue=chains.epilogue(i)) if c.op in ("conv2d", "linear") and i in chains.roots else c
             for i, c in enumerate(calls)]
+
+
+def _watch_attention_modules(model, calls: list) -> list:
+    """Hooks on each module whose class name says it is an attention (``_ATTENTION_MODULE``): a call
+    of one that ran no product the recorder sees (an ``ATTENTION`` or ``MATMUL`` call), nor an
+    attention already reported so inside it, adds an ``UNSEEN`` call naming its class (a fused or
+    compiled kernel, or a C++ extension, computes what the file cannot count). The hooks' handles."""
+    named = getattr(model, "named_modules", None)
+    if named is None:
+        return []
+    starts, hooks = {}, []
+
+    def before(module, args):
+        starts.setdefault(id(module), []).append(len(calls))
+
+    def after(module, args, result):
+        start = starts[id(module)].pop()
+        if not any(c.op in (ATTENTION, MATMUL, UNSEEN) for c in calls[start:]):
+            calls.append(Call(UNSEEN, (), (), module=type(module).__name__))
+
+    for _, module in named():
+        if _ATTENTION_MODULE.search(type(module).__name__):
+            hooks += [module.register_forward_pre_hook(before), module.register_forward_hook(after)]
+    return hooks
 
 
 def _example(torch, model, shape, device):
