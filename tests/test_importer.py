@@ -510,6 +510,21 @@ def test_an_attention_module_that_runs_no_product_the_recorder_sees_is_named_in_
     assert "1 in 1 distinct conv2d_fprop line below, 0 the tool cannot profile" in text
 
 
+def test_a_timm_model_is_imported_through_its_factory_its_fused_attention_listed(torch_nets, tmp_path):
+    pytest.importorskip("timm", reason="a timm model needs timm (not installed here)")
+    path = importer.import_workloads(parse_request("timm.models:vit_small_patch16_224", 2), tmp_path,
+                                     log=lambda m: None)
+    assert path == tmp_path / "vit_small_patch16_224_b2.txt"
+    text = path.read_text()
+    patch, *gemms = parse_workloads(text)
+    assert (patch.c, patch.k, patch.r, patch.stride_h) == (3, 384, 16, 16)
+    assert [(g.m, g.n, g.k, g.count) for g in gemms] == [
+        (394, 1152, 384, 12), (394, 384, 384, 12), (394, 1536, 384, 12), (394, 384, 1536, 12), (2, 1000, 384, 1)]
+    # its attention runs F.scaled_dot_product_attention: listed, as nn.MultiheadAttention's products are
+    assert "attention of 12 batch x head pairs, L 197, S 197, head dim 64 float32 count=12" in text
+    assert "attention modules that ran no matrix product" not in text
+
+
 def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_cpu(torch_nets, tmp_path):
     logged = []
     path = importer.import_workloads(parse_request("kernelgen_test_nets:data_dependent", 1, "3x8x8"), tmp_path,
