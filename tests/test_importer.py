@@ -841,3 +841,28 @@ def test_a_permutation_folds_only_when_it_is_one_of_the_values_dimensions(args, 
 def test_a_scale_folds_only_when_it_varies_along_the_channels(shape, sizes, axis, folds):
     from kernelgen.folds import per_channel
     assert per_channel(shape, sizes, axis) is folds
+
+
+def test_an_attention_module_that_takes_no_hooks_is_not_watched():
+    """A module that refuses hooks (as a scripted one does) is left unwatched; the record goes on."""
+
+    class Refusing:
+        def register_forward_pre_hook(self, hook):
+            raise RuntimeError("no hooks here")
+
+    class TakesOne:
+        removed = 0
+
+        def register_forward_pre_hook(self, hook):
+            return self
+
+        def register_forward_hook(self, hook):
+            raise RuntimeError("no forward hooks")
+
+        def remove(self):
+            TakesOne.removed += 1
+
+    Refusing.__name__, TakesOne.__name__ = "ScriptedAttention", "HalfAttention"
+    model = types.SimpleNamespace(named_modules=lambda: [("a", Refusing()), ("b", TakesOne())])
+    assert importer._watch_attention_modules(model, []) == []
+    assert TakesOne.removed == 1, "the hook it took is removed"

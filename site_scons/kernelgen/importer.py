@@ -945,8 +945,17 @@ def _watch_attention_modules(model, calls: list) -> list:
             calls.append(Call(UNSEEN, (), (), module=type(module).__name__))
 
     for _, module in named():
-        if _ATTENTION_MODULE.search(type(module).__name__):
-            hooks += [module.register_forward_pre_hook(before), module.register_forward_hook(after)]
+        if not _ATTENTION_MODULE.search(type(module).__name__):
+            continue
+        pair = []
+        try:
+            pair.append(module.register_forward_pre_hook(before))
+            pair.append(module.register_forward_hook(after))
+        except Exception:  # a module that takes no hooks (a scripted one): not watched
+            for hook in pair:
+                hook.remove()
+            continue
+        hooks += pair
     return hooks
 
 
