@@ -35,6 +35,7 @@ import math
 import os
 import re
 import sys
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -733,8 +734,24 @@ class _Stage:
     which fold into the layer's weight and bias."""
 
     def __init__(self, call: int, steps: tuple, tensor, axis=None):
-        self.call, self.steps, self.tensor = call, steps, tensor  # the tensor is held: its id stays its own
+        # the tensor is referred to weakly (a forward pass on the CPU would otherwise keep every
+        # layer's output alive): ``tensor`` is None once it is gone, and an id it held that another
+        # tensor takes is not its stage (Chains._stage)
+        self.call, self.steps, self._tensor = call, steps, _reference(tensor)
+        self.shape = tuple(tensor.shape) if hasattr(tensor, "shape") else ()
         self.uses, self.next, self.axis = 0, None, axis
+
+    @property
+    def tensor(self):
+        return self._tensor()
+
+
+def _reference(value):
+    """A weak reference to ``value`` where it takes one (a tensor does), else a strong one."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value
 
 
 class Chains:
@@ -824,11 +841,11 @@ class Chains:
             chained = self._chained(args)
             stage, other = next((p for p in chained if p[0].uses == 1), chained[0] if chained else (None, None))
             if (stage is not None and "add" not in stage.steps and isinstance(other, self.tensor_type)
-                    and tuple(other.shape) == tuple(stage.tensor.shape) and other is not stage.tensor):
+                    and tuple(other.shape) == stage.shape and other is not stage.tensor):
                 steps = stage.steps + ("add",)
         elif step in ("permute", "transpose") and stage is not None and stage.axis is not None \
                 and stage.steps in ((), ("bias",)):
-            rank = len(stage.tensor.shape)
+            rank = len(stage.shape)
             if step == "permute":
                 dims = permutation(args[1:], kwargs, rank)
             else:
@@ -859,7 +876,7 @@ class Chains:
         the layer's weight and bias take: ConvNeXt's layer scale)."""
         if self.parameter_type is None or not isinstance(factor, self.parameter_type):
             return False
-        return per_channel(tuple(stage.tensor.shape), tuple(factor.shape), stage.axis)
+        return per_channel(stage.shape, tuple(factor.shape), stage.axis)
 
     def epilogue(self, call: int) -> str:
         """The steps of ``call``'s chain a kernel could fuse, '+'-joined ("" for none)."""
