@@ -64,6 +64,16 @@ ${banner}
 // (the embedded stream_k_adapter.h): CUTLASS's stream-K tile scheduler splitting each tile's K S
 // ways (S = 0: as the scheduler chooses). Its workspace holds counters that must be zero when it
 // starts: the launcher zeroes them before every launch (a memset on the stream; it was timed so).
+// A kernel named *_patch (a filter as wide as its stride along W, unpadded and undilated there) is
+// CUTLASS's ConvUniversal run on the layer seen as S*C channels a pixel: activations
+// N x H x (W/S) x (S*C) of strides {H*W*C, W*C, S*C, 1}, filters K x R x 1 x (S*C) (the same bytes),
+// the output as the layer's; where the filter is also as tall as its stride (unpadded along H,
+// H a multiple of R) the images are N*P of R rows each, strides {R*W*C, W*C, S*C, 1}, at stride 1
+// (the launcher's adapter, kernelgen's patch_adapter_3x.h, makes that shape).
+// A kernel named *_groupwise is CUTLASS's ConvUniversal launched once a group on views of the
+// layer's tensors: group g's activations from channel g*C/groups (a pixel's stride C), its filters
+// the K/groups rows of the KRS(C/groups) filter from row g*K/groups, its output from channel
+// g*K/groups (a pixel's stride K); the launcher spreads the groups over up to 8 streams.
 // A kernel named kernelgen_sm80_simt_gemv_* is a matrix-vector kernel of the embedded gemv.h for
 // GEMMs of at most m<MaxM> rows: `Kernel::launch(problem, binding, stream)`.
 // A GEMM workload is D (m x n, row-major) = A (m x k, row-major) B^T, B (n x k, row-major).
