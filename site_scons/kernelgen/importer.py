@@ -371,9 +371,8 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
     check_plan(plan, request)
     convs = [p for p in plan.problems if p.op == "conv2d_fprop"]
     gemms = [p for p in plan.problems if p.op == "gemm"]
-    attention_calls_ = sum(n for reason, text, n in plan.skipped if text.startswith("attention "))
-    products = sum(n for reason, _, n in plan.skipped if reason == why_not_profiled(Call(MATMUL, (), ())))
-    unseen = sum(n for reason, _, n in plan.skipped if reason == why_not_profiled(Call(UNSEEN, (), ())))
+    listed = lambda op: sum(n for reason, _, n in plan.skipped if reason == why_not_profiled(Call(op, (), ())))  # noqa: E731
+    attention_calls_, products, unseen = listed(ATTENTION), listed(MATMUL), listed(UNSEEN)
     skipped_calls = plan.conv_calls - sum(p.count for p in convs)
     source = (f"your factory {request.model}" if request.factory
               else f"torchvision's {request.model} (weights=None: shapes only)")
