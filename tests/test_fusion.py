@@ -78,10 +78,12 @@ def test_a_fused_kernel_is_the_plain_kernel_with_the_epilogues_fusion():
     assert conv.name.endswith("_ebias_hardswish") and "kernelgen::FusedConv2dOperation3x<" in conv_text
     assert "thread::HardSwish" in conv_text
     for epilogue, functor in (("bias", "thread::Identity"), ("bias+add", "thread::Identity"),
-                              ("bias+gelu", "kernelgen::Gelu"), ("bias+sigmoid", "kernelgen::SigmoidTanh")):
+                              ("bias+gelu", "kernelgen::GeluF16x2"), ("bias+sigmoid", "kernelgen::SigmoidTanh")):
         assert f"{functor}," in fusion.fusion_cpp(epilogue, "cutlass::half_t", "float", "void")
+    assert "kernelgen::Gelu," in fusion.fusion_cpp("bias+gelu", "cutlass::bfloat16_t", "float", "void"), \
+        "GELU in fp16 arithmetic for fp16 outputs only: a bf16 output keeps its range"
     gelu = render.kernel_source(TEMPLATES, fusion.fused(plain, "bias+gelu"))
-    assert '#include "fused_activation.h"' in gelu and "kernelgen::Gelu, cutlass::half_t" in gelu
+    assert '#include "fused_activation.h"' in gelu and "kernelgen::GeluF16x2, cutlass::half_t" in gelu
     assert "fused_activation.h" not in silu_text + text and "tanh_activation.h" not in gelu + text, "only where it " \
         "is used: a header is part of a kernel's hash, and the committed rows of the other epilogues would no longer count"
 
@@ -147,6 +149,66 @@ def test_the_fused_gelu_is_the_erf_form_to_half_an_fp16_unit_at_one(activation_e
     worst, at, fragment, one = activation_errors[0]
     assert 4.0e-4 < worst <= 4.8e-4 and 2.6 < abs(at) < 2.8, (worst, at)
     assert fragment == 0.0 and one == pytest.approx(0.8411920, abs=2e-4)
+
+
+# GELU of the fp16-output kernels on the device (kernelgen::GeluF16x2: fp16x2 arithmetic and
+# tanh.approx.f16x2) and the fp32 form's (kernelgen::Gelu: tanh.approx.f32) against the erf form, on
+# fragments of 8 values: each one's largest error over [-10, 10] relative to max(1, |y|); then the
+# fp16 form's results at -1e5 (saturated to -65504: 0, not inf - inf), -7e4, -300, 0, 300, 1e5, -0, 1.
+DEVICE_GELU = r"""
+#include <cmath>
+#include <cstdio>
+#include "fused_activation.h"
+__global__ void apply(float const *x, float *half2, float *fp32, int n) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (i + 8 > n) return;
+  cutlass::Array<float, 8> v;
+  for (int j = 0; j < 8; ++j) v[j] = x[i + j];
+  cutlass::Array<float, 8> a = kernelgen::GeluF16x2<cutlass::Array<float, 8>>()(v);
+  cutlass::Array<float, 8> b = kernelgen::Gelu<cutlass::Array<float, 8>>()(v);
+  for (int j = 0; j < 8; ++j) half2[i + j] = a[j], fp32[i + j] = b[j];
+}
+int main() {
+  int const n = 200008;
+  float *x, *a, *b;
+  cudaMallocManaged(&x, n * 4), cudaMallocManaged(&a, n * 4), cudaMallocManaged(&b, n * 4);
+  for (int i = 0; i < n - 8; ++i) x[i] = (i - 100000) * 1e-4f;
+  float const edges[8] = {-1e5f, -70000.f, -300.f, 0.f, 300.f, 1e5f, -0.f, 1.f};
+  for (int j = 0; j < 8; ++j) x[n - 8 + j] = edges[j];
+  apply<<<(n / 8 + 127) / 128, 128>>>(x, a, b, n);
+  if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+  double worst = 0, worst_fp32 = 0;
+  for (int i = 0; i < n - 8; ++i) {
+    double const y = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+    worst = std::fmax(worst, std::fabs(a[i] - y) / std::fmax(1.0, std::fabs(y)));
+    worst_fp32 = std::fmax(worst_fp32, std::fabs(b[i] - y) / std::fmax(1.0, std::fabs(y)));
+  }
+  std::printf("%.3e %.3e", worst, worst_fp32);
+  for (int j = 0; j < 8; ++j) std::printf(" %g", a[n - 8 + j]);
+  std::printf("\n");
+}
+"""
+
+
+@requires_gpu
+@requires_nvcc
+def test_the_fp16_gelu_on_the_device_is_the_erf_form_to_about_an_fp16_unit(tmp_path):
+    """kernelgen::GeluF16x2, which the fused kernels of fp16 output run (fusion.FP16_FUNCTORS), on
+    the GPU: within 1.6e-3 of the erf form relative to max(1, |y|) over [-10, 10] (measured 1.47e-3:
+    largest where x/2 (1 + tanh) cancels, for x near -3, tanh's fp16 rounding times |x|/2), where the
+    fp32 form (tanh.approx.f32) is within 5e-4; finite and exact at the edges (x/2 (1 + tanh) of
+    -1e5 is 0, not inf - inf)."""
+    from kernelgen.variables import default_cutlass_root
+    (tmp_path / "gelu.cu").write_text(DEVICE_GELU)
+    build = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
+                            f"-I{default_cutlass_root()}/include", "-o", str(tmp_path / "gelu"),
+                            str(tmp_path / "gelu.cu")], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(tmp_path / "gelu")], capture_output=True, text=True, check=True).stdout.split()
+    worst, worst_fp32, edges = float(out[0]), float(out[1]), [float(v) for v in out[2:]]
+    assert 5e-4 < worst <= 1.6e-3 and worst_fp32 <= 5e-4, (worst, worst_fp32)
+    assert edges[:4] == [0.0, 0.0, 0.0, 0.0] and edges[4] == 300.0 and edges[5] == 65504.0, edges
+    assert edges[6] == 0.0 and edges[7] == pytest.approx(0.8411920, abs=1e-3), edges
 
 
 @requires_nvcc

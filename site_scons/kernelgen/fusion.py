@@ -21,7 +21,7 @@ from .ops.common import epilogue_steps as steps
 from .vocab import DATA_TYPES
 
 # The activation of an epilogue: its functor (CUTLASS's, cutlass/epilogue/thread/activation.h, or this
-# project's, profiler/fused_activation.h), applied in fp32; "" for an epilogue without one.
+# project's, profiler/fused_activation.h), applied in fp32 (but FP16_FUNCTORS's); "" for an epilogue without one.
 ACTIVATION_FUNCTORS = {
     "": "cutlass::epilogue::thread::Identity",
     "relu": "cutlass::epilogue::thread::ReLu",
@@ -31,6 +31,9 @@ ACTIVATION_FUNCTORS = {
     "sigmoid": "kernelgen::SigmoidTanh",
 }
 assert set(ACTIVATION_FUNCTORS) == {"", *ACTIVATIONS}
+# A kernel of fp16 output computes these in fp16x2 arithmetic instead, two values an instruction:
+# GELU's polynomial and tanh.approx.f16x2 on the values rounded to fp16 (profiler/fused_activation.h).
+FP16_FUNCTORS = {"gelu": "kernelgen::GeluF16x2"}
 
 # What a fused kernel includes: CUTLASS's epilogue visitor tree and activations, and the project's
 # header (profiler/) of an activation that is its own, only there (a header is part of a kernel's hash).
@@ -89,7 +92,9 @@ def fusible_part(epilogue: str, groups: int = 1, channels: tuple = (), dtype: st
 def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str) -> str:
     """The C++ fusion operation of ``epilogue`` for a kernel of these C++ types (``source``: C's,
     void for none): the last argument of CUTLASS's SM90 epilogue CollectiveBuilder."""
-    return (f"cutlass::epilogue::fusion::LinCombPerColBiasEltAct<{ACTIVATION_FUNCTORS[activation(epilogue)]}, "
+    act = activation(epilogue)
+    functor = FP16_FUNCTORS.get(act) if output == "cutlass::half_t" else None
+    return (f"cutlass::epilogue::fusion::LinCombPerColBiasEltAct<{functor or ACTIVATION_FUNCTORS[act]}, "
             f"{output}, {accumulator}, {output}, {source}, {accumulator}>")
 
 
