@@ -409,17 +409,20 @@ def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> l
     (lanes "m") striding over K in chunks of ``vector`` elements. Its time is B streamed once
     (``memory``) where that dominates, else the chain of chunks the busiest thread walks in turn
     (multiply-adds of every row it keeps, then the CTA's reduction): a product of few columns, or
-    of 32 rows, cannot fill the GPU with loads in flight."""
+    of 32 rows, cannot fill the GPU with loads in flight. The bytes, outputs and CTAs are the
+    busiest SM's: its share of the CTAs, not as many as it could hold (VGG-16's 4096 x 25088
+    classifier runs 512 CTAs of 8 columns, 4 an SM, where 16 fit)."""
     tiles = math.ceil(n / kernel.rows) * math.ceil(m / kernel.max_m)
     per_sm = _resident(kernel.threads, kernel.staged_bytes(min(m, kernel.max_m), k), kernel.registers())
     waves = math.ceil(tiles / (sms * per_sm))
+    busiest = math.ceil(tiles / sms)  # the CTAs the busiest SM runs, in all its waves
     walkers = kernel.threads // 32 if kernel.lanes == "m" else kernel.threads  # what splits K
     chunks = math.ceil(k / (walkers * kernel.vector))
     sums = kernel.rows * (1 if kernel.lanes == "m" else min(m, kernel.max_m))  # a thread's, each chunk element
     chain = waves * chunks
     read = kernel.rows + (min(m, kernel.max_m) if kernel.a == "shared" else 0)  # rows of B, and A where a CTA stages it
-    return [chain * kernel.vector * sums / 1e3, waves * read * k * 2 / 1e3 * per_sm,
-            waves * kernel.rows * min(m, kernel.max_m) * 2 / 1e3 * per_sm, waves * per_sm, chain, memory, 1.0]
+    return [chain * kernel.vector * sums / 1e3, busiest * read * k * 2 / 1e3,
+            busiest * kernel.rows * min(m, kernel.max_m) * 2 / 1e3, busiest, chain, memory, 1.0]
 
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
@@ -507,6 +510,36 @@ def _kernel_attributes_of(kernel) -> list:
     return out
 
 
+# What the counts and the corrections miss on one layer mostly holds on its neighbours: a tile that
+# runs a 1x1 layer of 256 channels on 56x56 images slower than predicted runs the one of 512 channels
+# likewise. So the model keeps each measured row's residual, log(measured / predicted), by kernel and
+# layer, and corrects a prediction by the kernel's residuals on the layers near the one it ranks
+# (``Model.nearby``): weighed by a Gaussian of NEIGHBOUR_WIDTH over ``layer_point`` (log2 of the
+# layer's GEMM M, N and K, filter taps and stride), shrunk toward none by NEIGHBOUR_PRIOR (the weight
+# of a residual of 0). Chosen held out (docs/search.md): widths of 0.3-1.0 and priors of 0.1-1.0 all
+# put the winner in the top 5 on 83-85% of the committed layers, against 80% without.
+NEIGHBOUR_WIDTH = 0.4
+NEIGHBOUR_PRIOR = 0.2
+# The grouped kernels of this project keep no residuals: how a layer's groups fall into their CTAs'
+# units changes from one group count to the next (RegNetX-1.6GF's 17 groups of 24 channels, a
+# grouped_mma kernel 35% slower than predicted; RegNetY-1.6GF's 14 groups, faster than predicted),
+# and with them, held out, RegNetY-1.6GF's top-5 regret was 8.3%, without them 0.6%.
+NO_NEIGHBOURS = (GroupedMma, GroupedDirect)
+
+
+def layer_point(problem) -> tuple:
+    """Where a layer lies for ``Model.nearby``: log2 of its GEMM's M, N, K, its filter's taps and
+    its stride (1 and 1 for a GEMM), rounded to 4 places."""
+    _, (m, n, k), _, conv = _layer(problem, 1)
+    taps, stride = (conv.r * conv.s, conv.stride_h) if conv is not None else (1, 1)
+    return tuple(round(math.log2(max(v, 1)), 4) for v in (m, n, k, taps, stride))
+
+
+def _nearby_scaled(ms: float, nearby: float) -> float:
+    """A prediction ``ms`` corrected by ``Model.nearby``'s log-time term."""
+    return ms * math.exp(nearby) if nearby else ms
+
+
 # ---- the model ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -517,6 +550,8 @@ class Model:
     fallback: list  # theta for a group no row was fitted on (the median of each feature's theta)
     corrections: dict = field(default_factory=dict)  # attribute -> log-time correction
     rows: int = 0  # rows it was fitted on
+    points: list = field(default_factory=list)  # the measured layers, each its layer_point
+    neighbours: dict = field(default_factory=dict)  # kernel name -> [(index into points, residual)]
 
     def base(self, kernel, problem) -> float:
         """The counts' prediction in ms, before corrections."""
@@ -527,7 +562,34 @@ class Model:
     def predict(self, kernel, problem) -> float:
         """Predicted time in ms."""
         base = self.base(kernel, problem)
-        return base * math.exp(sum(self.corrections.get(a, 0.0) for a in attributes(kernel, base)))
+        corrected = base * math.exp(sum(self.corrections.get(a, 0.0) for a in attributes(kernel, base)))
+        return _nearby_scaled(corrected, self.nearby(kernel.name, problem))
+
+    def nearby(self, name: str, problem) -> float:
+        """The log-time correction of kernel ``name`` on ``problem`` from its residuals on the
+        measured layers (``neighbours``): their mean weighed by each layer's closeness to
+        ``problem`` (a Gaussian of NEIGHBOUR_WIDTH over ``layer_point``), shrunk toward 0 by
+        NEIGHBOUR_PRIOR; 0 for a kernel of no rows."""
+        rows = self.neighbours.get(name)
+        if not rows:
+            return 0.0
+        import numpy as np
+        kept = self.__dict__.get("_nearby")
+        if kept is None or kept[0] is not self.neighbours or kept[1] is not self.points:
+            kept = self.__dict__["_nearby"] = (self.neighbours, self.points, np.array(self.points, dtype=float), {}, {})
+        _, _, points, weights_by_point, arrays = kept
+        point = layer_point(problem)
+        weights = weights_by_point.get(point)
+        if weights is None:
+            if len(weights_by_point) >= _LAYERS_KEPT:
+                weights_by_point.clear()
+            distance = ((points - np.array(point)) ** 2).sum(axis=1) if len(points) else np.zeros(0)
+            weights = weights_by_point[point] = np.exp(-distance / (2 * NEIGHBOUR_WIDTH ** 2))
+        pair = arrays.get(name)
+        if pair is None:
+            pair = arrays[name] = (np.array([i for i, _ in rows], dtype=np.intp), np.array([r for _, r in rows]))
+        w = weights[pair[0]]
+        return float(w @ pair[1]) / (NEIGHBOUR_PRIOR + float(w.sum()))
 
     def rank(self, kernels, problem) -> list:
         """[(predicted ms, kernel)] of the kernels that serve ``problem``, fastest first (ties by name)."""
@@ -567,7 +629,7 @@ class Model:
                         break
                 else:
                     label = _regime(base)  # no regime: raises as predict does
-                scored.append((base * math.exp(corrections[label]), name, kernel))
+                scored.append((_nearby_scaled(base * math.exp(corrections[label]), self.nearby(name, problem)), name, kernel))
             scored.sort(key=lambda t: (t[0], t[1]))
             return [(ms, kernel) for ms, _, kernel in scored]
         return rank
@@ -597,9 +659,15 @@ class Model:
         return (_tiling(kernel), self.theta.get(theta_group(kernel), self.fallback), kernel.name, corrections)
 
     def to_json(self) -> str:
-        return json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
+        """The constants as JSON, the layers and each kernel's residuals a line each."""
+        text = json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
                            "fallback": self.fallback, "theta": self.theta, "corrections": self.corrections},
-                          indent=1, sort_keys=True) + "\n"
+                          indent=1, sort_keys=True)
+        compact = {"separators": (",", ":")}
+        points = ",\n  ".join(json.dumps(list(p), **compact) for p in self.points)
+        neighbours = ",\n  ".join(f"{json.dumps(name)}: {json.dumps([list(r) for r in rows], **compact)}"
+                                  for name, rows in sorted(self.neighbours.items()))
+        return (text[:-2] + f',\n "neighbours": {{\n  {neighbours}\n }},\n "points": [\n  {points}\n ]\n}}\n')
 
 
 def model_gpu(requested: str | None, machine: str | None, models_dir=MODELS_DIR) -> str | None:
@@ -622,9 +690,9 @@ def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
         fitted = sorted(p.stem for p in Path(models_dir).glob("*.json"))
         raise ModelError(f"{path}: no cost model fitted for GPU {gpu} (fitted: {', '.join(fitted) or 'none'}); "
                          "profile a set on it with TOP=listed and run python -m kernelgen.cost_model fit")
-    from .inputs import read_text
+    from .inputs import MODEL_LIMIT, read_text
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(read_text(path, MODEL_LIMIT))
     except (KernelgenError, ValueError) as e:
         raise ModelError(f"{path}: not a cost model ({shorten(one_line(e))}); fit it again with python -m "
                          "kernelgen.cost_model fit") from None
@@ -633,9 +701,15 @@ def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
         raise ModelError(f"{path}: fitted for GPU {shorten(repr(fitted_for))} with other features or none, not "
                          f"for {gpu} with {list(FEATURES)}")
     try:
+        points = [tuple(float(v) for v in p) for p in data.get("points", [])]
+        if any(len(p) != 5 for p in points):
+            raise ValueError("points: each 5 numbers")
+        neighbours = {str(name): [(int(i), float(r)) for i, r in rows] for name, rows in data.get("neighbours", {}).items()}
+        if any(not 0 <= i < len(points) for rows in neighbours.values() for i, _ in rows):
+            raise ValueError("neighbours: a residual of a layer not in points")
         return Model(data["gpu"], int(data["sms"]), {g: [float(v) for v in t] for g, t in data["theta"].items()},
                      [float(v) for v in data["fallback"]], {a: float(v) for a, v in data["corrections"].items()},
-                     int(data["rows"]))
+                     int(data["rows"]), points, neighbours)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModelError(f"{path}: not a cost model (missing or malformed {shorten(one_line(e))}); fit it again "
                          "with python -m kernelgen.cost_model fit") from None
@@ -673,7 +747,21 @@ def fit(samples: list, gpu: str, sms: int) -> Model:
     fallback = [float(np.median([th[i] for th in theta.values()])) for i in range(len(FEATURES))]
     model = Model(gpu, sms, theta, fallback, {}, len(samples))
     model.corrections = _fit_corrections(model, samples)
+    model.points, model.neighbours = _fit_neighbours(model, samples)
     return model
+
+
+def _fit_neighbours(model: Model, samples: list) -> tuple:
+    """(``Model.points``, ``Model.neighbours``): each sample's residual, log(measured / predicted)
+    by ``model`` (its counts and corrections), by kernel and layer."""
+    residuals = {}
+    for kernel, problem, ms in samples:
+        if isinstance(kernel, NO_NEIGHBOURS):
+            continue
+        residuals.setdefault(kernel.name, []).append((layer_point(problem), round(math.log(ms / model.predict(kernel, problem)), 4)))
+    points = sorted({point for rows in residuals.values() for point, _ in rows})
+    index = {point: i for i, point in enumerate(points)}
+    return points, {name: sorted((index[point], r) for point, r in rows) for name, rows in residuals.items()}
 
 
 def _fit_corrections(model: Model, samples: list) -> dict:

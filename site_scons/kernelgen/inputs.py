@@ -19,6 +19,7 @@ from .errors import InputError
 MIB = 1 << 20
 TEXT_LIMIT = 1 * MIB  # a workload set, a spec, a kernel list
 CSV_LIMIT = 64 * MIB  # one workload's results: a row is about 400 bytes
+MODEL_LIMIT = 16 * MIB  # a fitted cost model: its constants and each kernel's residuals (1.2 MB for 38,000 rows)
 
 # What would end a line, move the cursor or hide text in a message or a comment; a tab is text.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
