@@ -433,6 +433,9 @@ REQUEST_NUMBERS = [
      r"^INPUT='3x2{58}\.\.\. \(5006 characters\) \.\.\.2{16}x224': C, H and W must each be at most 2147483647"),
     ("INPUT INT_MAX + 1", dict(input="3x224x2147483648"), r"^INPUT='3x224x2147483648': C, H and W must each be at"),
     ("INPUT of zeros", dict(input=f"3x{'0' * 5000}x224"), r"^INPUT='3x0{58}.*': expected CxHxW, three positive"),
+    ("a video's INPUT INT_MAX + 1", dict(input="3x2147483648x112x112"),
+     r"^INPUT='3x2147483648x112x112': C, T, H and W must each be at most 2147483647"),
+    ("a sequence's INPUT INT_MAX + 1", dict(input="80x2147483648"), r"^INPUT='80x2147483648': C and L must each be at most"),
 ]
 
 

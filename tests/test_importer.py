@@ -111,9 +111,11 @@ BAD_REQUESTS = [
     (dict(batch="two"), "BATCH='two': expected a positive integer"),
     (dict(batch="2.5"), "BATCH='2.5': expected a positive integer"),
     (dict(batch=""), "BATCH='': expected a positive integer"),
-    (dict(input="3x224"), "INPUT='3x224': expected CxHxW, three positive integers"),
+    (dict(input="224"), "INPUT='224': expected CxHxW, three positive integers (e.g. INPUT=3x224x224; CxTxHxW for a "
+                        "video model, CxL for a sequence)"),
     (dict(input="3x0x224"), "INPUT='3x0x224': expected CxHxW"),
-    (dict(input="3x224x224x1"), "INPUT='3x224x224x1': expected CxHxW"),
+    (dict(input="3x8x224x224x1"), "INPUT='3x8x224x224x1': expected CxHxW"),
+    (dict(input="3x0x224x224"), "INPUT='3x0x224x224': expected CxHxW"),
     (dict(input="cxhxw"), "INPUT='cxhxw': expected CxHxW"),
     (dict(input="3 224 224"), "INPUT='3 224 224': expected CxHxW"),
     (dict(dtype="f32"), "DTYPE='f32': expected one of f16, bf16"),
@@ -232,13 +234,13 @@ def test_a_half_precision_model_and_bf16_profiling_say_so():
 
 
 @pytest.mark.parametrize("calls, message", [
-    ([], "MODEL=tinynet: the forward pass runs no convolution, so there is nothing to profile"),
-    ([linear((8, 16), 10)], "MODEL=tinynet: the forward pass runs no convolution"),
+    ([], "MODEL=tinynet: the forward pass runs no convolution and no linear layer, so there is nothing to profile"),
     ([Call("conv1d", (8, 16, 64), (16, 16, 3), stride=(1,), padding=(1,), dilation=(1,)),
       Call("conv3d", (1, 1, 4, 4, 4), (1, 1, 1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1))],
-     "MODEL=tinynet: none of its 2 convolution call(s) can be profiled (1-D convolution; 3-D"),
+     "MODEL=tinynet: none of its 2 convolution call(s) can be profiled (1-D convolution; 3-D convolution), and it "
+     "runs no linear layer"),
 ])
-def test_a_model_without_a_convolution_to_profile_is_refused(calls, message):
+def test_a_model_without_a_convolution_or_linear_layer_to_profile_is_refused(calls, message):
     with pytest.raises(ModelError) as info:
         workload_text(plan_workloads(calls), request(), "v")
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
@@ -253,7 +255,7 @@ def fake_record(calls=None, error=None):
 
 
 @pytest.mark.parametrize("record, message", [
-    (fake_record(calls=[linear((8, 16), 10)]), "runs no convolution"),
+    (fake_record(calls=[]), "runs no convolution and no linear layer"),
     (fake_record(error=ModelError("MODEL=tinynet: the factory raised RuntimeError: boom")), "the factory raised"),
 ])
 def test_an_existing_set_is_replaced_only_by_a_complete_one(tmp_path, monkeypatch, capsys, record, message):
@@ -298,7 +300,7 @@ def scons(*args):
 
 @pytest.mark.parametrize("args, message", [
     (["BATCH=0", "MODEL=resnet50"], "scons: BATCH='0': expected a positive integer\n"),
-    (["INPUT=224x224", "MODEL=resnet50"], "scons: INPUT='224x224': expected CxHxW"),
+    (["INPUT=224", "MODEL=resnet50"], "scons: INPUT='224': expected CxHxW"),
     (["BATCH=1"], "scons: MODEL is not set"),
     (["MODEL=resnet50", "EPILOGUES=2"], "scons: EPILOGUES='2': expected 1 (write each layer's epilogue= into its line)"),
     (["MODEL=resnet50", "profile"], "scons: scons workloads runs alone (also asked for: profile)"),
@@ -361,6 +363,16 @@ def data_dependent():
 
 def linear_only():
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
+
+
+def nothing():
+    return nn.Sequential(nn.Flatten())
+
+
+def video():
+    """A (2+1)-D video block: a spatial and a temporal 3-D convolution, then a classifier."""
+    return nn.Sequential(nn.Conv3d(3, 8, (1, 3, 3), padding=(0, 1, 1)), nn.Conv3d(8, 8, (3, 1, 1), padding=(1, 0, 0)),
+                         nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(8, 10))
 
 
 def raises():
@@ -488,6 +500,21 @@ def test_functional_calls_same_padding_and_unprofilable_layers_are_recorded(torc
     assert any("1 call(s) the tool cannot profile" in m for m in logged)
 
 
+def test_a_network_of_linear_layers_or_of_3d_convolutions_and_a_classifier_is_written(torch_nets, tmp_path):
+    """Linear layers alone make a set (a transformer of tokens); a video model, given INPUT=CxTxHxW,
+    has its 3-D convolutions listed with their reason and its classifier profiled."""
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:linear_only", 2, "3x8x8"), tmp_path,
+                                     log=lambda m: None)
+    assert [(p.op, p.m, p.n, p.k) for p in parse_workloads(path.read_text())] == [("gemm", 2, 10, 192)]
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:video", 2, "3x4x8x8"), tmp_path,
+                                     log=lambda m: None)
+    text = path.read_text()
+    assert "batch 2, input 3x4x8x8 (CxTxHxW)" in text.splitlines()[0] and "INPUT=3x4x8x8" in text
+    assert "2 convolution calls: 0 in 0 distinct conv2d_fprop lines below, 2 the tool cannot profile" in text
+    assert "# 3-D convolution: conv3d input 2x3x4x8x8 weight 8x3x1x3x3" in text
+    assert [(p.op, p.m, p.n, p.k) for p in parse_workloads(text)] == [("gemm", 2, 10, 8)]
+
+
 def test_matrix_products_outside_linear_layers_are_listed_with_their_flops(torch_nets, tmp_path):
     path = importer.import_workloads(parse_request("kernelgen_test_nets:products", 2, "3x8x8"), tmp_path,
                                      log=lambda m: None)
@@ -544,7 +571,7 @@ def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_cpu(torch_nets, tmp_
     ("kernelgen_test_nets:not_callable", "module 'kernelgen_test_nets' has a non-callable 'not_callable'"),
     ("kernelgen_test_nets:raises", "the factory raised RuntimeError: no such checkpoint"),
     ("kernelgen_test_nets:not_a_module", "the factory returned str, not a torch.nn.Module"),
-    ("kernelgen_test_nets:linear_only", "the forward pass runs no convolution"),
+    ("kernelgen_test_nets:nothing", "the forward pass runs no convolution and no linear layer, so there is nothing"),
     ("kernelgen_test_nets:four_channels", "MODEL=kernelgen_test_nets:four_channels: the forward pass on a 2x3x8x8 "
                                           "input failed: RuntimeError: Given groups=1, weight of size [8, 4, 3, 3]"),
 ])

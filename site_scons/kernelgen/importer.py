@@ -119,13 +119,20 @@ def _positive(variable: str, text: str) -> int:
     return value
 
 
+# What INPUT's dimensions are, by their number: a sequence, an image (the default), a video.
+INPUT_FORMS = {2: "CxL", 3: "CxHxW", 4: "CxTxHxW"}
+
+
 def parse_input(text: str) -> tuple:
-    """INPUT=CxHxW -> (C, H, W), each a positive integer of at most INT_MAX."""
+    """INPUT=CxHxW (or CxTxHxW for a video model, CxL for a sequence) -> its dimensions, each a
+    positive integer of at most INT_MAX."""
     values = [ascii_integer(p) for p in text.strip().lower().split("x")]
-    if len(values) != 3 or min(values) < 1:
-        raise ModelError(f"INPUT={shorten(text)!r}: expected CxHxW, three positive integers (e.g. INPUT=3x224x224)")
+    if len(values) not in INPUT_FORMS or min(values) < 1:
+        raise ModelError(f"INPUT={shorten(text)!r}: expected CxHxW, three positive integers (e.g. INPUT=3x224x224; "
+                         "CxTxHxW for a video model, CxL for a sequence)")
     if max(values) > INT_MAX:
-        raise ModelError(f"INPUT={shorten(text)!r}: C, H and W must each be at most {INT_MAX} (a C++ int)")
+        *first, last = INPUT_FORMS[len(values)].split("x")
+        raise ModelError(f"INPUT={shorten(text)!r}: {', '.join(first)} and {last} must each be at most {INT_MAX} (a C++ int)")
     return tuple(values)
 
 
@@ -351,15 +358,16 @@ def workload_line(problem) -> str:
 
 
 def check_plan(plan: Plan, request: Request) -> None:
-    """A network without a convolution the tool can profile is refused (nothing to write)."""
-    convs = [p for p in plan.problems if p.op == "conv2d_fprop"]
-    if convs:
+    """A network without a convolution or a linear layer the tool can profile is refused (nothing
+    to write); one of linear layers alone (a transformer of tokens, a video model's classifier
+    after 3-D convolutions) is written."""
+    if plan.problems:
         return
     if plan.conv_calls == 0:
-        raise ModelError(f"MODEL={request.model}: the forward pass runs no convolution, so there is nothing "
-                         "to profile (kernelgen finds kernels for convolutional networks)")
+        raise ModelError(f"MODEL={request.model}: the forward pass runs no convolution and no linear layer, so there "
+                         "is nothing to profile")
     raise ModelError(f"MODEL={request.model}: none of its {plan.conv_calls} convolution call(s) can be profiled "
-                     f"({'; '.join(sorted({reason for reason, _, _ in plan.skipped}))})")
+                     f"({'; '.join(sorted({reason for reason, _, _ in plan.skipped}))}), and it runs no linear layer")
 
 
 def _plural(n: int, word: str) -> str:
@@ -379,7 +387,7 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
     ran = ", ".join(plan.dtypes) or "?"
     lines = [
         f"# {request.name}: the convolutions and linear layers of {source}, batch {request.batch}, "
-        f"input {request.input_text} (CxHxW), one forward pass in eval mode.",
+        f"input {request.input_text} ({INPUT_FORMS[len(request.input)]}), one forward pass in eval mode.",
         f"# Written by `{request.command()}` ({versions}); run it again rather than edit this file.",
         f"# The model runs in {ran}; its layers are profiled in {request.dtype} (dtype={request.dtype}), NHWC"
         + (f": the kernels compute in f16 or bf16, so a {ran} model is profiled as {request.dtype}."
@@ -1069,7 +1077,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.importer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="torchvision model name or package.module:factory")
     parser.add_argument("--batch", default="1")
-    parser.add_argument("--input", default=DEFAULT_INPUT, help="CxHxW")
+    parser.add_argument("--input", default=DEFAULT_INPUT, help="CxHxW (CxTxHxW for a video model, CxL for a sequence)")
     parser.add_argument("--dtype", default=DEFAULT_DTYPE, help=" or ".join(DTYPES))
     parser.add_argument("--name", default="", help="the workload set's name (default <model>_b<batch>)")
     parser.add_argument("--sets-dir", required=True, help="where NAME.txt is written")
