@@ -190,6 +190,26 @@ def test_a_conv2d_on_an_unbatched_input_is_listed_not_profiled():
     assert plan.skipped[0][0] == "conv2d on a 3-D input (the tool profiles NCHW batches)"
 
 
+def test_only_a_factorized_3d_convolution_becomes_a_2d_one():
+    video = dict(input=(2, 16, 8, 56, 56), dilation=(1, 1, 1))
+    spatial = Call("conv3d", weight=(32, 16, 1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), **video)
+    temporal = Call("conv3d", weight=(32, 16, 3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0), **video)
+    assert importer.as_conv2d(spatial) == dataclasses.replace(spatial, op="conv2d", input=(16, 16, 56, 56),
+                                                              weight=(32, 16, 3, 3), stride=(2, 2), padding=(1, 1),
+                                                              dilation=(1, 1))
+    assert importer.as_conv2d(temporal) == dataclasses.replace(temporal, op="conv2d", input=(2, 16, 8, 3136),
+                                                               weight=(32, 16, 3, 1), stride=(2, 1), padding=(1, 0),
+                                                               dilation=(1, 1))
+    for other in (dataclasses.replace(spatial, weight=(32, 16, 3, 3, 3), padding=(1, 1, 1)),  # a full 3-D filter
+                  dataclasses.replace(spatial, stride=(2, 2, 2)),  # frames skipped: no view of the memory
+                  dataclasses.replace(temporal, padding=(1, 1, 0)),  # padded along H
+                  dataclasses.replace(spatial, padding="same"),
+                  conv(8, 16, 16, 16, 16, 3)):
+        assert importer.as_conv2d(other) is None
+    plan = plan_workloads([spatial, temporal, dataclasses.replace(spatial, weight=(32, 16, 3, 3, 3), padding=(1, 1, 1))])
+    assert plan.as_2d == 2 and [p.n for p in plan.problems] == [16, 2] and plan.skipped[0][0] == "3-D convolution"
+
+
 def test_asymmetric_and_dilated_layers_keep_both_dimensions():
     call = Call("conv2d", (2, 8, 20, 30), (16, 8, 1, 7), stride=(1, 2), padding=(0, 3), dilation=(1, 2))
     line = importer.workload_line(dataclasses.replace(importer.to_problem(call, "f16"), count=2))
@@ -236,7 +256,7 @@ def test_a_half_precision_model_and_bf16_profiling_say_so():
 @pytest.mark.parametrize("calls, message", [
     ([], "MODEL=tinynet: the forward pass runs no convolution and no linear layer, so there is nothing to profile"),
     ([Call("conv1d", (8, 16, 64), (16, 16, 3), stride=(1,), padding=(1,), dilation=(1,)),
-      Call("conv3d", (1, 1, 4, 4, 4), (1, 1, 1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1))],
+      Call("conv3d", (1, 1, 4, 4, 4), (1, 1, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1))],
      "MODEL=tinynet: none of its 2 convolution call(s) can be profiled (1-D convolution; 3-D convolution), and it "
      "runs no linear layer"),
 ])
@@ -370,9 +390,9 @@ def nothing():
 
 
 def video():
-    """A (2+1)-D video block: a spatial and a temporal 3-D convolution, then a classifier."""
+    """A (2+1)-D video block: a spatial and a temporal 3-D convolution, a strided 1x1x1 one, then a classifier."""
     return nn.Sequential(nn.Conv3d(3, 8, (1, 3, 3), padding=(0, 1, 1)), nn.Conv3d(8, 8, (3, 1, 1), padding=(1, 0, 0)),
-                         nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(8, 10))
+                         nn.Conv3d(8, 16, 1, stride=2), nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(16, 10))
 
 
 def raises():
@@ -502,7 +522,8 @@ def test_functional_calls_same_padding_and_unprofilable_layers_are_recorded(torc
 
 def test_a_network_of_linear_layers_or_of_3d_convolutions_and_a_classifier_is_written(torch_nets, tmp_path):
     """Linear layers alone make a set (a transformer of tokens); a video model, given INPUT=CxTxHxW,
-    has its 3-D convolutions listed with their reason and its classifier profiled."""
+    has its (2+1)-D convolutions profiled as the 2-D ones of the same memory, the others listed
+    with their reason, and its classifier profiled."""
     path = importer.import_workloads(parse_request("kernelgen_test_nets:linear_only", 2, "3x8x8"), tmp_path,
                                      log=lambda m: None)
     assert [(p.op, p.m, p.n, p.k) for p in parse_workloads(path.read_text())] == [("gemm", 2, 10, 192)]
@@ -510,9 +531,41 @@ def test_a_network_of_linear_layers_or_of_3d_convolutions_and_a_classifier_is_wr
                                      log=lambda m: None)
     text = path.read_text()
     assert "batch 2, input 3x4x8x8 (CxTxHxW)" in text.splitlines()[0] and "INPUT=3x4x8x8" in text
-    assert "2 convolution calls: 0 in 0 distinct conv2d_fprop lines below, 2 the tool cannot profile" in text
-    assert "# 3-D convolution: conv3d input 2x3x4x8x8 weight 8x3x1x3x3" in text
-    assert [(p.op, p.m, p.n, p.k) for p in parse_workloads(text)] == [("gemm", 2, 10, 8)]
+    assert "3 convolution calls: 2 in 2 distinct conv2d_fprop lines below, 1 the tool cannot profile" in text
+    assert "# 2 of the convolution calls are 3-D ones of 1xRxS or Rx1x1 filters, run as the 2-D ones" in text
+    assert "# 3-D convolution: conv3d input 2x8x4x8x8 weight 16x8x1x1x1 stride 2x2x2" in text
+    assert [importer.workload_line(p) for p in parse_workloads(text) if p.op == "conv2d_fprop"] == [
+        "conv2d_fprop n=8 h=8 w=8 c=3 k=8 r=3 s=3 pad=1 stride=1 count=1 dtype=f16",
+        "conv2d_fprop n=2 h=4 w=64 c=8 k=8 r=3 s=1 pad_h=1 pad_w=0 stride=1 count=1 dtype=f16"]
+    assert [(p.op, p.m, p.n, p.k) for p in parse_workloads(text) if p.op == "gemm"] == [("gemm", 2, 10, 16)]
+
+
+@pytest.mark.parametrize("kernel, stride, padding, dilation, groups", [
+    ((1, 3, 3), (1, 2, 2), (0, 1, 1), (1, 1, 1), 1),  # spatial, strided
+    ((1, 5, 3), (1, 1, 2), (0, 2, 1), (3, 2, 1), 2),  # spatial, a dilation along T that a 1-tap filter ignores, grouped
+    ((3, 1, 1), (2, 1, 1), (1, 0, 0), (1, 1, 1), 1),  # temporal, strided
+    ((5, 1, 1), (1, 1, 1), (4, 0, 0), (2, 1, 1), 4),  # temporal, dilated, grouped
+    ((1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1), 1),  # pointwise
+])
+def test_a_factorized_3d_convolution_is_the_2d_one_of_the_same_memory(torch_nets, kernel, stride, padding, dilation,
+                                                                     groups):
+    """as_conv2d's call, run by PyTorch on the input's NDHWC memory read as its 2-D shape (NHWC),
+    gives the 3-D convolution's output's NDHWC memory (in float64, to its rounding)."""
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 6, 7, 5, dtype=torch.float64)
+    w = torch.randn(12, 8 // groups, *kernel, dtype=torch.float64)
+    call = Call("conv3d", tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups)
+    flat = importer.as_conv2d(call)
+    assert flat is not None and flat.op == "conv2d"
+    expected = F.conv3d(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    n, c, h, w2 = flat.input
+    x2 = x.permute(0, 2, 3, 4, 1).reshape(n, h, w2, c).permute(0, 3, 1, 2)  # NDHWC memory read as NHWC
+    got = F.conv2d(x2, w.reshape(flat.weight), stride=flat.stride, padding=flat.padding, dilation=flat.dilation,
+                   groups=groups)
+    got, expected = got.permute(0, 2, 3, 1).reshape(-1), expected.permute(0, 2, 3, 4, 1).reshape(-1)
+    assert got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_matrix_products_outside_linear_layers_are_listed_with_their_flops(torch_nets, tmp_path):

@@ -269,6 +269,26 @@ def to_problem(call: Call, dtype: str, epilogues: bool = False):
                          epilogue=epilogue)
 
 
+def as_conv2d(call: Call):
+    """A 3-D convolution that is a 2-D one on the same memory (NDHWC), as that conv2d call; else
+    None. A filter of 1 x R x S (no stride or padding along T) runs over the N*T frames, each an
+    H x W image; one of R x 1 x 1 (none along H and W) over the N images of T x (H*W) pixels, its
+    stride, padding and dilation along T the 2-D ones along H: the factorized (2+1)-D convolutions
+    of video networks (R(2+1)D, S3D). A "same" or "valid" padding is not mapped."""
+    if call.op != "conv3d" or isinstance(call.padding, str) or len(call.input) != 5:
+        return None
+    n, c, t, h, w = call.input
+    k, per_group, r_t, r_h, r_w = call.weight
+    (s_t, s_h, s_w), (p_t, p_h, p_w), (d_t, d_h, d_w) = call.stride, call.padding, call.dilation
+    if r_t == 1 and s_t == 1 and p_t == 0:
+        return replace(call, op="conv2d", input=(n * t, c, h, w), weight=(k, per_group, r_h, r_w), stride=(s_h, s_w),
+                       padding=(p_h, p_w), dilation=(d_h, d_w))
+    if r_h == r_w == 1 and s_h == s_w == 1 and p_h == p_w == 0:
+        return replace(call, op="conv2d", input=(n, c, t, h * w), weight=(k, per_group, r_t, 1), stride=(s_t, 1),
+                       padding=(p_t, 0), dilation=(d_t, 1))
+    return None
+
+
 def describe(call: Call) -> str:
     """A one-line account of a call, for the comments listing what is not profiled."""
     shape = lambda t: "x".join(map(str, t))  # noqa: E731
@@ -301,6 +321,7 @@ class Plan:
     epilogues: dict = field(default_factory=dict)  # epilogue -> profiled calls that run it (record_calls)
     written: bool = False  # whether the lines say their epilogues (EPILOGUES=1)
     unfused: dict = field(default_factory=dict)  # (epilogue, why) -> calls whose epilogue is left unfused, in part
+    as_2d: int = 0  # the 3-D convolution calls the lines run as 2-D ones (as_conv2d)
 
 
 def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = False) -> Plan:
@@ -311,9 +332,13 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
     counts, first = {}, {}
     skipped_counts, skipped_first = {}, {}
     dtypes, skipped_flops, chains, unfused = set(), [], {}, {}
+    as_2d = 0
     for call in calls:
         if call.op not in OPS:
             raise ModelError(f"recorded call of unknown operation {call.op!r}")
+        mapped = as_conv2d(call)
+        if mapped is not None:
+            call, as_2d = mapped, as_2d + 1
         reason = why_not_profiled(call)
         if reason:
             key = (reason, describe(call))
@@ -334,7 +359,8 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
     skipped = [(reason, text, n) for (reason, text), n in skipped_counts.items()]
     conv_calls = sum(1 for c in calls if c.op in CONV_OPS)
     linear_calls = sum(1 for c in calls if c.op == "linear")
-    return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops, chains, epilogues, unfused)
+    return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops, chains, epilogues, unfused,
+                as_2d)
 
 
 def workload_line(problem) -> str:
@@ -404,6 +430,9 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
            if unseen else "."),
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
+        *([f"# {plan.as_2d} of the convolution calls are 3-D ones of 1xRxS or Rx1x1 filters, run as the 2-D ones of "
+           "the same memory (NDHWC): over the N*T frames (n=N*T), or over N images of T x (H*W) pixels (h=T, w=H*W)."]
+          if plan.as_2d else []),
         f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls"
         + (" and matrix products." if attention_calls_ or products else "."),
     ]
