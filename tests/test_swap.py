@@ -13,7 +13,7 @@ from conftest import ROOT
 torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch): the module swap is PyTorch code")
 F = torch.nn.functional
 sys.path.insert(0, str(ROOT / "examples" / "torch_extension"))
-from swap import FusedConv2d, compilable, swap  # noqa: E402
+from swap import Conv3dAs2d, FusedConv2d, compilable, swap  # noqa: E402
 
 
 class Extension:
@@ -87,7 +87,7 @@ def trained(model):
     """``model`` in eval mode with batch norm statistics that are not the identity."""
     torch.manual_seed(0)
     for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
+        if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
             m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2.0)
             m.weight.data.uniform_(0.5, 1.5), m.bias.data.uniform_(-0.5, 0.5)
     return model.eval()
@@ -414,3 +414,45 @@ def test_a_self_attentions_projections_are_two_linear_calls_the_residual_add_in_
     assert report["attention"] == 0 and "weights" in dict(report["linear_left"])["attention"]
     with torch.no_grad():
         assert all(torch.allclose(e, g) for e, g in zip(weights(x), swapped(x)))
+
+
+class Video(torch.nn.Module):
+    """A (2+1)-D block as R(2+1)D's: a spatial 1x3x3 convolution (strided), batch norm, ReLU, a
+    temporal 3x1x1 one (strided, with a bias), then a full 3x3x3 one."""
+
+    def __init__(self):
+        super().__init__()
+        self.spatial = torch.nn.Conv3d(3, 8, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=False)
+        self.bn, self.relu = torch.nn.BatchNorm3d(8), torch.nn.ReLU()
+        self.temporal = torch.nn.Conv3d(8, 16, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0))
+        self.full = torch.nn.Conv3d(16, 8, 3, padding=1)
+
+    def forward(self, x):
+        return self.full(self.temporal(self.relu(self.bn(self.spatial(x)))))
+
+
+class ChannelsLast(Extension):
+    """Extension, and its conv2d's operands in the layout best_conv takes (channels_last)."""
+
+    def conv2d(self, x, w, *args, **kwargs):
+        assert x.is_contiguous(memory_format=torch.channels_last) and w.is_contiguous(memory_format=torch.channels_last)
+        return super().conv2d(x, w, *args, **kwargs)
+
+
+def test_a_factorized_3d_convolution_is_one_call_on_the_2d_view_of_its_memory():
+    """The 1x3x3 and 3x1x1 convolutions run as ext.conv2d on N*T frames and on N images of T x (H*W)
+    pixels (kernelgen.importer.as_conv2d), their own bias added after, the swapped model computing
+    what the model does; the 3x3x3 one and the batch norm stay PyTorch's."""
+    model, x = trained(Video()), torch.randn(2, 3, 6, 10, 12)
+    ext = ChannelsLast()
+    swapped, report = swap(model, ext, x)
+    assert report["swapped"] == {"none": 1, "none+after:bias": 1}
+    assert report["left"] == [("full", "a 3-D filter that is no 2-D one of the same memory (1xRxS or Rx1x1)")]
+    assert sorted(m.view for m in swapped.modules() if isinstance(m, Conv3dAs2d)) == ["frames", "time"]
+    with torch.no_grad():
+        expected, got = model(x), swapped(x)
+    assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+    assert [c[0] for c in ext.calls] == [(8, 3, 3, 3), (16, 8, 3, 1)]
+    uncovered = Extension(covers=lambda e: False)
+    _, report = swap(model, uncovered, x)
+    assert report["swapped"] == {} and [why for _, why in report["left"]][:2] == ["no kernel of the header for it (epilogue none)"] * 2

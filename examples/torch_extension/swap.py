@@ -18,8 +18,10 @@ a residual add, an activation; Dropout in eval mode and Identity passed over) is
 for one call of ``ext.linear`` (best_kernels::gemm, the input's leading dimensions its rows). An
 nn.MultiheadAttention's self-attention (batch first, no mask, its weights unused, as ViT's) runs its
 two projections through ``ext.linear`` around PyTorch's scaled_dot_product_attention, the output
-projection taking the chain after the attention (a dropout in eval mode, the residual add).
-Everything else stays PyTorch's.
+projection taking the chain after the attention (a dropout in eval mode, the residual add). A
+Conv3d of a 1 x R x S or R x 1 x 1 filter (a (2+1)-D video network's) runs as ``ext.conv2d`` on the
+2-D view of its input's NDHWC memory that the importer writes its line as (``Conv3dAs2d``), its bias
+added after the call. Everything else stays PyTorch's.
 
     swapped, report = swap(model, best_conv, x)    # report: what was swapped, by epilogue, and what not
 
@@ -47,6 +49,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "site_scons"))
 from kernelgen.folds import per_channel, permutation  # noqa: E402 (the importer's rules, shared)
+from kernelgen.importer import Call, as_conv2d, conv3d_view  # noqa: E402
 
 ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu", torch.nn.Hardswish: "hardswish",
                       torch.nn.Sigmoid: "sigmoid"}
@@ -156,6 +159,31 @@ class FusedConv2d(_After):
                             bias=self.bias, residual=None if residual is None else residual.contiguous(memory_format=cl),
                             activation=self.activation, groups=self.groups)
         return self._after(y, 1)
+
+
+class Conv3dAs2d(torch.nn.Module):
+    """A 3-D convolution of a 1 x R x S or R x 1 x 1 filter as one call of ``ext.conv2d`` on the
+    2-D view of its input's NDHWC memory (``view``: "frames", N*T images of H x W; "time", N images
+    of T x (H*W); kernelgen.importer.as_conv2d, as the importer writes its line), the result the
+    view back (channels_last_3d), its own bias added after the call."""
+
+    def __init__(self, ext, conv, flat, view: str):
+        super().__init__()
+        self.ext, self.view, self.groups = ext, view, conv.groups
+        self.stride, self.padding, self.dilation = list(flat.stride), list(flat.padding), list(flat.dilation)
+        self.register_buffer("weight", conv.weight.detach().reshape(flat.weight).contiguous(
+            memory_format=torch.channels_last))
+        self.register_buffer("bias", None if conv.bias is None else conv.bias.detach())
+
+    def forward(self, x):
+        n, c, t, h, w = x.shape
+        rows = x.contiguous(memory_format=torch.channels_last_3d).permute(0, 2, 3, 4, 1)  # N T H W C, as stored
+        flat = rows.reshape(n * t, h, w, c) if self.view == "frames" else rows.reshape(n, t, h * w, c)
+        y = self.ext.conv2d(flat.permute(0, 3, 1, 2), self.weight, self.stride, self.padding, self.dilation,
+                            groups=self.groups).permute(0, 2, 3, 1)  # N' P Q K, as stored
+        y = (y.reshape(n, t, *y.shape[1:]) if self.view == "frames"
+             else y.reshape(n, y.shape[1], h, w, y.shape[-1])).permute(0, 4, 1, 2, 3)
+        return y if self.bias is None else y + self.bias.view(1, -1, 1, 1, 1)
 
 
 class FusedLinear(_After):
@@ -432,6 +460,25 @@ def _swap_conv(gm, node, ext):
     return _swapped(bias, residual, activation, *after), None
 
 
+def _swap_conv3d(gm, node, ext):
+    """What ``node``'s 3-D convolution was swapped as, or (None, why it was left)."""
+    conv = gm.get_submodule(node.target)
+    if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+        return None, "a padding mode or string padding the extension does not take"
+    call = Call("conv3d", tuple(node.args[0].meta["tensor_meta"].shape), tuple(conv.weight.shape), tuple(conv.stride),
+                tuple(conv.padding), tuple(conv.dilation), conv.groups)
+    view, flat = conv3d_view(call), as_conv2d(call)
+    if flat is None:
+        return None, "a 3-D filter that is no 2-D one of the same memory (1xRxS or Rx1x1)"
+    module = Conv3dAs2d(ext, conv, flat, view)
+    probe = torch.empty(flat.input, dtype=module.weight.dtype, device=module.weight.device).contiguous(
+        memory_format=torch.channels_last)
+    if ext.kernel_for(probe, module.weight, module.stride, module.padding, module.dilation, groups=conv.groups) is None:
+        return None, "no kernel of the header for it (epilogue none)"
+    _replace(gm, [node], f"fused_{node.target.replace('.', '_')}", module, (node.args[0],))
+    return _swapped(None, None, "none", module.bias, "none"), None
+
+
 def _linear_covers(ext, probe, weight):
     """covers(bias, residual, activation): whether the header has a kernel for ``probe`` times
     ``weight`` with that epilogue."""
@@ -519,6 +566,8 @@ def swap(model, ext, example):
     for node in list(gm.graph.nodes):
         if _module(gm, node, torch.nn.Conv2d):
             counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv(gm, node, ext)
+        elif _module(gm, node, torch.nn.Conv3d):
+            counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv3d(gm, node, ext)
         elif linears and _module(gm, node, torch.nn.Linear):
             counts, lefts, (epilogue, why) = report["linear"], report["linear_left"], _swap_linear(gm, node, ext)
         elif linears and _module(gm, node, torch.nn.MultiheadAttention):

@@ -275,17 +275,30 @@ def as_conv2d(call: Call):
     H x W image; one of R x 1 x 1 (none along H and W) over the N images of T x (H*W) pixels, its
     stride, padding and dilation along T the 2-D ones along H: the factorized (2+1)-D convolutions
     of video networks (R(2+1)D, S3D). A "same" or "valid" padding is not mapped."""
-    if call.op != "conv3d" or isinstance(call.padding, str) or len(call.input) != 5:
+    view = conv3d_view(call)
+    if view is None:
         return None
     n, c, t, h, w = call.input
     k, per_group, r_t, r_h, r_w = call.weight
     (s_t, s_h, s_w), (p_t, p_h, p_w), (d_t, d_h, d_w) = call.stride, call.padding, call.dilation
-    if r_t == 1 and s_t == 1 and p_t == 0:
+    if view == "frames":
         return replace(call, op="conv2d", input=(n * t, c, h, w), weight=(k, per_group, r_h, r_w), stride=(s_h, s_w),
                        padding=(p_h, p_w), dilation=(d_h, d_w))
+    return replace(call, op="conv2d", input=(n, c, t, h * w), weight=(k, per_group, r_t, 1), stride=(s_t, 1),
+                   padding=(p_t, 0), dilation=(d_t, 1))
+
+
+def conv3d_view(call: Call) -> str | None:
+    """Which 2-D view of its memory a 3-D convolution is (``as_conv2d``): "frames" (a 1 x R x S
+    filter), "time" (R x 1 x 1), or None."""
+    if call.op != "conv3d" or isinstance(call.padding, str) or len(call.input) != 5:
+        return None
+    _, _, r_t, r_h, r_w = call.weight
+    (s_t, s_h, s_w), (p_t, p_h, p_w) = call.stride, call.padding
+    if r_t == 1 and s_t == 1 and p_t == 0:
+        return "frames"
     if r_h == r_w == 1 and s_h == s_w == 1 and p_h == p_w == 0:
-        return replace(call, op="conv2d", input=(n, c, t, h * w), weight=(k, per_group, r_t, 1), stride=(s_t, 1),
-                       padding=(p_t, 0), dilation=(d_t, 1))
+        return "time"
     return None
 
 
