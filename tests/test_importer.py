@@ -538,6 +538,11 @@ def test_a_network_of_linear_layers_or_of_3d_convolutions_and_a_classifier_is_wr
         "conv2d_fprop n=8 h=8 w=8 c=3 k=8 r=3 s=3 pad=1 stride=1 count=1 dtype=f16",
         "conv2d_fprop n=2 h=4 w=64 c=8 k=8 r=3 s=1 pad_h=1 pad_w=0 stride=1 count=1 dtype=f16"]
     assert [(p.op, p.m, p.n, p.k) for p in parse_workloads(text) if p.op == "gemm"] == [("gemm", 2, 10, 16)]
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:video", 2, "3x4x8x8", name="video_fused",
+                                                   epilogues="1"), tmp_path, log=lambda m: None)
+    assert [p.epilogue for p in parse_workloads(path.read_text())] == ["", "bias", ""], \
+        "the 2-D line of the temporal convolution carries its bias, as a 2-D convolution's does (the spatial " \
+        "one's 3 input channels and the classifier's 10 outputs are no multiple of 8: left unfused)"
 
 
 @pytest.mark.parametrize("kernel, stride, padding, dilation, groups", [

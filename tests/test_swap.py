@@ -13,7 +13,7 @@ from conftest import ROOT
 torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch): the module swap is PyTorch code")
 F = torch.nn.functional
 sys.path.insert(0, str(ROOT / "examples" / "torch_extension"))
-from swap import Conv3dAs2d, FusedConv2d, compilable, swap  # noqa: E402
+from swap import FusedConv2d, compilable, swap  # noqa: E402
 
 
 class Extension:
@@ -418,41 +418,46 @@ def test_a_self_attentions_projections_are_two_linear_calls_the_residual_add_in_
 
 class Video(torch.nn.Module):
     """A (2+1)-D block as R(2+1)D's: a spatial 1x3x3 convolution (strided), batch norm, ReLU, a
-    temporal 3x1x1 one (strided, with a bias), then a full 3x3x3 one."""
+    temporal 3x1x1 one (strided, with a bias) and the block's input (downsampled by a full 3x3x3
+    convolution) added, then a ReLU."""
 
     def __init__(self):
         super().__init__()
         self.spatial = torch.nn.Conv3d(3, 8, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=False)
         self.bn, self.relu = torch.nn.BatchNorm3d(8), torch.nn.ReLU()
         self.temporal = torch.nn.Conv3d(8, 16, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0))
-        self.full = torch.nn.Conv3d(16, 8, 3, padding=1)
+        self.full = torch.nn.Conv3d(3, 16, 3, stride=2, padding=1)
 
     def forward(self, x):
-        return self.full(self.temporal(self.relu(self.bn(self.spatial(x)))))
+        return torch.relu(self.temporal(self.relu(self.bn(self.spatial(x)))) + self.full(x))
 
 
 class ChannelsLast(Extension):
     """Extension, and its conv2d's operands in the layout best_conv takes (channels_last)."""
 
-    def conv2d(self, x, w, *args, **kwargs):
-        assert x.is_contiguous(memory_format=torch.channels_last) and w.is_contiguous(memory_format=torch.channels_last)
-        return super().conv2d(x, w, *args, **kwargs)
+    def conv2d(self, x, w, *args, residual=None, **kwargs):
+        cl = torch.channels_last
+        assert x.is_contiguous(memory_format=cl) and w.is_contiguous(memory_format=cl)
+        assert residual is None or residual.is_contiguous(memory_format=cl)
+        return super().conv2d(x, w, *args, residual=residual, **kwargs)
 
 
-def test_a_factorized_3d_convolution_is_one_call_on_the_2d_view_of_its_memory():
-    """The 1x3x3 and 3x1x1 convolutions run as ext.conv2d on N*T frames and on N images of T x (H*W)
-    pixels (kernelgen.importer.as_conv2d), their own bias added after, the swapped model computing
-    what the model does; the 3x3x3 one and the batch norm stay PyTorch's."""
+def test_a_factorized_3d_convolution_chain_is_one_call_on_the_2d_view_of_its_memory():
+    """The 1x3x3 and 3x1x1 convolutions and their chains (the batch norm folded, the ReLU; the
+    residual add and ReLU) run as ext.conv2d on N*T frames and on N images of T x (H*W) pixels
+    (kernelgen.importer.as_conv2d), the residual viewed so too, the swapped model computing what the
+    model does; the 3x3x3 one stays PyTorch's."""
     model, x = trained(Video()), torch.randn(2, 3, 6, 10, 12)
     ext = ChannelsLast()
     swapped, report = swap(model, ext, x)
-    assert report["swapped"] == {"none": 1, "none+after:bias": 1}
+    assert report["swapped"] == {"bias+relu": 1, "bias+add+relu": 1}
     assert report["left"] == [("full", "a 3-D filter that is no 2-D one of the same memory (1xRxS or Rx1x1)")]
-    assert sorted(m.view for m in swapped.modules() if isinstance(m, Conv3dAs2d)) == ["frames", "time"]
+    assert sorted(m.view for m in swapped.modules() if isinstance(m, FusedConv2d)) == ["frames", "time"]
+    assert not any(isinstance(m, torch.nn.BatchNorm3d) for m in swapped.modules()), "the batch norm folded"
     with torch.no_grad():
         expected, got = model(x), swapped(x)
     assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
-    assert [c[0] for c in ext.calls] == [(8, 3, 3, 3), (16, 8, 3, 1)]
-    uncovered = Extension(covers=lambda e: False)
-    _, report = swap(model, uncovered, x)
-    assert report["swapped"] == {} and [why for _, why in report["left"]][:2] == ["no kernel of the header for it (epilogue none)"] * 2
+    assert [c[:4] for c in ext.calls] == [((8, 3, 3, 3), True, False, "relu"), ((16, 8, 3, 1), True, True, "relu")]
+    _, report = swap(model, Extension(covers=lambda e: False), x)
+    assert report["swapped"] == {} and [why for _, why in report["left"]][:2] == \
+        ["no kernel of the header for it (epilogue bias+relu)", "no kernel of the header for it (epilogue bias+add+relu)"]

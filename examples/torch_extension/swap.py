@@ -19,9 +19,9 @@ for one call of ``ext.linear`` (best_kernels::gemm, the input's leading dimensio
 nn.MultiheadAttention's self-attention (batch first, no mask, its weights unused, as ViT's) runs its
 two projections through ``ext.linear`` around PyTorch's scaled_dot_product_attention, the output
 projection taking the chain after the attention (a dropout in eval mode, the residual add). A
-Conv3d of a 1 x R x S or R x 1 x 1 filter (a (2+1)-D video network's) runs as ``ext.conv2d`` on the
-2-D view of its input's NDHWC memory that the importer writes its line as (``Conv3dAs2d``), its bias
-added after the call. Everything else stays PyTorch's.
+Conv3d of a 1 x R x S or R x 1 x 1 filter (a (2+1)-D video network's) and its chain (a BatchNorm3d
+in eval mode, ...) run so too, as ``ext.conv2d`` on the 2-D view of the NDHWC memory that the
+importer writes its line as (``FusedConv2d``'s ``view``). Everything else stays PyTorch's.
 
     swapped, report = swap(model, best_conv, x)    # report: what was swapped, by epilogue, and what not
 
@@ -141,49 +141,44 @@ class _After(torch.nn.Module):
         return y if self.after_activation == "none" else ACTIVATIONS[self.after_activation](y)
 
 
+def _as_2d(x, view: str):
+    """A 5-D tensor (N, C, T, H, W) as the 4-D one of its NDHWC memory (channels_last): "frames",
+    (N*T, C, H, W); "time", (N, C, T, H*W) (kernelgen.importer.as_conv2d)."""
+    n, c, t, h, w = x.shape
+    rows = x.contiguous(memory_format=torch.channels_last_3d).permute(0, 2, 3, 4, 1)  # N T H W C, as stored
+    return (rows.reshape(n * t, h, w, c) if view == "frames" else rows.reshape(n, t, h * w, c)).permute(0, 3, 1, 2)
+
+
+def _as_3d(y, n: int, h: int, w: int, view: str):
+    """``_as_2d`` undone on a convolution's output (``h``, ``w``: the input's, for "time")."""
+    rows = y.permute(0, 2, 3, 1)  # N' P Q K, as stored
+    rows = rows.reshape(n, -1, *rows.shape[1:]) if view == "frames" else rows.reshape(n, rows.shape[1], h, w, -1)
+    return rows.permute(0, 4, 1, 2, 3)
+
+
 class FusedConv2d(_After):
     """One fused call of ``ext.conv2d``: activation(conv(x, weight) + bias + residual); with
-    ``bias_after``, after_activation(that + bias_after) after the call (a kernel that takes no bias)."""
+    ``bias_after``, after_activation(that + bias_after) after the call (a kernel that takes no bias).
+    With ``view``, a Conv3d of a 1 x R x S or R x 1 x 1 filter: the call on the 2-D view of the
+    input's (and the residual's) NDHWC memory that the importer writes its line as ("frames" or
+    "time", ``_as_2d``), the result viewed back; the weight, stride, padding and dilation the 2-D ones."""
 
     def __init__(self, ext, weight, bias, stride, padding, dilation, activation: str, groups: int = 1,
-                 bias_after=None, after_activation: str = "none"):
+                 bias_after=None, after_activation: str = "none", view=None):
         super().__init__(ext, bias_after, after_activation)
         self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.activation, self.groups = activation, groups
+        self.activation, self.groups, self.view = activation, groups, view
         self.register_buffer("weight", weight.contiguous(memory_format=torch.channels_last))
         self.register_buffer("bias", bias)
 
     def forward(self, x, residual=None):
         cl = torch.channels_last
-        y = self.ext.conv2d(x.contiguous(memory_format=cl), self.weight, self.stride, self.padding, self.dilation,
-                            bias=self.bias, residual=None if residual is None else residual.contiguous(memory_format=cl),
-                            activation=self.activation, groups=self.groups)
-        return self._after(y, 1)
-
-
-class Conv3dAs2d(torch.nn.Module):
-    """A 3-D convolution of a 1 x R x S or R x 1 x 1 filter as one call of ``ext.conv2d`` on the
-    2-D view of its input's NDHWC memory (``view``: "frames", N*T images of H x W; "time", N images
-    of T x (H*W); kernelgen.importer.as_conv2d, as the importer writes its line), the result the
-    view back (channels_last_3d), its own bias added after the call."""
-
-    def __init__(self, ext, conv, flat, view: str):
-        super().__init__()
-        self.ext, self.view, self.groups = ext, view, conv.groups
-        self.stride, self.padding, self.dilation = list(flat.stride), list(flat.padding), list(flat.dilation)
-        self.register_buffer("weight", conv.weight.detach().reshape(flat.weight).contiguous(
-            memory_format=torch.channels_last))
-        self.register_buffer("bias", None if conv.bias is None else conv.bias.detach())
-
-    def forward(self, x):
-        n, c, t, h, w = x.shape
-        rows = x.contiguous(memory_format=torch.channels_last_3d).permute(0, 2, 3, 4, 1)  # N T H W C, as stored
-        flat = rows.reshape(n * t, h, w, c) if self.view == "frames" else rows.reshape(n, t, h * w, c)
-        y = self.ext.conv2d(flat.permute(0, 3, 1, 2), self.weight, self.stride, self.padding, self.dilation,
-                            groups=self.groups).permute(0, 2, 3, 1)  # N' P Q K, as stored
-        y = (y.reshape(n, t, *y.shape[1:]) if self.view == "frames"
-             else y.reshape(n, y.shape[1], h, w, y.shape[-1])).permute(0, 4, 1, 2, 3)
-        return y if self.bias is None else y + self.bias.view(1, -1, 1, 1, 1)
+        flat = (lambda t: t.contiguous(memory_format=cl)) if self.view is None else (lambda t: _as_2d(t, self.view))
+        y = self.ext.conv2d(flat(x), self.weight, self.stride, self.padding, self.dilation, bias=self.bias,
+                            residual=None if residual is None else flat(residual), activation=self.activation,
+                            groups=self.groups)
+        y = self._after(y, 1)
+        return y if self.view is None else _as_3d(y, x.shape[0], x.shape[3], x.shape[4], self.view)
 
 
 class FusedLinear(_After):
@@ -309,7 +304,7 @@ def _scale(gm, node, value, shape, axis):
     return factor.detach().float().reshape(-1).expand(shape[axis]).clone()
 
 
-def _chain(gm, first, norm: bool, views: bool = True):
+def _chain(gm, first, norm: bool, views: bool = True, norms=(torch.nn.BatchNorm2d,)):
     """(the batch norm node or None, [(step, node, residual node or None, activation)]) after a
     layer (a batch norm only where ``norm``): the steps that may follow it, in order, each ("add",
     ...), ("act", ...) or ("pass", ...) (a node that passes its input on, as a Dropout in eval mode).
@@ -320,7 +315,7 @@ def _chain(gm, first, norm: bool, views: bool = True):
     value, bn, steps = first, None, []
     shape = tuple(first.meta["tensor_meta"].shape)
     nxt = _only_user(value)
-    if norm and nxt is not None and _module(gm, nxt, torch.nn.BatchNorm2d) and not gm.get_submodule(nxt.target).training \
+    if norm and nxt is not None and _module(gm, nxt, norms) and not gm.get_submodule(nxt.target).training \
             and gm.get_submodule(nxt.target).track_running_stats:
         bn, value = nxt, nxt
         nxt = _only_user(value)
@@ -361,7 +356,7 @@ def _folded(conv, bn):
     bias = conv.bias.detach().float() if conv.bias is not None else None
     if bn is not None:
         scale = bn.weight.detach().float() / torch.sqrt(bn.running_var.float() + bn.eps)
-        weight = weight * scale.view(-1, 1, 1, 1)
+        weight = weight * scale.view(-1, *[1] * (weight.dim() - 1))
         bias = (bias if bias is not None else torch.zeros_like(scale)) * scale + bn.bias.detach().float() \
             - bn.running_mean.float() * scale
     dtype = conv.weight.dtype
@@ -428,15 +423,25 @@ def _swap_conv(gm, node, ext):
     conv = gm.get_submodule(node.target)
     if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
         return None, "a padding mode or string padding the extension does not take"
-    bn, steps = _chain(gm, node, norm=True)
+    shape, geometry, view, flat_weight, norms = (tuple(node.args[0].meta["tensor_meta"].shape),
+                                                 (conv.stride, conv.padding, conv.dilation), None, tuple(conv.weight.shape),
+                                                 (torch.nn.BatchNorm2d,))
+    if isinstance(conv, torch.nn.Conv3d):  # as the 2-D convolution of its memory, where it is one
+        call = Call("conv3d", shape, flat_weight, tuple(conv.stride), tuple(conv.padding), tuple(conv.dilation),
+                    conv.groups)
+        view, flat = conv3d_view(call), as_conv2d(call)
+        if flat is None:
+            return None, "a 3-D filter that is no 2-D one of the same memory (1xRxS or Rx1x1)"
+        shape, geometry, flat_weight, norms = flat.input, (flat.stride, flat.padding, flat.dilation), flat.weight, \
+            (torch.nn.BatchNorm3d,)
+    bn, steps = _chain(gm, node, norm=True, norms=norms)
     weight, bias = _folded(conv, None if bn is None else gm.get_submodule(bn.target))
-    x_meta = node.args[0].meta["tensor_meta"]
-    probe = torch.empty(tuple(x_meta.shape), dtype=weight.dtype, device=weight.device).contiguous(
-        memory_format=torch.channels_last)
+    weight = weight.reshape(flat_weight)
+    probe = torch.empty(shape, dtype=weight.dtype, device=weight.device).contiguous(memory_format=torch.channels_last)
 
     def covers(w, bias, residual, activation):
-        return ext.kernel_for(probe, w.contiguous(memory_format=torch.channels_last), conv.stride, conv.padding,
-                              conv.dilation, bias=bias is not None, residual=residual is not None,
+        return ext.kernel_for(probe, w.contiguous(memory_format=torch.channels_last), *geometry,
+                              bias=bias is not None, residual=residual is not None,
                               activation=activation, groups=conv.groups) is not None
 
     # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
@@ -450,33 +455,14 @@ def _swap_conv(gm, node, ext):
             kept, after_activation = _after_steps(steps)
             after, bias, found = (bias, after_activation), None, (kept, None, "none")
         else:  # the convolution alone, its own bias added after it, its batch norm left to PyTorch
-            weight, bias, bn, found = conv.weight.detach(), None, None, (0, None, "none")
+            weight, bias, bn, found = conv.weight.detach().reshape(flat_weight), None, None, (0, None, "none")
             after = (None if conv.bias is None else conv.bias.detach(), "none")
     kept, residual, activation = found
     nodes = [node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps[:kept]]
-    module = FusedConv2d(ext, weight, bias, conv.stride, conv.padding, conv.dilation, activation, conv.groups, *after)
+    module = FusedConv2d(ext, weight, bias, *geometry, activation, conv.groups, *after, view=view)
     _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", module,
              (node.args[0],) + ((residual,) if residual is not None else ()))
     return _swapped(bias, residual, activation, *after), None
-
-
-def _swap_conv3d(gm, node, ext):
-    """What ``node``'s 3-D convolution was swapped as, or (None, why it was left)."""
-    conv = gm.get_submodule(node.target)
-    if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
-        return None, "a padding mode or string padding the extension does not take"
-    call = Call("conv3d", tuple(node.args[0].meta["tensor_meta"].shape), tuple(conv.weight.shape), tuple(conv.stride),
-                tuple(conv.padding), tuple(conv.dilation), conv.groups)
-    view, flat = conv3d_view(call), as_conv2d(call)
-    if flat is None:
-        return None, "a 3-D filter that is no 2-D one of the same memory (1xRxS or Rx1x1)"
-    module = Conv3dAs2d(ext, conv, flat, view)
-    probe = torch.empty(flat.input, dtype=module.weight.dtype, device=module.weight.device).contiguous(
-        memory_format=torch.channels_last)
-    if ext.kernel_for(probe, module.weight, module.stride, module.padding, module.dilation, groups=conv.groups) is None:
-        return None, "no kernel of the header for it (epilogue none)"
-    _replace(gm, [node], f"fused_{node.target.replace('.', '_')}", module, (node.args[0],))
-    return _swapped(None, None, "none", module.bias, "none"), None
 
 
 def _linear_covers(ext, probe, weight):
@@ -567,7 +553,7 @@ def swap(model, ext, example):
         if _module(gm, node, torch.nn.Conv2d):
             counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv(gm, node, ext)
         elif _module(gm, node, torch.nn.Conv3d):
-            counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv3d(gm, node, ext)
+            counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv(gm, node, ext)
         elif linears and _module(gm, node, torch.nn.Linear):
             counts, lefts, (epilogue, why) = report["linear"], report["linear_left"], _swap_linear(gm, node, ext)
         elif linears and _module(gm, node, torch.nn.MultiheadAttention):

@@ -988,7 +988,8 @@ def record_calls(torch, model, example) -> list:
     finally:
         for hook in hooks:
             hook.remove()
-    return [replace(c, epilogue=chains.epilogue(i)) if c.op in ("conv2d", "linear") and i in chains.roots else c
+    return [replace(c, epilogue=chains.epilogue(i))
+            if (c.op in ("conv2d", "linear") or conv3d_view(c) is not None) and i in chains.roots else c
             for i, c in enumerate(calls)]
 
 
