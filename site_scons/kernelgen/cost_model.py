@@ -535,6 +535,9 @@ def layer_point(problem) -> tuple:
     return tuple(round(math.log2(max(v, 1)), 4) for v in (m, n, k, taps, stride))
 
 
+_NEARBY_KEPT = 1 << 12  # the layers whose weights Model.nearby keeps (a vector of the measured layers' each)
+
+
 def _nearby_scaled(ms: float, nearby: float) -> float:
     """A prediction ``ms`` corrected by ``Model.nearby``'s log-time term."""
     return ms * math.exp(nearby) if nearby else ms
@@ -581,7 +584,7 @@ class Model:
         point = layer_point(problem)
         weights = weights_by_point.get(point)
         if weights is None:
-            if len(weights_by_point) >= _LAYERS_KEPT:
+            if len(weights_by_point) >= _NEARBY_KEPT:
                 weights_by_point.clear()
             distance = ((points - np.array(point)) ** 2).sum(axis=1) if len(points) else np.zeros(0)
             weights = weights_by_point[point] = np.exp(-distance / (2 * NEIGHBOUR_WIDTH ** 2))
