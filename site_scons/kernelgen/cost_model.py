@@ -573,14 +573,22 @@ class Model:
         measured layers (``neighbours``): their mean weighed by each layer's closeness to
         ``problem`` (a Gaussian of NEIGHBOUR_WIDTH over ``layer_point``), shrunk toward 0 by
         NEIGHBOUR_PRIOR; 0 for a kernel of no rows."""
-        rows = self.neighbours.get(name)
-        if not rows:
-            return 0.0
+        return self._nearby(name, lambda: self._weights(problem))
+
+    def _kept_nearby(self) -> tuple:
+        """(the measured layers' points as an array, layer point -> its weights, kernel name -> its
+        rows as arrays), kept while ``neighbours`` and ``points`` are the same objects."""
         import numpy as np
-        kept = self.__dict__.get("_nearby")
+        kept = self.__dict__.get("_nearby_kept")
         if kept is None or kept[0] is not self.neighbours or kept[1] is not self.points:
-            kept = self.__dict__["_nearby"] = (self.neighbours, self.points, np.array(self.points, dtype=float), {}, {})
-        _, _, points, weights_by_point, arrays = kept
+            kept = self.__dict__["_nearby_kept"] = (self.neighbours, self.points, np.array(self.points, dtype=float),
+                                                    {}, {})
+        return kept[2:]
+
+    def _weights(self, problem):
+        """Each measured layer's weight in ``nearby`` on ``problem`` (kept by its layer point)."""
+        import numpy as np
+        points, weights_by_point, _ = self._kept_nearby()
         point = layer_point(problem)
         weights = weights_by_point.get(point)
         if weights is None:
@@ -588,10 +596,20 @@ class Model:
                 weights_by_point.clear()
             distance = ((points - np.array(point)) ** 2).sum(axis=1) if len(points) else np.zeros(0)
             weights = weights_by_point[point] = np.exp(-distance / (2 * NEIGHBOUR_WIDTH ** 2))
+        return weights
+
+    def _nearby(self, name: str, weights_of) -> float:
+        """``nearby`` of kernel ``name``, the layer's weights from ``weights_of()`` (asked only for a
+        kernel of rows)."""
+        rows = self.neighbours.get(name)
+        if not rows:
+            return 0.0
+        import numpy as np
+        arrays = self._kept_nearby()[2]
         pair = arrays.get(name)
         if pair is None:
             pair = arrays[name] = (np.array([i for i, _ in rows], dtype=np.intp), np.array([r for _, r in rows]))
-        w = weights[pair[0]]
+        w = weights_of()[pair[0]]
         return float(w @ pair[1]) / (NEIGHBOUR_PRIOR + float(w.sum()))
 
     def rank(self, kernels, problem) -> list:
@@ -617,6 +635,12 @@ class Model:
 
         def rank(problem) -> list:
             layer, scored = _layer(problem, sms), []
+            layer_weights = []  # the layer's weights in nearby, made once for its first kernel of rows
+
+            def weights_of():
+                if not layer_weights:
+                    layer_weights.append(self._weights(problem))
+                return layer_weights[0]
             visited = [i for i in alone if serves(kernels[i], problem) is None]
             for indices in by_key.values():
                 if serves(kernels[indices[0]], problem) is None:
@@ -632,7 +656,8 @@ class Model:
                         break
                 else:
                     label = _regime(base)  # no regime: raises as predict does
-                scored.append((_nearby_scaled(base * math.exp(corrections[label]), self.nearby(name, problem)), name, kernel))
+                scored.append((_nearby_scaled(base * math.exp(corrections[label]), self._nearby(name, weights_of)), name,
+                               kernel))
             scored.sort(key=lambda t: (t[0], t[1]))
             return [(ms, kernel) for ms, _, kernel in scored]
         return rank
