@@ -2,12 +2,13 @@
 swapped for one fused call (swap.py), checked against PyTorch's output, and its forward pass timed
 in a CUDA graph against PyTorch eager and torch.compile, each timed the same way.
 
-    python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--size 224] [--compile both|model|swapped|none]
-        [--breakdown N]
+    python run_model.py --model resnet50 --batch 256 [--set resnet50_b256] [--size 224 | --input CxHxW | --input CxTxHxW]
+        [--compile both|model|swapped|none] [--breakdown N]
 
 (after python setup.py build_ext --inplace with the set's library; needs a GPU.) The model is
 torchvision's, built without weights (none is downloaded), in eval mode, channels_last, of the
-header's element type (best_conv.element()), its parameters of one value throughout (zero biases,
+header's element type (best_conv.element(); a video model's, of a CxTxHxW --input, channels_last_3d:
+NDHWC), its parameters of one value throughout (zero biases,
 a zero classifier, layer scales, batch norms' weights) and its batch norms' statistics drawn again,
 seeded (varied()), so that the output check exercises every bias, scale and fold. The input is
 uniform in [-1, 1). PyTorch eager runs with cuDNN's benchmark mode; torch.compile with mode="max-autotune-no-cudagraphs" (its own CUDA
@@ -41,7 +42,8 @@ from swap import compilable, swap
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "site_scons"))
-from kernelgen.importer import no_weights  # noqa: E402
+from kernelgen.errors import KernelgenError  # noqa: E402
+from kernelgen.importer import no_weights, parse_input  # noqa: E402
 from kernelgen.results import gpu_dir  # noqa: E402
 
 DTYPE = {"f16": torch.half, "bf16": torch.bfloat16}[best_conv.element()]
@@ -51,14 +53,16 @@ COLUMNS = ["model", "batch", "swapped_ms", "eager_ms", "compiled_ms", "swapped_c
            "gpu", "torch", "dtype", "measured_at"]
 
 
-def build(name: str, batch: int, size: int = 224):
+def build(name: str, batch: int, shape: tuple = (3, 224, 224)):
+    """The model and its input of ``batch`` x ``shape`` (CxHxW, or CxTxHxW for a video model)."""
     import torchvision
 
     torch.manual_seed(0)
+    layout = torch.channels_last_3d if len(shape) == 4 else torch.channels_last
     model = varied(torchvision.models.get_model(name, **no_weights(torchvision, name)).eval())
-    model = model.to(device="cuda", dtype=DTYPE, memory_format=torch.channels_last)
-    x = torch.empty(batch, 3, size, size, device="cuda", dtype=DTYPE).uniform_(-1, 1)
-    return model, x.contiguous(memory_format=torch.channels_last)
+    model = model.to(device="cuda", dtype=DTYPE, memory_format=layout)
+    x = torch.empty(batch, *shape, device="cuda", dtype=DTYPE).uniform_(-1, 1)
+    return model, x.contiguous(memory_format=layout)
 
 
 def varied(model):
@@ -191,6 +195,8 @@ def main() -> int:
                         "(default: <model>_b<batch>)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--size", type=int, default=224, help="the input's height and width (inception_v3: 299)")
+    parser.add_argument("--input", default=None, metavar="CxHxW",
+                        help="the input's shape instead of 3x<size>x<size>: CxHxW, or CxTxHxW for a video model")
     parser.add_argument("--compile", choices=["both", "model", "swapped", "none"], default="both",
                         help="what torch.compile compiles and times: the model, the swapped model, both or neither "
                         "(the model's autotuning is long)")
@@ -203,8 +209,16 @@ def main() -> int:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.breakdown < 0:
         parser.error(f"--breakdown must be 0 or more, got {args.breakdown}")
+    shape = (3, args.size, args.size)
+    if args.input is not None:
+        try:
+            shape = parse_input(args.input)
+        except KernelgenError as e:
+            parser.error(str(e).replace("INPUT=", "--input "))
+        if len(shape) not in (3, 4):
+            parser.error(f"--input {args.input!r}: expected CxHxW or CxTxHxW")
     torch.backends.cudnn.benchmark = True
-    model, x = build(args.model, args.batch, args.size)
+    model, x = build(args.model, args.batch, shape)
     swapped, report = swap(model, best_conv, x)
     with torch.no_grad():
         expected, got = model(x).float(), swapped(x).float()
