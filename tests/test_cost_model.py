@@ -78,7 +78,27 @@ SERVES = [
      "built for f16, not bf16"),
     ("a GEMM of 256 rows for a matrix-vector kernel", "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m1_rows2*",
      GemmProblem(256, 1000, 2048), "at most 1 rows"),
+    ("921 input channels for 16-byte input accesses", "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc"
+     "_align8_out1", Conv2dProblem(8, 4, 49, 921, 512, 3, 1, 1, 0), "C not a multiple of the alignment 8 or K of the "
+     "output's 1"),
+    ("921 output channels for 2-byte output accesses", "cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc"
+     "_align8_out2", Conv2dProblem(16, 7, 7, 512, 921, 3, 3, 1, 1), "K of the output's 2"),
 ]
+
+
+@pytest.mark.parametrize("kernel, served", [
+    ("cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align8_out1", Conv2dProblem(16, 7, 7, 512, 921, 3, 3, 1, 1)),
+    ("cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align8_out2", Conv2dProblem(8, 8, 8, 64, 230, 3, 3, 1, 1)),
+    ("cutlass_tensorop_f16_s1688fprop_optimized_f16_64x64_32x2_nhwc_align1", Conv2dProblem(8, 4, 49, 921, 512, 3, 1, 1, 0)),
+    ("cutlass_tensorop_f16_s1688fprop_optimized_f16_64x64_32x2_nhwc_align1", Conv2dProblem(8, 16, 56, 45, 64, 3, 1, 1, 0)),
+])
+def test_odd_channel_counts_are_served_by_narrow_accesses_where_they_are(catalog, kernel, served):
+    """A layer of K no multiple of 8 but C one takes a kernel whose inputs move 16 bytes an access
+    and its output fewer; a layer of odd C one of 2-byte accesses throughout (the two-stage
+    mainloop's): neither is left to the few-channels kernels alone."""
+    assert cost_model.serves(catalog[kernel], served) is None
+    plain = catalog["cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align8"]
+    assert "alignment 8" in cost_model.serves(plain, served)
 
 
 @pytest.mark.parametrize("pattern, problem, reason", [c[1:] for c in SERVES], ids=[c[0] for c in SERVES])

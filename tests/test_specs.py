@@ -104,8 +104,13 @@ def test_catalog_holds_each_family():
     assert sorted(k.vector for k in gemv) == [2] * 16 + [8] * 22
     assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 20
     assert sum(k.a == "shared" for k in gemv) == 8 and all(k.lanes == "m" for k in gemv if k.a == "shared")
+    odd_k = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_output"]
+    assert len(odd_k) == 5 * 3 and {(k.alignment, k.k_alignment) for k in odd_k} == {(8, 1), (8, 2), (8, 4)}
+    odd_c = [k for k in kernels if k.family == "conv2d_fprop_sm75_narrow"]
+    assert len(odd_c) == 4 and {(k.arch, k.iterator, k.alignment, k.k_alignment) for k in odd_c} == {
+        (75, "optimized", 1, 1)}
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(gemm) + len(persistent) + len(transposed)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_c) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
@@ -150,10 +155,10 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 534
-    assert len(select(kernels, "*", parse_arch("90"))) == 367, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 328
-    assert len(select(kernels, "*", parse_arch("75"))) == 12
+    assert len(select(kernels, "*", parse_arch("90a"))) == 553
+    assert len(select(kernels, "*", parse_arch("90"))) == 386, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 347
+    assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
     assert [k.name[:20] for k in picked] == ["cutlass3x_sm90_tenso", "cutlass_tensorop_f16"]
@@ -257,6 +262,10 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     assert [(k.schedule, k.cluster) for k in wide[:2]] == [("cooperative", (1, 1, 1)), ("cooperative", (2, 1, 1))]
     assert wide[1].name.endswith("_128x256x64_2x1x1_0_align8_warpspecialized_cooperative_epi_tma_transposed")
     assert len(load_family(family(tmp_path, SM80.replace("[8]", "[8, 4]")))) == 4
+    narrow = load_family(family(tmp_path, SM80.replace("alignments = [8]", "alignments = [8]\noutput_alignments = [1, 4]")))
+    assert [(k.alignment, k.k_alignment, k.name.rsplit("_nhwc_", 1)[1]) for k in narrow[:2]] == [
+        (8, 1, "align8_out1"), (8, 4, "align8_out4")]
+    assert len(narrow) == 4 and narrow[0].values()["epilogue_vector"] == 1 and narrow[1].values()["epilogue_vector"] == 4
     kernels = load_family(family(tmp_path, SM90))
     assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
 
@@ -284,6 +293,12 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 64, 48], warps = [2, 2, 1]"), "tiles[1]", "threadblock",
      "the tile's K 48 is 3 of the instruction's K 16 a warp; the mainloop takes an even number, at least 2"),
     (SM80.replace("[8]", "[8, 3]"), None, "alignments", "power of two"),
+    (SM80.replace("alignments = [8]", "alignments = [8, 4]\noutput_alignments = [8]"), None, "output_alignments",
+     "output alignment 8 must be a power of two of at most the alignments' 4"),
+    (SM80.replace("alignments = [8]", "alignments = [8]\noutput_alignments = [3]"), None, "output_alignments",
+     "output alignment 3 must be a power of two"),
+    (SM80.replace("alignments = [8]", "alignments = [8]\noutput_alignments = 2"), None, "output_alignments",
+     "expected a list"),
     (SM80.replace("[8]", "[16]"), None, "alignments", "at most 128 bits"),
     (SM80.replace('element = "f16"', 'element = "f16>; int x; using y = <f16"'), None, "element", "is not one of"),
     (SM80.replace('"conv2d_fprop_2x"', '"conv2d_fprop_sm70"'), None, "kind", "unknown kind"),

@@ -4,7 +4,10 @@ A spec gives the architecture (80: multistage mainloops with cp.async; 75: the
 two-stage mainloop, which also takes 2-byte accesses), the element types, the
 iterator, the mma.sync instruction shape, the alignments and swizzles to try,
 and a list of tiles (threadblock, warps, stages). Each tile x alignment x
-swizzle is one kernel.
+swizzle is one kernel; with ``output_alignments``, one for each of those too:
+the output's accesses narrower than the inputs' (a layer of K no multiple of
+the inputs' alignment, whose C is one: the activations and filters are read
+along C, the output written along K).
 """
 
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ FAMILY = S.Table((
     S.Key("iterator", S.choice(ITERATORS)),
     S.Key("instruction", S.int_tuple(3, 1, 64)),
     S.Key("alignments", S.list_of(S.integer(1, 16))),
+    S.Key("output_alignments", S.list_of(S.integer(1, 16)), ()),  # default: each kernel's alignment
     S.Key("swizzles", S.list_of(S.choice(SWIZZLES)), (DEFAULT_SWIZZLE,)),
     S.Key("tiles", lambda v: v),  # read entry by entry below
 ))
@@ -56,6 +60,7 @@ class Conv2dFprop2x:
     stages: int
     alignment: int
     swizzle: str
+    output_alignment: int = 0  # elements of the output's accesses along K; 0: the alignment
 
     op = "conv2d_fprop"
     arch_specific = False  # needs sm_{arch}a, not a later architecture
@@ -70,8 +75,14 @@ class Conv2dFprop2x:
         inst = "".join(map(str, self.instruction))
         acc = DATA_TYPES[self.accumulator].short
         swizzle = "" if self.swizzle == DEFAULT_SWIZZLE else f"_swz{self.swizzle[len('identity'):]}"
+        out = f"_out{self.output_alignment}" if self.output_alignment else ""
         return (f"cutlass_tensorop_{self.output}_{acc}{inst}fprop_{self.iterator}_{self.element}"
-                f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}_nhwc{swizzle}_align{self.alignment}")
+                f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}_nhwc{swizzle}_align{self.alignment}{out}")
+
+    @property
+    def k_alignment(self) -> int:
+        """The output's alignment along K (C's is ``alignment``)."""
+        return self.output_alignment or self.alignment
 
     def values(self) -> dict:
         warp = tuple(t // w for t, w in zip(self.threadblock, self.warps))
@@ -88,7 +99,7 @@ class Conv2dFprop2x:
             "instruction": self.instruction,
             "stages": self.stages,
             "alignment": self.alignment,
-            "epilogue_vector": min(self.alignment * out.bits, 128) // out.bits,
+            "epilogue_vector": min(self.k_alignment * out.bits, 128) // out.bits,
         }
 
 
@@ -138,14 +149,20 @@ def expand(path, raw: dict) -> list:
             raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
                             f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use arch = 75)",
                             None, "alignments")
+    for a in fam["output_alignments"]:
+        if a & (a - 1) or a > min(fam["alignments"]):
+            raise SpecError(path, f"output alignment {a} must be a power of two of at most the alignments' "
+                            f"{min(fam['alignments'])} (an output no narrower than the inputs is their alignment)",
+                            None, "output_alignments")
     kernels = []
     for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
         _check_tile(path, entry, fam, tile)
         for alignment in fam["alignments"]:
-            for swizzle in fam["swizzles"]:
-                kernels.append(Conv2dFprop2x(
-                    family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
-                    output=fam["output"], iterator=fam["iterator"], instruction=fam["instruction"],
-                    threadblock=tile["threadblock"], warps=tile["warps"], stages=tile["stages"],
-                    alignment=alignment, swizzle=swizzle))
+            for output_alignment in [a for a in fam["output_alignments"] if a < alignment] or [0]:
+                for swizzle in fam["swizzles"]:
+                    kernels.append(Conv2dFprop2x(
+                        family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
+                        output=fam["output"], iterator=fam["iterator"], instruction=fam["instruction"],
+                        threadblock=tile["threadblock"], warps=tile["warps"], stages=tile["stages"],
+                        alignment=alignment, swizzle=swizzle, output_alignment=output_alignment))
     return kernels
