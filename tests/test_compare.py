@@ -308,3 +308,34 @@ def test_fused_layers_compared_with_several_paths_name_the_column_library_and_ea
     assert "Against the library in a CUDA graph: network 0.43;" in text and "What the library ran" in text
     plain = report([row("cudnn", 1.0, 2.0), row("cublas", 1.0, 2.0)])
     assert "`library` is" not in plain and "| kernel ms | cuDNN / cuBLAS ms |" in plain
+
+
+@pytest.mark.parametrize("line", [
+    "conv2d_fprop n=4 h=6 w=5 c=8 k=16 r=3 s=3 pad=1 stride=2 epilogue=bias+add+relu dtype=f32 conv3d=frames:2",
+    "conv2d_fprop n=2 h=5 w=12 c=8 k=8 r=3 s=1 pad_h=1 pad_w=0 stride_h=2 stride_w=1 epilogue=bias+relu dtype=f32 "
+    "conv3d=time:3",
+])
+def test_a_3d_convolutions_view_is_timed_against_the_networks_conv3d(monkeypatch, line):
+    """The library's call for a line of conv3d= is torch.nn.functional.conv3d on channels_last_3d
+    operands, then PyTorch's epilogue ops, as the network runs it, and no fused cuDNN path; on the
+    same memory it computes what the 2-D view does."""
+    torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch): the library baselines are PyTorch calls")
+    from kernelgen.ops import common, conv2d_fprop
+
+    monkeypatch.setattr(common, "DEVICE", "cpu")
+    problem = parse_workloads(line + "\n")[0]
+    calls = []
+    monkeypatch.setattr(torch.nn.functional, "conv3d", lambda *a, _f=torch.nn.functional.conv3d, **k:
+                        calls.append(a[0].shape) or _f(*a, **k))
+    call, sets = conv2d_fprop.baseline_call(torch, problem, 1 << 10)
+    got = call(0)
+    assert calls == [problem.view_3d()[0]] and got.dim() == 5
+    assert conv2d_fprop.fused_baselines(torch, problem, 1 << 10) == []
+    _, operands, args = conv2d_fprop._baseline_operands(torch, problem, 1 << 10)
+    x, w, bias, residual = operands[0]
+    assert x.is_contiguous(memory_format=torch.channels_last_3d)
+    flat_x = x.permute(0, 2, 3, 4, 1).reshape(problem.n, problem.h, problem.w, problem.c).permute(0, 3, 1, 2)
+    flat = torch.nn.functional.conv2d(flat_x, w.reshape(problem.k, problem.c, problem.r, problem.s),
+                                      stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w))
+    expected = torch.nn.functional.conv3d(x, w, **args)
+    assert torch.allclose(flat.permute(0, 2, 3, 1).reshape(-1), expected.permute(0, 2, 3, 4, 1).reshape(-1), atol=1e-5)

@@ -535,8 +535,8 @@ def test_a_network_of_linear_layers_or_of_3d_convolutions_and_a_classifier_is_wr
     assert "# 2 of the convolution calls are 3-D ones of 1xRxS or Rx1x1 filters, run as the 2-D ones" in text
     assert "# 3-D convolution: conv3d input 2x8x4x8x8 weight 16x8x1x1x1 stride 2x2x2" in text
     assert [importer.workload_line(p) for p in parse_workloads(text) if p.op == "conv2d_fprop"] == [
-        "conv2d_fprop n=8 h=8 w=8 c=3 k=8 r=3 s=3 pad=1 stride=1 count=1 dtype=f16",
-        "conv2d_fprop n=2 h=4 w=64 c=8 k=8 r=3 s=1 pad_h=1 pad_w=0 stride=1 count=1 dtype=f16"]
+        "conv2d_fprop n=8 h=8 w=8 c=3 k=8 r=3 s=3 pad=1 stride=1 count=1 dtype=f16 conv3d=frames:4",
+        "conv2d_fprop n=2 h=4 w=64 c=8 k=8 r=3 s=1 pad_h=1 pad_w=0 stride=1 count=1 dtype=f16 conv3d=time:8"]
     assert [(p.op, p.m, p.n, p.k) for p in parse_workloads(text) if p.op == "gemm"] == [("gemm", 2, 10, 16)]
     path = importer.import_workloads(parse_request("kernelgen_test_nets:video", 2, "3x4x8x8", name="video_fused",
                                                    epilogues="1"), tmp_path, log=lambda m: None)
@@ -571,6 +571,12 @@ def test_a_factorized_3d_convolution_is_the_2d_one_of_the_same_memory(torch_nets
                    groups=groups)
     got, expected = got.permute(0, 2, 3, 1).reshape(-1), expected.permute(0, 2, 3, 4, 1).reshape(-1)
     assert got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
+    # the line's conv3d= gives compare the network's own call back (Conv2dProblem.view_3d)
+    problem = dataclasses.replace(importer.to_problem(flat, "f16"), conv3d=importer.conv3d_key(call))
+    shape, weight, *arguments = problem.view_3d()
+    assert shape == tuple(x.shape) and weight == tuple(w.shape)
+    again = F.conv3d(x, w, stride=arguments[0], padding=arguments[1], dilation=arguments[2], groups=groups)
+    assert torch.allclose(again.permute(0, 2, 3, 4, 1).reshape(-1), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_matrix_products_outside_linear_layers_are_listed_with_their_flops(torch_nets, tmp_path):

@@ -67,12 +67,32 @@ def test_long_and_short_spellings_agree():
     ("conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1 stride", "expected key=value"),
     ("conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1 dtype=f64", "dtype 'f64'"),
     ("conv3d_fprop n=1", "unknown operation 'conv3d_fprop'"),
+    ("conv2d_fprop n=8 h=8 w=8 c=8 k=8 r=3 s=3 conv3d=frames", r"conv3d='frames': expected frames:T .* or time:H"),
+    ("conv2d_fprop n=8 h=8 w=8 c=8 k=8 r=3 s=3 conv3d=space:2", r"conv3d='space:2': expected frames:T"),
+    ("conv2d_fprop n=8 h=8 w=8 c=8 k=8 r=3 s=3 conv3d=frames:0", r"conv3d='frames:0': expected"),
+    ("conv2d_fprop n=8 h=8 w=8 c=8 k=8 r=3 s=3 conv3d=frames:3", "n=8 is not a whole number of clips of 3 frames"),
+    ("conv2d_fprop n=2 h=4 w=64 c=8 k=8 r=3 s=1 conv3d=time:5", "w=64 is not a whole number of rows of a frame of 5"),
+    ("conv2d_fprop n=2 h=4 w=64 c=8 k=8 r=3 s=3 conv3d=time:8", "the view along time has s=1 and no stride"),
+    ("conv2d_fprop n=2 h=4 w=64 c=8 k=8 r=3 s=1 pad=1 conv3d=time:8", "the view along time has s=1"),
+    ("conv2d_fprop n=8 h=8 w=8 c=8 k=8 r=3 s=3 conv3d=frames:" + "9" * 300, r"conv3d='frames:9999.*\.\.\..*': expected"),
 ])
 def test_bad_workloads_name_file_and_line(line, message):
     text = "# header\nconv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1\n" + line + "\n"
     with pytest.raises(WorkloadError, match=message) as info:
         parse_workloads(text, "layers.txt")
     assert str(info.value).startswith("layers.txt:3: ")
+
+
+def test_a_3d_convolutions_view_keeps_its_2d_name_and_gives_the_3d_call_back():
+    """conv3d= is not part of the workload's name (the kernels run the 2-D problem); it gives compare
+    the network's conv3d: a 1xRxS filter over n/T clips of T frames, an Rx1x1 one over frames of H rows."""
+    frames, time = parse_workloads("conv2d_fprop n=8 h=6 w=5 c=8 k=16 r=3 s=3 pad=1 stride=2 conv3d=frames:4\n"
+                                   "conv2d_fprop n=2 h=4 w=30 c=8 k=8 r=3 s=1 pad_h=1 pad_w=0 stride_h=2 stride_w=1 "
+                                   "conv3d=time:6\n", "video.txt")
+    assert frames.name == parse_workloads("conv2d_fprop n=8 h=6 w=5 c=8 k=16 r=3 s=3 pad=1 stride=2\n")[0].name
+    assert frames.view_3d() == ((2, 8, 4, 6, 5), (16, 8, 1, 3, 3), (1, 2, 2), (0, 1, 1), (1, 1, 1))
+    assert time.view_3d() == ((2, 8, 4, 6, 5), (8, 8, 3, 1, 1), (2, 1, 1), (1, 0, 0), (1, 1, 1))
+    assert parse_workloads("conv2d_fprop n=8 h=6 w=5 c=8 k=16 r=3 s=3\n")[0].view_3d() is None
 
 
 def test_duplicate_workloads_are_refused():

@@ -302,6 +302,17 @@ def conv3d_view(call: Call) -> str | None:
     return None
 
 
+def conv3d_key(call: Call) -> str:
+    """The workload line's ``conv3d=`` of a 3-D convolution that is a 2-D one (``as_conv2d``):
+    ``frames:T`` or ``time:H`` (ops/conv2d_fprop.py), from which compare makes its conv3d call;
+    "" for any other call."""
+    view = conv3d_view(call)
+    if view is None:
+        return ""
+    _, _, t, h, _ = call.input
+    return f"frames:{t}" if view == "frames" else f"time:{h}"
+
+
 def describe(call: Call) -> str:
     """A one-line account of a call, for the comments listing what is not profiled."""
     shape = lambda t: "x".join(map(str, t))  # noqa: E731
@@ -349,7 +360,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
     for call in calls:
         if call.op not in OPS:
             raise ModelError(f"recorded call of unknown operation {call.op!r}")
-        mapped = as_conv2d(call)
+        mapped, view = as_conv2d(call), conv3d_key(call)
         if mapped is not None:
             call, as_2d = mapped, as_2d + 1
         reason = why_not_profiled(call)
@@ -359,6 +370,8 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
             skipped_flops.append(call_flops(call))
             continue
         problem = to_problem(call, dtype, epilogues)
+        if mapped is not None:
+            problem = replace(problem, conv3d=view)
         chains[call.epilogue] = chains.get(call.epilogue, 0) + 1
         why = fusible_part(*_fusion_of(call, dtype))[1]
         if why:
@@ -393,6 +406,8 @@ def workload_line(problem) -> str:
     if problem.epilogue:
         words.append(f"epilogue={problem.epilogue}")
     words.append(f"count={problem.count} dtype={problem.dtype}")
+    if getattr(problem, "conv3d", ""):
+        words.append(f"conv3d={problem.conv3d}")
     return " ".join(words)
 
 
@@ -444,7 +459,8 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
         *([f"# {plan.as_2d} of the convolution calls are 3-D ones of 1xRxS or Rx1x1 filters, run as the 2-D ones of "
-           "the same memory (NDHWC): over the N*T frames (n=N*T), or over N images of T x (H*W) pixels (h=T, w=H*W)."]
+           "the same memory (NDHWC): over the N*T frames (n=N*T, conv3d=frames:T), or over N images of T x (H*W) pixels "
+           "(h=T, w=H*W, conv3d=time:H); scons compare times PyTorch's conv3d for them."]
           if plan.as_2d else []),
         f"# The lines cover {coverage(plan):.1%} of the FLOPs of the recorded convolution and linear calls"
         + (" and matrix products." if attention_calls_ or products else "."),

@@ -18,12 +18,13 @@ from .ops import OPS
 from .workloads import check_set_name
 
 _META = ("count", "line")
+_OPTIONAL_TEXT = ("epilogue", "conv3d")  # left out where empty
 
 
 def as_json(set_name: str, workload_file, problems) -> str:
     workloads = [{"op": p.op, "name": p.name, "line": p.line, "count": p.count,
                   "values": {f.name: getattr(p, f.name) for f in fields(p)
-                             if f.name not in _META and not (f.name == "epilogue" and not p.epilogue)}}
+                             if f.name not in _META and not (f.name in _OPTIONAL_TEXT and not getattr(p, f.name))}}
                  for p in problems]
     return json.dumps({"set": set_name, "workload_file": str(workload_file), "workloads": workloads},
                       indent=1, sort_keys=True) + "\n"

@@ -1,8 +1,12 @@
 """The 2-D forward convolution: NHWC activations, KRSC filters, NPQK output.
 
 Workload line: ``conv2d_fprop n= h= w= c= k= r= s= [pad= stride= dilation= | pad_h= ...]
-[groups=] [epilogue=] [dtype=] [count=]``. The profiler runs it as it is; cuDNN
-(``torch.nn.functional.conv2d``, channels_last) is its baseline. ``groups`` (default 1) splits C and K into that many groups, each
+[groups=] [epilogue=] [dtype=] [count=] [conv3d=frames:T | conv3d=time:H]``. The profiler runs it as
+it is; cuDNN (``torch.nn.functional.conv2d``, channels_last) is its baseline; ``conv3d`` says the
+line is a 3-D convolution's 2-D view of the same NDHWC memory (``importer.as_conv2d``), whose
+baseline is then the network's own call, ``torch.nn.functional.conv3d`` (channels_last_3d):
+``frames:T``, a 1xRxS filter over the n/T clips of T frames of h x w pixels; ``time:H``, an Rx1x1
+filter over the n clips of h frames of H x (w/H) pixels. ``groups`` (default 1) splits C and K into that many groups, each
 group's K/groups filters of R x S x C/groups reading its C/groups channels (KRS(C/groups) filters);
 groups = C = K is a depthwise convolution. A grouped problem is served by the kernels of
 ``GROUPED_KERNEL_OPS`` only, and runs as the profiler's ``conv2d_fprop_grouped`` job. ``epilogue``
@@ -12,9 +16,10 @@ through after the product; a problem of one is served by the fused kernels of it
 """
 
 import functools
-from dataclasses import dataclass, field, fields
+import re
+from dataclasses import dataclass, field, fields, replace
 
-from ..errors import WorkloadError
+from ..errors import WorkloadError, shorten
 from ..vocab import DATA_TYPES
 from . import common
 from .common import (apply_epilogue, check_products, check_sizes, epilogue_bytes, epilogue_suffix, epilogue_tensors,
@@ -50,6 +55,7 @@ class Conv2dProblem:
     epilogue: str = ""  # ops.common.parse_epilogue's canonical text; "" for none
     count: int = field(default=1, compare=False)  # times the network runs it; not in the name
     line: int = field(default=0, compare=False, repr=False)  # its line in the workload file (0: none)
+    conv3d: str = field(default="", compare=False)  # "frames:T" / "time:H": the 3-D call it is a view of
 
     op = OP
 
@@ -102,10 +108,26 @@ class Conv2dProblem:
 
     def args(self) -> list[int]:
         """Integer fields in declaration order, as the profiler reads them."""
-        return [getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "count", "line", "groups", "epilogue")]
+        return [getattr(self, f.name) for f in fields(self)
+                if f.name not in ("dtype", "count", "line", "groups", "epilogue", "conv3d")]
 
     def as_conv(self) -> "Conv2dProblem":
         return self
+
+    def view_3d(self):
+        """The 3-D convolution of which this is the 2-D view (``conv3d``), as the shapes and
+        arguments of torch.nn.functional.conv3d: (input NCTHW, weight, stride, padding, dilation);
+        None for a 2-D one."""
+        if not self.conv3d:
+            return None
+        kind, extent = self.conv3d.split(":")
+        extent, per_group = int(extent), self.c // self.groups
+        if kind == "frames":
+            return ((self.n // extent, self.c, extent, self.h, self.w), (self.k, per_group, 1, self.r, self.s),
+                    (1, self.stride_h, self.stride_w), (0, self.pad_h, self.pad_w),
+                    (1, self.dilation_h, self.dilation_w))
+        return ((self.n, self.c, self.h, extent, self.w // extent), (self.k, per_group, self.r, 1, 1),
+                (self.stride_h, 1, 1), (self.pad_h, 0, 0), (self.dilation_h, 1, 1))
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of integers, asked again for every kernel a layer is ranked for
@@ -124,9 +146,13 @@ _REQUIRED = ("n", "h", "w", "c", "k", "r", "s")
 
 def parse(path, lineno, pairs: dict) -> Conv2dProblem:
     """The problem of a workload line's ``key=value`` pairs (WorkloadError naming the line)."""
+    pairs = dict(pairs)
+    view = pairs.pop("conv3d", "")
     values = read_values(path, lineno, pairs, _KEYS, _SHORTHANDS)
     check_sizes(path, lineno, values, _REQUIRED)
     problem = Conv2dProblem(**values, line=lineno)
+    if view:
+        problem = replace(problem, conv3d=_check_view(path, lineno, problem, view))
     if problem.c % problem.groups or problem.k % problem.groups:
         raise WorkloadError(path, f"groups={problem.groups} must divide both c={problem.c} and k={problem.k} "
                             "(each group takes C/groups channels to K/groups)", lineno)
@@ -135,6 +161,28 @@ def parse(path, lineno, pairs: dict) -> Conv2dProblem:
             path, f"the filter, padding and stride leave no output ({problem.p}x{problem.q})", lineno)
     check_products(path, lineno, _int_sizes(problem))
     return problem
+
+
+_VIEW = re.compile(r"(frames|time):([1-9][0-9]{0,9})")
+
+
+def _check_view(path, lineno, p: Conv2dProblem, text: str) -> str:
+    """``conv3d=``'s value, checked against the line's extents (WorkloadError naming the line)."""
+    match = _VIEW.fullmatch(text)
+    if not match:
+        raise WorkloadError(path, f"conv3d={shorten(text)!r}: expected frames:T (a 1xRxS filter over clips of T frames) or "
+                            "time:H (an Rx1x1 filter over frames of H rows)", lineno)
+    kind, extent = match.group(1), int(match.group(2))
+    if kind == "frames" and p.n % extent:
+        raise WorkloadError(path, f"conv3d={text}: n={p.n} is not a whole number of clips of {extent} frames", lineno)
+    if kind == "time":
+        if p.w % extent:
+            raise WorkloadError(path, f"conv3d={text}: w={p.w} is not a whole number of rows of a frame of "
+                                f"{extent} rows", lineno)
+        if (p.s, p.stride_w, p.pad_w, p.dilation_w) != (1, 1, 0, 1):
+            raise WorkloadError(path, f"conv3d={text}: the view along time has s=1 and no stride, padding or "
+                                "dilation along w", lineno)
+    return text
 
 
 def _int_sizes(p: Conv2dProblem) -> dict:
@@ -174,18 +222,20 @@ def baseline_call(torch, problem, l2_bytes: int):
     (``apply_epilogue``), as an unfused network runs it."""
     F, operands, args = _baseline_operands(torch, problem, l2_bytes)
     rest = steps_after_bias(problem.epilogue)
+    conv = F.conv3d if problem.conv3d else F.conv2d
 
     def call(i):
         x, w, bias, residual = operands[i]
-        y = F.conv2d(x, w, bias, **args)
+        y = conv(x, w, bias, **args)
         return apply_epilogue(torch, rest, y, bias, residual, 1) if rest else y
     return call, len(operands)
 
 
 def fused_baselines(torch, problem, l2_bytes: int) -> list:
     """[(library, call(i), operand sets)]: cuDNN's fused convolutions PyTorch exposes for the
-    problem's epilogue (convolution + bias + ReLU, + bias + residual + ReLU), none for others."""
-    if problem.epilogue not in ("bias+relu", "bias+add+relu"):
+    problem's epilogue (convolution + bias + ReLU, + bias + residual + ReLU), none for others, nor
+    for a 3-D convolution's view (a network runs its conv3d and the ops after it)."""
+    if problem.epilogue not in ("bias+relu", "bias+add+relu") or problem.conv3d:
         return []
     _, operands, args = _baseline_operands(torch, problem, l2_bytes)
     shape = (args["stride"], args["padding"], args["dilation"], args["groups"])
@@ -197,7 +247,8 @@ def fused_baselines(torch, problem, l2_bytes: int) -> list:
 
 
 def _baseline_operands(torch, problem, l2_bytes: int) -> tuple:
-    """(torch.nn.functional, [(x, w, bias, residual)] one a set, conv2d's keyword arguments)."""
+    """(torch.nn.functional, [(x, w, bias, residual)] one a set, conv2d's keyword arguments; of a
+    3-D convolution's view, conv3d's operands, channels_last_3d, and arguments)."""
     torch.backends.cudnn.benchmark = True
     F = torch.nn.functional
     per_group = problem.c // problem.groups
@@ -205,17 +256,23 @@ def _baseline_operands(torch, problem, l2_bytes: int) -> tuple:
     sets = operand_sets(2 * (problem.n * problem.h * problem.w * problem.c + problem.k * problem.r * problem.s
                              * per_group + outputs) + epilogue_bytes(problem.epilogue, problem.k, outputs, 2), l2_bytes)
     fmt, dtype = torch.channels_last, torch_dtype(torch, problem.dtype)
-    operands = []
-    for _ in range(sets):
-        x = torch.empty(problem.n, problem.c, problem.h, problem.w, device=common.DEVICE, dtype=dtype,
-                        memory_format=fmt).uniform_(-1, 1)
-        w = torch.empty(problem.k, per_group, problem.r, problem.s, device=common.DEVICE, dtype=dtype,
-                        memory_format=fmt).uniform_(-1, 1)
-        y = torch.empty(problem.n, problem.k, problem.p, problem.q, device=common.DEVICE, dtype=dtype,
-                        memory_format=fmt)
-        operands.append((x, w, *epilogue_tensors(torch, problem.epilogue, problem.k, y, dtype)))
+    x_shape, w_shape, y_shape = ((problem.n, problem.c, problem.h, problem.w), (problem.k, per_group, problem.r, problem.s),
+                                 (problem.n, problem.k, problem.p, problem.q))
     args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
                 dilation=(problem.dilation_h, problem.dilation_w), groups=problem.groups)
+    view = problem.view_3d()
+    if view is not None:
+        x_shape, w_shape, stride, padding, dilation = view
+        fmt, args = torch.channels_last_3d, dict(stride=stride, padding=padding, dilation=dilation, groups=problem.groups)
+        # the output's frames: the view's output rows (time) or its images' frames (frames)
+        y_shape = ((x_shape[0], problem.k, problem.p, x_shape[3], x_shape[4]) if problem.conv3d.startswith("time")
+                   else (x_shape[0], problem.k, x_shape[2], problem.p, problem.q))
+    operands = []
+    for _ in range(sets):
+        x = torch.empty(x_shape, device=common.DEVICE, dtype=dtype, memory_format=fmt).uniform_(-1, 1)
+        w = torch.empty(w_shape, device=common.DEVICE, dtype=dtype, memory_format=fmt).uniform_(-1, 1)
+        y = torch.empty(y_shape, device=common.DEVICE, dtype=dtype, memory_format=fmt)
+        operands.append((x, w, *epilogue_tensors(torch, problem.epilogue, problem.k, y, dtype)))
     return F, operands, args
 
 
