@@ -1,6 +1,7 @@
 """scons compare's report: each workload is compared with the library PyTorch runs it with."""
 
 import contextlib
+import dataclasses
 import json
 import math
 import types
@@ -293,7 +294,16 @@ def test_a_fused_layer_is_timed_against_the_fastest_of_the_librarys_paths(monkey
     assert compare.time_library(torch, fused, 1 << 20)[:3] == ("cudnn + torch", 1.0, 0.5)
     plain = Conv2dProblem(n=1, h=8, w=8, c=8, k=8, r=3, s=3)
     assert compare.time_library(torch, plain, 1 << 20)[0] == "cudnn", "a plain layer: the library's one path"
-    labels = {"cudnn + torch", "cublas + torch", "cudnn fused", "cublaslt epilogue", "cudnn", "cublas"}
+    monkeypatch.setattr(ops.conv2d_fprop, "view_baselines", lambda torch, p, l2: [("cudnn conv3d + torch", "conv3d", 3)]
+                        if p.conv3d else [])
+    paths["conv3d"] = 0.4
+    video = dataclasses.replace(fused, conv3d="frames:1")
+    assert compare.time_library(torch, video, 1 << 20)[:3] == ("cudnn conv3d + torch", 0.8, 0.4)
+    assert compare.time_library(torch, fused, 1 << 20)[0] == "cudnn + torch", "no conv3d path for a 2-D line"
+    paths["conv3d"] = 0.7
+    assert compare.time_library(torch, video, 1 << 20)[0] == "cudnn + torch", "the fastest path, the 2-D view's too"
+    labels = {"cudnn + torch", "cublas + torch", "cudnn fused", "cublaslt epilogue", "cudnn", "cublas",
+              "cudnn conv3d", "cudnn conv3d + torch"}
     assert labels <= set(compare.LIBRARY_NAMES), "every path the report may name"
 
 
@@ -315,10 +325,10 @@ def test_fused_layers_compared_with_several_paths_name_the_column_library_and_ea
     "conv2d_fprop n=2 h=5 w=12 c=8 k=8 r=3 s=1 pad_h=1 pad_w=0 stride_h=2 stride_w=1 epilogue=bias+relu dtype=f32 "
     "conv3d=time:3",
 ])
-def test_a_3d_convolutions_view_is_timed_against_the_networks_conv3d(monkeypatch, line):
-    """The library's call for a line of conv3d= is torch.nn.functional.conv3d on channels_last_3d
-    operands, then PyTorch's epilogue ops, as the network runs it, and no fused cuDNN path; on the
-    same memory it computes what the 2-D view does."""
+def test_a_3d_convolutions_view_is_timed_against_the_networks_conv3d_too(monkeypatch, line):
+    """A line of conv3d= has, beside the 2-D view's baselines, the network's own call:
+    torch.nn.functional.conv3d on channels_last_3d operands, then PyTorch's epilogue ops; on the
+    same memory it computes what the 2-D view does. A 2-D line has none."""
     torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch): the library baselines are PyTorch calls")
     from kernelgen.ops import common, conv2d_fprop
 
@@ -327,11 +337,12 @@ def test_a_3d_convolutions_view_is_timed_against_the_networks_conv3d(monkeypatch
     calls = []
     monkeypatch.setattr(torch.nn.functional, "conv3d", lambda *a, _f=torch.nn.functional.conv3d, **k:
                         calls.append(a[0].shape) or _f(*a, **k))
-    call, sets = conv2d_fprop.baseline_call(torch, problem, 1 << 10)
-    got = call(0)
-    assert calls == [problem.view_3d()[0]] and got.dim() == 5
-    assert conv2d_fprop.fused_baselines(torch, problem, 1 << 10) == []
-    _, operands, args = conv2d_fprop._baseline_operands(torch, problem, 1 << 10)
+    [(library, call, sets)] = conv2d_fprop.view_baselines(torch, problem, 1 << 10)
+    assert library == "cudnn conv3d + torch" and call(0).dim() == 5 and calls == [problem.view_3d()[0]]
+    assert conv2d_fprop.baseline_call(torch, problem, 1 << 10)[0](0).dim() == 4, "the 2-D view's call stays"
+    assert [lib for lib, _, _ in conv2d_fprop.fused_baselines(torch, problem, 1 << 10)] == ["cudnn fused"]
+    assert conv2d_fprop.view_baselines(torch, dataclasses.replace(problem, conv3d=""), 1 << 10) == []
+    _, operands, args = conv2d_fprop._baseline_operands(torch, problem, 1 << 10, three_d=True)
     x, w, bias, residual = operands[0]
     assert x.is_contiguous(memory_format=torch.channels_last_3d)
     flat_x = x.permute(0, 2, 3, 4, 1).reshape(problem.n, problem.h, problem.w, problem.c).permute(0, 3, 1, 2)

@@ -47,7 +47,8 @@ from .results import gpu_dir
 # What each baseline path (ops' BASELINE, and for a problem of an epilogue those of time_library) is called.
 LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS", "cudnn + torch": "cuDNN + PyTorch's epilogue ops",
                  "cudnn fused": "cuDNN fused", "cublas + torch": "cuBLAS + PyTorch's epilogue ops",
-                 "cublaslt epilogue": "cuBLASLt epilogue"}
+                 "cublaslt epilogue": "cuBLASLt epilogue", "cudnn conv3d": "cuDNN conv3d (the network's 3-D call)",
+                 "cudnn conv3d + torch": "cuDNN conv3d + PyTorch's epilogue ops"}
 REPEATS = 20
 BATCH_MS = 1.0
 WARMUP = 5
@@ -206,7 +207,8 @@ def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, 
     """(library, ms call by call, ms in a CUDA graph, kernel ms from torch.profiler, the kernels a
     call runs): what PyTorch runs ``problem`` with, cuDNN for a convolution, cuBLAS for a GEMM;
     for a problem of an epilogue, the fastest in a CUDA graph of that followed by PyTorch's ops and
-    the library's own fused calls for it (``fused_baselines``: cuDNN's, cuBLASLt's). The kernel
+    the library's own fused calls for it (``fused_baselines``: cuDNN's, cuBLASLt's); for a 3-D
+    convolution's 2-D view, the fastest of those and the network's conv3d (``view_baselines``). The kernel
     time is NaN and the kernels empty, with the reason logged, when torch.profiler's events cannot
     be attributed to the calls."""
     op = op_of(problem)
@@ -214,6 +216,7 @@ def time_library(torch, problem, l2_bytes: int, log=print) -> tuple[str, float, 
     if getattr(problem, "epilogue", ""):
         paths[0] = (f"{op.BASELINE} + torch", *paths[0][1:])
         paths += op.fused_baselines(torch, problem, l2_bytes)
+    paths += getattr(op, "view_baselines", lambda *args: [])(torch, problem, l2_bytes)
     with torch.no_grad():
         timed = []
         for library, call, sets in paths:

@@ -3,10 +3,11 @@
 Workload line: ``conv2d_fprop n= h= w= c= k= r= s= [pad= stride= dilation= | pad_h= ...]
 [groups=] [epilogue=] [dtype=] [count=] [conv3d=frames:T | conv3d=time:H]``. The profiler runs it as
 it is; cuDNN (``torch.nn.functional.conv2d``, channels_last) is its baseline; ``conv3d`` says the
-line is a 3-D convolution's 2-D view of the same NDHWC memory (``importer.as_conv2d``), whose
-baseline is then the network's own call, ``torch.nn.functional.conv3d`` (channels_last_3d):
-``frames:T``, a 1xRxS filter over the n/T clips of T frames of h x w pixels; ``time:H``, an Rx1x1
-filter over the n clips of h frames of H x (w/H) pixels. ``groups`` (default 1) splits C and K into that many groups, each
+line is a 3-D convolution's 2-D view of the same NDHWC memory (``importer.as_conv2d``), and the
+network's own call, ``torch.nn.functional.conv3d`` (channels_last_3d), is a baseline beside those
+(``view_baselines``; the library's figure is the fastest): ``frames:T``, a 1xRxS filter over the n/T
+clips of T frames of h x w pixels; ``time:H``, an Rx1x1 filter over the n clips of h frames of
+H x (w/H) pixels. ``groups`` (default 1) splits C and K into that many groups, each
 group's K/groups filters of R x S x C/groups reading its C/groups channels (KRS(C/groups) filters);
 groups = C = K is a depthwise convolution. A grouped problem is served by the kernels of
 ``GROUPED_KERNEL_OPS`` only, and runs as the profiler's ``conv2d_fprop_grouped`` job. ``epilogue``
@@ -220,9 +221,23 @@ def baseline_call(torch, problem, l2_bytes: int):
     """(call(i), operand sets) of torch.nn.functional.conv2d, channels_last, cuDNN benchmark mode;
     of an epilogue's problem, the convolution with its bias, then PyTorch's ops for the rest
     (``apply_epilogue``), as an unfused network runs it."""
-    F, operands, args = _baseline_operands(torch, problem, l2_bytes)
+    return _unfused_call(torch, problem, l2_bytes, three_d=False)
+
+
+def view_baselines(torch, problem, l2_bytes: int) -> list:
+    """[(library, call(i), operand sets)]: of a 3-D convolution's view (``conv3d``), the network's
+    own call, torch.nn.functional.conv3d on channels_last_3d operands, then PyTorch's ops for the
+    rest of the epilogue; none for a 2-D one."""
+    if not problem.conv3d:
+        return []
+    label = "cudnn conv3d" + (" + torch" if problem.epilogue else "")
+    return [(label, *_unfused_call(torch, problem, l2_bytes, three_d=True))]
+
+
+def _unfused_call(torch, problem, l2_bytes: int, three_d: bool) -> tuple:
+    F, operands, args = _baseline_operands(torch, problem, l2_bytes, three_d)
     rest = steps_after_bias(problem.epilogue)
-    conv = F.conv3d if problem.conv3d else F.conv2d
+    conv = F.conv3d if three_d else F.conv2d
 
     def call(i):
         x, w, bias, residual = operands[i]
@@ -233,9 +248,8 @@ def baseline_call(torch, problem, l2_bytes: int):
 
 def fused_baselines(torch, problem, l2_bytes: int) -> list:
     """[(library, call(i), operand sets)]: cuDNN's fused convolutions PyTorch exposes for the
-    problem's epilogue (convolution + bias + ReLU, + bias + residual + ReLU), none for others, nor
-    for a 3-D convolution's view (a network runs its conv3d and the ops after it)."""
-    if problem.epilogue not in ("bias+relu", "bias+add+relu") or problem.conv3d:
+    problem's epilogue (convolution + bias + ReLU, + bias + residual + ReLU), none for others."""
+    if problem.epilogue not in ("bias+relu", "bias+add+relu"):
         return []
     _, operands, args = _baseline_operands(torch, problem, l2_bytes)
     shape = (args["stride"], args["padding"], args["dilation"], args["groups"])
@@ -246,9 +260,10 @@ def fused_baselines(torch, problem, l2_bytes: int) -> list:
         operands[i][0], operands[i][1], operands[i][3], 1.0, operands[i][2], *shape), len(operands))]
 
 
-def _baseline_operands(torch, problem, l2_bytes: int) -> tuple:
-    """(torch.nn.functional, [(x, w, bias, residual)] one a set, conv2d's keyword arguments; of a
-    3-D convolution's view, conv3d's operands, channels_last_3d, and arguments)."""
+def _baseline_operands(torch, problem, l2_bytes: int, three_d: bool = False) -> tuple:
+    """(torch.nn.functional, [(x, w, bias, residual)] one a set, conv2d's keyword arguments; with
+    ``three_d``, of the 3-D convolution the problem is a view of, conv3d's operands
+    (channels_last_3d) and arguments."""
     torch.backends.cudnn.benchmark = True
     F = torch.nn.functional
     per_group = problem.c // problem.groups
@@ -260,7 +275,7 @@ def _baseline_operands(torch, problem, l2_bytes: int) -> tuple:
                                  (problem.n, problem.k, problem.p, problem.q))
     args = dict(stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
                 dilation=(problem.dilation_h, problem.dilation_w), groups=problem.groups)
-    view = problem.view_3d()
+    view = problem.view_3d() if three_d else None
     if view is not None:
         x_shape, w_shape, stride, padding, dilation = view
         fmt, args = torch.channels_last_3d, dict(stride=stride, padding=padding, dilation=dilation, groups=problem.groups)
