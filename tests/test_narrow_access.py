@@ -1,0 +1,70 @@
+"""Layers of channel counts no multiple of 8 (kernel_specs/families/conv2d_fprop_sm80_narrow_output.toml:
+16-byte input and 1-, 2- or 4-element output accesses for K no multiple of 8;
+conv2d_fprop_sm75_narrow.toml: 2-byte accesses throughout for odd C): a kernel of each compiles
+through the project's rendering, the cost model proposes them for such layers, and on a GPU each
+kernel computes exactly the small odd layers it says it serves (verified against the reference)
+and CUTLASS refuses the others."""
+
+import subprocess
+
+from conftest import ROOT, assert_served_rows_verify, profile_layers, requires_gpu, requires_nvcc
+from kernelgen import candidates, render
+from kernelgen.cost_model import load_model
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.specs import load_catalog, load_family
+
+FAMILIES = ROOT / "kernel_specs" / "families"
+TEMPLATES = ROOT / "kernel_specs" / "templates"
+SPECS = [FAMILIES / "conv2d_fprop_sm80_narrow_output.toml", FAMILIES / "conv2d_fprop_sm75_narrow.toml"]
+GLOBS = "cutlass_tensorop_f16_s16816fprop_optimized_f16_*_align8_out*,cutlass_tensorop_f16_s1688fprop_optimized_f16_*_align1"
+
+
+def test_the_model_proposes_narrow_accesses_where_the_channels_are_odd():
+    """R(2+1)D's layers: 512 -> 921 channels gets kernels of narrow output accesses among its
+    candidates, 921 -> 512 the 2-byte ones, and neither is left to the few-channels kernels alone."""
+    catalog = load_catalog(FAMILIES)
+    model = load_model("nvidia_h200")
+    odd_k, odd_c = Conv2dProblem(16, 7, 7, 512, 921, 3, 3, 1, 1), Conv2dProblem(8, 2, 49, 921, 512, 3, 1, 1, 0)
+    for layer, family in ((odd_k, "conv2d_fprop_sm80_narrow_output"), (odd_c, "conv2d_fprop_sm75_narrow")):
+        proposal, = candidates.propose([layer], catalog, model, 4)
+        assert any(k.family == family for _, k in proposal.ranked), [k.name for _, k in proposal.ranked]
+
+
+@requires_nvcc
+def test_a_kernel_of_each_family_compiles_for_sm90a_through_the_rendering(tmp_path):
+    """The profiler's translation units of a kernel of each family, in one nvcc run: the device
+    code too (the output's narrower accesses are the epilogue's vector, the inputs' the iterators')."""
+    from header_builds import MEASURED_FLAGS
+    from kernelgen.variables import default_cutlass_root
+
+    templates = render.lookup(TEMPLATES)
+    sources = []
+    for spec in SPECS:
+        kernel = load_family(spec)[-1]
+        sources.append(tmp_path / f"{kernel.name}.cu")
+        sources[-1].write_text(render.kernel_source(templates, kernel))
+    cutlass = default_cutlass_root()
+    out = subprocess.run(["nvcc", *MEASURED_FLAGS, "-c", f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
+                          "--output-directory", str(tmp_path), *map(str, sources)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+    assert all(source.with_suffix(".o").is_file() for source in sources)
+
+
+# Small odd layers: K of 1, 2 and 4 modulo 8 over aligned C; odd C (45, 21) and odd C and K; a
+# temporal view's 3x1 filter with stride 2 along h; partial tiles, stride 2, padding.
+LAYERS = [
+    "n=2 h=7 w=7 c=64 k=921 r=3 s=3 pad=1 stride=1",
+    "n=2 h=9 w=11 c=64 k=230 r=3 s=3 pad=1 stride=2",
+    "n=1 h=6 w=13 c=128 k=460 r=3 s=3 pad=1 stride=1",
+    "n=2 h=8 w=49 c=45 k=64 r=3 s=1 pad_h=1 pad_w=0 stride=1",
+    "n=2 h=4 w=49 c=921 k=64 r=3 s=1 pad_h=1 pad_w=0 stride_h=2 stride_w=1",
+    "n=1 h=9 w=9 c=21 k=45 r=3 s=3 pad=1 stride=2",
+]
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_the_layers_it_serves_and_cutlass_refuses_the_others(tmp_path):
+    kernels = {k.name: k for spec in SPECS for k in load_family(spec)}
+    for problem, frame in profile_layers(tmp_path, LAYERS, GLOBS):
+        assert_served_rows_verify(problem, frame, kernels)
