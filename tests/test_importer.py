@@ -124,6 +124,7 @@ BAD_REQUESTS = [
     (dict(name="1net"), "NAME='1net': a workload set's name must be a plain identifier"),
     (dict(name="../evil"), "NAME='../evil': a workload set's name must be a plain identifier"),
     (dict(epilogues="yes"), "EPILOGUES='yes': expected 1 (write each layer's epilogue= into its line) or 0"),
+    (dict(pad="on"), "PAD='on': expected 1 (pad channel counts no multiple of 8 between two convolutions) or 0"),
 ]
 
 
@@ -323,6 +324,7 @@ def scons(*args):
     (["INPUT=224", "MODEL=resnet50"], "scons: INPUT='224': expected CxHxW"),
     (["BATCH=1"], "scons: MODEL is not set"),
     (["MODEL=resnet50", "EPILOGUES=2"], "scons: EPILOGUES='2': expected 1 (write each layer's epilogue= into its line)"),
+    (["MODEL=resnet50", "PAD=-1"], "scons: PAD='-1': expected 1 (pad channel counts no multiple of 8 between two"),
     (["MODEL=resnet50", "profile"], "scons: scons workloads runs alone (also asked for: profile)"),
 ])
 def test_scons_workloads_checks_its_variables_before_anything_else(args, message):
@@ -982,3 +984,41 @@ def test_the_recorder_keeps_no_layers_output_alive(torch_nets):
     calls = importer.record_calls(torch, net, torch.zeros(1, 3, 8, 8))
     assert net.freed, "the first layer's output was held after its last use"
     assert [(c.op, c.epilogue) for c in calls] == [("conv2d", "bias+relu"), ("conv2d", "bias")]
+
+
+def test_pad_channels_pads_a_channel_count_between_a_convolution_and_the_one_that_alone_reads_it():
+    """importer.pad_channels (PAD=1): 45 channels between a 1x7x7 and a 3x1x1 convolution (R(2+1)D's
+    stem) become 48, the first's filters and the second's input; not where the chain adds a residual,
+    a convolution is grouped, the count is a multiple of 8, or no convolution alone reads it; the
+    file says what was padded."""
+    first = Call("conv3d", (2, 3, 4, 16, 16), (45, 3, 1, 7, 7), (1, 2, 2), (0, 3, 3), (1, 1, 1), epilogue="bias+relu")
+    second = Call("conv3d", (2, 45, 4, 8, 8), (64, 45, 3, 1, 1), (1, 1, 1), (1, 0, 0), (1, 1, 1), fed_by=0,
+                  epilogue="bias+relu")
+    padded = importer.pad_channels([first, second])
+    assert (padded[0].weight, padded[0].padded_out) == ((48, 3, 1, 7, 7), 45)
+    assert (padded[1].input, padded[1].weight, padded[1].padded_in) == ((2, 48, 4, 8, 8), (64, 48, 3, 1, 1), 45)
+    for calls in ([dataclasses.replace(first, epilogue="bias+add+relu"), second],
+                  [dataclasses.replace(first, weight=(48, 3, 1, 7, 7)), dataclasses.replace(second, input=(2, 48, 4, 8, 8))],
+                  [first, dataclasses.replace(second, fed_by=-1)],
+                  [dataclasses.replace(first, groups=3, weight=(45, 1, 1, 7, 7)), second],
+                  [first, dataclasses.replace(second, op="conv3d", weight=(64, 45, 3, 3, 3), padding=(1, 1, 1))]):
+        assert importer.pad_channels(calls) == calls
+    plan = plan_workloads(padded, epilogues=True)
+    assert plan.padded == {(45, 48): 1} and [p.k for p in plan.problems][:1] == [48]
+    assert [p.epilogue for p in plan.problems] == ["", "bias+relu"], "the first's 3 input channels stay unfused"
+    text = workload_text(plan, parse_request("r2plus1d_18", 2, "3x4x16x16", pad="1"), "PyTorch 0")
+    assert "# Channels padded (PAD=1) between a convolution and the next, which alone reads its output: 45 -> 48 " \
+           "(1 pair);" in text and "PAD=1`" in text
+
+
+def test_r2plus1d_18s_odd_channel_counts_are_padded_with_pad_1(torch_nets, tmp_path):
+    """R(2+1)D-18 (torchvision, on the meta device): each (2+1)-D block's mid channels (45, 230, 460,
+    921) lie between a spatial convolution and the temporal one that alone reads them, through a
+    batch norm and a ReLU: recorded as such (fed_by) and, with PAD=1, padded, their chains fused."""
+    path = importer.import_workloads(parse_request("r2plus1d_18", 1, "3x4x32x32", name="r2p", epilogues="1", pad="1"),
+                                     tmp_path, log=lambda m: None)
+    text = path.read_text()
+    assert "45 -> 48 (1 pair), 230 -> 232 (2 pairs), 460 -> 464 (2 pairs), 921 -> 928 (2 pairs);" in text
+    assert "k=921" not in text and "c=921" not in text and "k=928" in text and "c=928" in text
+    assert "Left unfused (PyTorch runs these steps after the kernel, and the lines leave them out): channels no " \
+           "multiple of 8 (the fused kernels move 16-byte rows): bias+relu 1 call(s)." in text, "the stem's 3 channels in"

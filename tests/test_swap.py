@@ -461,3 +461,41 @@ def test_a_factorized_3d_convolution_chain_is_one_call_on_the_2d_view_of_its_mem
     _, report = swap(model, Extension(covers=lambda e: False), x)
     assert report["swapped"] == {} and [why for _, why in report["left"]][:2] == \
         ["no kernel of the header for it (epilogue bias+relu)", "no kernel of the header for it (epilogue bias+add+relu)"]
+
+
+class OddVideo(Video):
+    """Video with 5 mid channels (R(2+1)D's 45, 921: no multiple of 8) between the spatial and
+    temporal convolutions."""
+
+    def __init__(self):
+        super().__init__()
+        self.spatial = torch.nn.Conv3d(8, 5, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=False)
+        self.bn = torch.nn.BatchNorm3d(5)
+        self.temporal = torch.nn.Conv3d(5, 16, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0))
+        self.full = torch.nn.Conv3d(8, 16, 3, stride=2, padding=1)
+
+
+class Aligned(ChannelsLast):
+    """ChannelsLast whose header, as a real one's fused kernels, has no kernel for channel counts
+    no multiple of 8."""
+
+    def kernel_for(self, x, w, *args, **kwargs):
+        return super().kernel_for(x, w, *args, **kwargs) if w.shape[0] % 8 == 0 and w.shape[1] % 8 == 0 else None
+
+
+def test_channels_no_multiple_of_8_between_two_convolutions_are_padded_where_the_header_has_the_padded_pair():
+    """5 mid channels: the spatial convolution runs with 8 (3 zero filters and zero biases) and its
+    whole chain, the temporal one reads 8 (its weights for the 3 new ones zero; kernelgen.importer.
+    pad_channels writes the same lines), and the swapped model computes what the model does; a
+    header without the padded kernels leaves both as they were."""
+    model, x = trained(OddVideo()), torch.randn(2, 8, 6, 10, 12)
+    ext = Aligned()
+    swapped, report = swap(model, ext, x)
+    assert report["swapped"] == {"bias+relu+padded:5->8": 1, "bias+add+relu": 1}, report
+    with torch.no_grad():
+        expected, got = model(x), swapped(x)
+    assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+    assert [c[:4] for c in ext.calls] == [((8, 8, 3, 3), True, False, "relu"), ((16, 8, 3, 1), True, True, "relu")]
+    assert model.temporal.weight.shape[1] == 5, "the model is not changed"
+    _, report = swap(model, Aligned(covers=lambda e: e != "bias+relu"), x)
+    assert report["swapped"] == {}, "without the padded spatial kernel nothing is padded, nor swapped (5 channels)"

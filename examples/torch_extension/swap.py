@@ -390,7 +390,8 @@ def _whole(bias, steps) -> str:
 
 
 def _replace(gm, nodes, name, module, args):
-    """Runs ``module`` on ``args`` in place of ``nodes`` (the first the layer, the last the chain's end)."""
+    """Runs ``module`` on ``args`` in place of ``nodes`` (the first the layer, the last the chain's
+    end); the new node."""
     gm.add_submodule(name, module)
     last = nodes[-1]
     with gm.graph.inserting_after(last):
@@ -399,6 +400,7 @@ def _replace(gm, nodes, name, module, args):
     last.replace_all_uses_with(fused)
     for dead in reversed(nodes):
         gm.graph.erase_node(dead)
+    return fused
 
 
 def _after_steps(steps) -> tuple:
@@ -444,8 +446,13 @@ def _swap_conv(gm, node, ext):
                               bias=bias is not None, residual=residual is not None,
                               activation=activation, groups=conv.groups) is not None
 
+    # channels no multiple of 8 that one convolution alone reads: padded, where the header has the
+    # padded pair's kernels for the whole chain (kernelgen.importer.pad_channels, PAD=1)
+    padded = _padded(gm, node, conv, bn, steps, weight, bias, covers)
     # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
     after, found = (None, "none"), _longest_covered(steps, bias, lambda *e: covers(weight, *e))
+    if padded is not None:
+        weight, bias, found = padded[0], padded[1], (len(steps), None, _parts(steps)[1])
     if found is None:
         if bias is None or not covers(weight, None, None, "none"):
             return None, f"no kernel of the header for it (epilogue {_whole(bias, steps)})"
@@ -460,9 +467,48 @@ def _swap_conv(gm, node, ext):
     kept, residual, activation = found
     nodes = [node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps[:kept]]
     module = FusedConv2d(ext, weight, bias, *geometry, activation, conv.groups, *after, view=view)
-    _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", module,
-             (node.args[0],) + ((residual,) if residual is not None else ()))
+    fused = _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", module,
+                     (node.args[0],) + ((residual,) if residual is not None else ()))
+    if padded is not None:  # the next convolution reads the padded channels, its weights for them zero
+        _widen_input(gm.get_submodule(padded[2].target), weight.shape[0])
+        meta = fused.meta["tensor_meta"]
+        fused.meta["tensor_meta"] = meta._replace(shape=torch.Size((meta.shape[0], weight.shape[0], *meta.shape[2:])))
+        return _swapped(bias, residual, activation, *after) + f"+padded:{conv.out_channels}->{weight.shape[0]}", None
     return _swapped(bias, residual, activation, *after), None
+
+
+PAD_TO = 8  # kernelgen.importer.PAD_TO
+
+
+def _padded(gm, node, conv, bn, steps, weight, bias, covers):
+    """(weight, bias, the next convolution's node) with the output channels padded to a multiple of
+    PAD_TO (zero filters, zero biases), where ``conv``'s are none, its chain (``bn``, ``steps``) has no
+    residual add and ends in a convolution of the same kind that alone reads it, neither grouped,
+    and the header has a kernel for the padded layer and its whole chain; else None."""
+    channels = conv.out_channels
+    if channels % PAD_TO == 0 or conv.groups != 1 or _parts(steps)[0] is not None:
+        return None
+    end = ([node] + ([bn] if bn is not None else []) + [n for _, n, _, _ in steps])[-1]
+    consumer = _only_user(end)
+    if consumer is None or not _module(gm, consumer, type(conv)) or consumer.args[0] is not end:
+        return None
+    following = gm.get_submodule(consumer.target)
+    if following.groups != 1 or following.in_channels != channels:
+        return None
+    wide = -(-channels // PAD_TO) * PAD_TO
+    weight = torch.cat([weight, weight.new_zeros((wide - channels, *weight.shape[1:]))])
+    bias = None if bias is None else torch.cat([bias, bias.new_zeros(wide - channels)])
+    return (weight, bias, consumer) if covers(weight, bias, None, _parts(steps)[1]) else None
+
+
+def _widen_input(conv, channels: int) -> None:
+    """``conv`` (a module of the traced copy) taking ``channels`` input channels, its weights for
+    the new ones zero."""
+    weight = conv.weight.detach()
+    wide = weight.new_zeros((weight.shape[0], channels, *weight.shape[2:]))
+    wide[:, :weight.shape[1]] = weight
+    conv.weight = torch.nn.Parameter(wide, requires_grad=False)
+    conv.in_channels = channels
 
 
 def _linear_covers(ext, probe, weight):

@@ -288,7 +288,7 @@ def workloads_command(env, targets: list) -> list:
         raise KernelgenError(f"scons workloads runs alone (also asked for: {shorten(', '.join(others))}); "
                              "profile the new set afterwards with WORKLOADS=<its name>")
     request = importer.parse_request(env["MODEL"], env["BATCH"], env["INPUT"], env["DTYPE"], env["NAME"],
-                                     env.get("REPLACE", ""), env.get("EPILOGUES", ""))
+                                     env.get("REPLACE", ""), env.get("EPILOGUES", ""), env.get("PAD", ""))
     needed = ("torch",) if request.factory else ("torch", "torchvision")
     if any(importlib.util.find_spec(m) is None for m in needed):
         raise importer.NoTorchError(
@@ -297,5 +297,5 @@ def workloads_command(env, targets: list) -> list:
     args = [sys.executable, "-m", "kernelgen.importer", "--model", request.model, "--batch", str(request.batch),
             "--input", request.input_text, "--dtype", request.dtype, "--name", request.name,
             "--sets-dir", str(ROOT / "kernel_specs" / "workloads")] + (["--replace"] if request.replace else []) \
-        + (["--epilogues", "1"] if request.epilogues else [])
+        + (["--epilogues", "1"] if request.epilogues else []) + (["--pad", "1"] if request.pad else [])
     return args

@@ -85,6 +85,7 @@ class Request:
     name: str  # the workload set's name
     replace: bool = False  # whether an existing NAME.txt may be written again
     epilogues: bool = False  # whether the lines say the epilogues the network runs (EPILOGUES=1)
+    pad: bool = False  # whether channel counts no multiple of 8 between two convolutions are padded (PAD=1)
 
     @property
     def factory(self):
@@ -103,6 +104,8 @@ class Request:
             words.append(f"NAME={self.name}")
         if self.epilogues:
             words.append("EPILOGUES=1")
+        if self.pad:
+            words.append("PAD=1")
         return " ".join(words)
 
     @property
@@ -166,7 +169,7 @@ def default_name(model: str, batch: int) -> str:
 
 
 def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="", replace="",
-                  epilogues="") -> Request:
+                  epilogues="", pad="") -> Request:
     """Validate the variables of `scons workloads` (no PyTorch needed)."""
     model = (model or "").strip()
     if not model:
@@ -185,7 +188,8 @@ def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="
         raise ModelError(f"NAME={shorten(name)!r}: a workload set's name must be a plain identifier "
                          "(letters, digits and _, not starting with a digit)")
     return Request(model=model, batch=batch, input=shape, dtype=dtype, name=name, replace=parse_replace(replace),
-                   epilogues=parse_replace(epilogues, "EPILOGUES", "write each layer's epilogue= into its line"))
+                   epilogues=parse_replace(epilogues, "EPILOGUES", "write each layer's epilogue= into its line"),
+                   pad=parse_replace(pad, "PAD", "pad channel counts no multiple of 8 between two convolutions"))
 
 
 # ---- recorded calls -> workloads (plain Python) ---------------------------------------------------
@@ -210,6 +214,9 @@ class Call:
     dtype: str = "float32"
     epilogue: str = ""  # what the forward pass ran on its output and could be fused (record_calls)
     module: str = ""  # an UNSEEN call's module class
+    fed_by: int = -1  # a convolution whose input is, and only is, call fed_by's output after its chain
+    padded_out: int = 0  # the output channels before pad_channels padded them; 0: not padded
+    padded_in: int = 0  # the input channels before pad_channels padded them; 0: not padded
 
 
 def resolve_padding(padding, kernel: tuple, dilation: tuple) -> tuple:
@@ -346,6 +353,36 @@ class Plan:
     written: bool = False  # whether the lines say their epilogues (EPILOGUES=1)
     unfused: dict = field(default_factory=dict)  # (epilogue, why) -> calls whose epilogue is left unfused, in part
     as_2d: int = 0  # the 3-D convolution calls the lines run as 2-D ones (as_conv2d)
+    padded: dict = field(default_factory=dict)  # (channels, padded to) -> pairs of calls (pad_channels)
+
+
+PAD_TO = 8  # channels: the 16-byte accesses of fp16 kernels (and their fused epilogues) along C and K
+
+
+def _paddable(call: Call) -> bool:
+    return call.groups == 1 and (call.op == "conv2d" or conv3d_view(call) is not None)
+
+
+def pad_channels(calls: list) -> list:
+    """``calls`` with each channel count no multiple of PAD_TO between two convolutions (the first's
+    output, through its chain of no residual add, read by the second alone: ``fed_by``; neither
+    grouped) rounded up to one: the first's filters and the second's input channels grow, the new
+    filters zero, and the second's weights for the new channels zero: whatever the chain makes of
+    them, the network's output is the same. A padded call's ``padded_out``, ``padded_in`` say its channels before.
+    examples/torch_extension/swap.py pads the same pairs where the header has their kernels."""
+    out = list(calls)
+    for j, second in enumerate(calls):
+        i = second.fed_by
+        if i < 0 or not _paddable(second) or not _paddable(calls[i]):
+            continue
+        first, channels = out[i], calls[i].weight[0]
+        if channels % PAD_TO == 0 or second.input[1] != channels or "add" in calls[i].epilogue.split("+"):
+            continue
+        wide = -(-channels // PAD_TO) * PAD_TO
+        out[i] = replace(first, weight=(wide, *first.weight[1:]), padded_out=channels)
+        out[j] = replace(out[j], input=(out[j].input[0], wide, *out[j].input[2:]),
+                         weight=(out[j].weight[0], wide, *out[j].weight[2:]), padded_in=channels)
+    return out
 
 
 def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = False) -> Plan:
@@ -357,6 +394,11 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
     skipped_counts, skipped_first = {}, {}
     dtypes, skipped_flops, chains, unfused = set(), [], {}, {}
     as_2d = 0
+    padded = {}
+    for call in calls:
+        if call.padded_in:  # the second of a padded pair
+            key = (call.padded_in, call.input[1])
+            padded[key] = padded.get(key, 0) + 1
     for call in calls:
         if call.op not in OPS:
             raise ModelError(f"recorded call of unknown operation {call.op!r}")
@@ -386,7 +428,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
     conv_calls = sum(1 for c in calls if c.op in CONV_OPS)
     linear_calls = sum(1 for c in calls if c.op == "linear")
     return Plan(problems, skipped, conv_calls, linear_calls, sorted(dtypes), skipped_flops, chains, epilogues, unfused,
-                as_2d)
+                as_2d, padded)
 
 
 def workload_line(problem) -> str:
@@ -458,6 +500,10 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
            if unseen else "."),
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
+        *([f"# Channels padded (PAD=1) between a convolution and the next, which alone reads its output: "
+           + ", ".join(f"{a} -> {b} ({_plural(n, 'pair')})" for (a, b), n in sorted(plan.padded.items()))
+           + "; the first's new filters and the second's weights for the new channels are zero (the same output), "
+           "and the lines are of the padded convolutions."] if plan.padded else []),
         *([f"# {plan.as_2d} of the convolution calls are 3-D ones of 1xRxS or Rx1x1 filters, run as the 2-D ones of "
            "the same memory (NDHWC): over the N*T frames (n=N*T, conv3d=frames:T), or over N images of T x (H*W) pixels "
            "(h=T, w=H*W, conv3d=time:H); scons compare times PyTorch's conv3d for them."]
@@ -860,6 +906,10 @@ class Chains:
         stage = self.stages.get(id(value))
         return stage if stage is not None and stage.tensor is value else None
 
+    def stage_of(self, value):
+        """The chain stage ``value`` is, or None."""
+        return self._stage(value)
+
     def used(self, args: tuple, kwargs: dict) -> list:
         """The stages a call's arguments are (asked before it runs: an in-place step makes its
         tensor the next stage)."""
@@ -968,7 +1018,7 @@ def record_calls(torch, model, example) -> list:
     products = {getattr(owners[owner], name): how for (owner, name), how in PRODUCTS.items()
                 if owners[owner] is not None and hasattr(owners[owner], name)}
     by_name = {name: how for (owner, name), how in PRODUCTS.items() if owner == "Tensor"}
-    calls, chains = [], Chains(torch)
+    calls, chains, fed = [], Chains(torch), {}
 
     class Recorder(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -977,6 +1027,8 @@ def record_calls(torch, model, example) -> list:
             op = functions.get(func)
             if op is not None:
                 calls.append(call_of(op, args, kwargs))
+                if op in CONV_OPS and args and chains.stage_of(args[0]) is not None:
+                    fed[len(calls) - 1] = chains.stage_of(args[0])
             elif func in attentions:
                 calls.extend(attention_calls(args, kwargs, attentions[func]))
             elif func in products or getattr(func, "__name__", None) in by_name:
@@ -1004,9 +1056,12 @@ def record_calls(torch, model, example) -> list:
     finally:
         for hook in hooks:
             hook.remove()
-    return [replace(c, epilogue=chains.epilogue(i))
-            if (c.op in ("conv2d", "linear") or conv3d_view(c) is not None) and i in chains.roots else c
-            for i, c in enumerate(calls)]
+    calls = [replace(c, epilogue=chains.epilogue(i))
+             if (c.op in ("conv2d", "linear") or conv3d_view(c) is not None) and i in chains.roots else c
+             for i, c in enumerate(calls)]
+    # a convolution that alone reads another's output at its chain's end (what pad_channels may pad)
+    return [replace(c, fed_by=stage.call) if (stage := fed.get(i)) is not None and stage.uses == 1
+            and stage.next is None else c for i, c in enumerate(calls)]
 
 
 def _watch_attention_modules(model, calls: list) -> list:
@@ -1120,6 +1175,8 @@ def import_workloads(request: Request, sets_dir, log=print, results_root=DEFAULT
     """Record the model, write SETS_DIR/NAME.txt (atomically, only when complete), report."""
     path = destination(request, sets_dir, results_root)
     calls = record_model(request, log)
+    if request.pad:
+        calls = pad_channels(calls)
     plan = plan_workloads(calls, request.dtype, request.epilogues)
     text = workload_text(plan, request, torch_versions())
     try:
@@ -1142,11 +1199,12 @@ def main(argv=None) -> int:
     parser.add_argument("--sets-dir", required=True, help="where NAME.txt is written")
     parser.add_argument("--replace", action="store_true", help="write NAME.txt even when it exists")
     parser.add_argument("--epilogues", default="0", help="1: write each layer's epilogue= into its line")
+    parser.add_argument("--pad", default="0", help="1: pad channel counts no multiple of 8 between two convolutions")
     parser.add_argument("--results", default=DEFAULT_RESULTS, help="the results root (named when NAME has results)")
     args = parser.parse_args(argv)
     try:
         request = parse_request(args.model, args.batch, args.input, args.dtype, args.name, args.replace,
-                                args.epilogues)
+                                args.epilogues, args.pad)
         import_workloads(request, args.sets_dir, log=lambda m: print(m, flush=True), results_root=args.results)
     except NoTorchError as e:
         print(f"scons workloads: {e}", file=sys.stderr)

@@ -71,6 +71,9 @@ def variables(arguments) -> Variables:
                     "old one)", "0"),
         ("EPILOGUES", "scons workloads: 1 writes the epilogue each layer's output goes through (epilogue=bias+relu, "
                       "...) into its line", "0"),
+        ("PAD", "scons workloads: 1 pads a channel count no multiple of 8 between two convolutions (the first's "
+                "output read by the second alone) to one: zero filters in, zero weights out, the same output; "
+                "examples/torch_extension/swap.py pads the network the same way", "0"),
         ("GPU", "GPU whose results best_kernels.h is built from, a name or its folder name (nvidia_h200); "
                 "default: this machine's GPU, else the only GPU with results", ""),
     )
