@@ -872,7 +872,7 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
 
 
 RECORD_TOPS = (1, 3, 5, 10)
-MEASURED_TOP = 40  # of the build's kernels, those the model ranks this high for a layer are measured on it
+MEASURED_TOP = 15  # of the build's kernels, those the model ranks this high for a layer are measured on it
 
 
 def record(model_for, samples: list) -> list:
