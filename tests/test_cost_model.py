@@ -610,6 +610,20 @@ def test_a_layer_measures_its_own_proposals_and_the_builds_kernels_the_model_ran
     assert candidates.measured_pairs([proposal], kernels, Model(), top=2) == {"layer": ["k0", "k4", "k5"]}
 
 
+def test_beyond_its_top_a_layer_measures_the_first_ranked_kernel_of_each_group_the_build_holds():
+    """cost_model.measured_by_rank: the build's kernels within the first ``top``, then the first of
+    each group not among them (a matrix-vector kernel the model ranks 27th on a classifier), no other."""
+    catalog = load_catalog(FAMILIES)
+    a, b, c = [k for k in catalog if cost_model.group(k) == "GemmSm90/pingpong"][:3]
+    gemv, other = [k for k in catalog if cost_model.group(k) == "Gemv"][:2]
+    ranked = [a, b, c, gemv, other]
+    names = lambda ks: [k.name for k in ks]  # noqa: E731
+    assert names(cost_model.measured_by_rank(ranked, set(names(ranked)), top=1)) == names([a, gemv])
+    assert names(cost_model.measured_by_rank(ranked, set(names(ranked)), top=3)) == names([a, b, c, gemv])
+    assert names(cost_model.measured_by_rank(ranked, set(names([b, other])), top=1)) == names([b, other]), \
+        "only the build's kernels, ranked among the build's"
+
+
 def test_a_build_measures_each_layers_top_and_the_others_proposals_it_ranks_high():
     """cost_model.build_measures (the record's "a build measures" column): a layer's own top, and
     of the kernels other layers propose, those within its first ``measured_top``."""

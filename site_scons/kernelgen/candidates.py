@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cost_model import MEASURED_TOP, serves, theta_group
+from .cost_model import MEASURED_TOP, measured_by_rank, serves, theta_group
 from .errors import WorkloadError
 from .ops import serves as serves_op
 from .families.gemm_sm90 import GemmSm90
@@ -174,12 +174,14 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
 
 def measured_pairs(proposals: list, kernels: list, model, top: int = MEASURED_TOP) -> dict:
     """Workload name -> the kernels a profile measures on it: its own proposals and, of the build's
-    ``kernels`` that serve it, the ``top`` the model ranks best for it. A kernel compiled for other
+    ``kernels`` that serve it, the ``top`` the model ranks best for it and the first of each group
+    after them (``cost_model.measured_by_rank``). A kernel compiled for other
     layers is worth measuring on this one only where the model thinks it might win: on the sets
     profiled with every pair measured, this policy's choices cost 0.01 to 0.21% of the network time
     with a third of the pairs (docs/search.md, ``bench/measured_pairs.py``)."""
-    rank = model.ranking(kernels)
-    return {p.problem.name: sorted({k.name for _, k in p.ranked} | {k.name for _, k in rank(p.problem)[:top]})
+    rank, built = model.ranking(kernels), {k.name for k in kernels}
+    return {p.problem.name: sorted({k.name for _, k in p.ranked}
+                                   | {k.name for k in measured_by_rank([k for _, k in rank(p.problem)], built, top)})
             for p in proposals}
 
 

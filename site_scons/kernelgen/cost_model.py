@@ -873,6 +873,7 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
 
 RECORD_TOPS = (1, 3, 5, 10)
 MEASURED_TOP = 15  # of the build's kernels, those the model ranks this high for a layer are measured on it
+# (and the first of each group after them: ``measured_by_rank``)
 
 
 def record(model_for, samples: list) -> list:
@@ -907,13 +908,31 @@ def record(model_for, samples: list) -> list:
     return out
 
 
+def measured_by_rank(ranked: list, built, top: int = MEASURED_TOP) -> list:
+    """Of a layer's ``ranked`` kernels (the model's best first), those of ``built`` (names) a profile
+    measures on it beside its own proposals: those within the first ``top``, and the first of each
+    ``group`` after them. A kernel of a group the model ranks low for the layer may still win it
+    (VGG-16 b1's matrix-vector kernels on its 25088 -> 4096 classifier: docs/search.md)."""
+    out, groups = [], set()
+    for rank, kernel in enumerate(ranked):
+        if kernel.name in built and (rank < top or group(kernel) not in groups):
+            out.append(kernel)
+            groups.add(group(kernel))
+    return out
+
+
 def build_measures(layers: list, top: int, measured_top: int) -> list:
     """For each layer of a set (its measured rows, ranked by the model), the rows a build of ``top``
     candidates a layer measures on it (candidates.measured_pairs): its own top, and the kernels
-    other layers propose that the model ranks in its first ``measured_top``; the record counts
-    only measured rows, so each layer's ranking is of the kernels measured on it."""
+    other layers propose that ``measured_by_rank`` takes (ranked among the rows measured on the
+    layer, the kernels no such build compiles among them: a floor on what a build measures); the
+    record counts only measured rows, so each layer's ranking is of the kernels measured on it."""
     built = {r[0].name for ranked in layers for r in ranked[:top]}
-    return [ranked[:top] + [r for r in ranked[top:measured_top] if r[0].name in built] for ranked in layers]
+    out = []
+    for ranked in layers:
+        kept = {id(k) for k in measured_by_rank([r[0] for r in ranked], built, measured_top)}
+        out.append(ranked[:top] + [r for r in ranked[top:] if id(r[0]) in kept])
+    return out
 
 
 def record_markdown(rows: list) -> str:
