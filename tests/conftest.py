@@ -231,6 +231,29 @@ def assert_served_rows_verify(problem, frame, kernels: dict) -> None:
             assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
 
 
+def assert_kernels_compile(tmp_path, kernels: list) -> None:
+    """The profiler's translation unit of each of ``kernels`` (kernel.cu.mako: the type, the
+    operation, the factory), rendered and compiled for sm_90a in one nvcc run: the device code too,
+    which the CPU checks do not build."""
+    import subprocess
+
+    from header_builds import MEASURED_FLAGS
+    from kernelgen import render
+    from kernelgen.variables import default_cutlass_root
+
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    sources = []
+    for kernel in kernels:
+        sources.append(tmp_path / f"{kernel.name}.cu")
+        sources[-1].write_text(render.kernel_source(templates, kernel))
+    cutlass = default_cutlass_root()
+    out = subprocess.run(["nvcc", *MEASURED_FLAGS, "-c", f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
+                          "--output-directory", str(tmp_path), *map(str, sources)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-5000:]
+    assert all(source.with_suffix(".o").is_file() for source in sources)
+
+
 def assert_family_refused(path, entry, key, message) -> None:
     """Loading the family spec ``path`` raises one SpecError, of one line, naming the file, the
     entry (``kernels[0]``, ``tiles[0]``, None for the family's own keys) and the key, and saying

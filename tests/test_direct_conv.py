@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, assert_family_refused, assert_served_rows_verify, profile_layers, requires_gpu, requires_nvcc
+from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
+                      requires_gpu, requires_nvcc)
 from kernelgen import candidates, render
 from kernelgen.cost_model import load_model, serves
 from kernelgen.families.depthwise_narrow import DepthwiseNarrow
@@ -105,23 +106,8 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
 
 @requires_nvcc
 def test_a_kernel_of_each_family_compiles_for_sm90a_through_the_rendering(tmp_path):
-    """The profiler's translation units of a kernel of each family (kernel.cu.mako: the type, the
-    operation, the factory), in one nvcc run: the device code too, which the CPU check does not build."""
-    from header_builds import MEASURED_FLAGS
-    from kernelgen.variables import default_cutlass_root
-
-    templates = render.lookup(TEMPLATES)
-    sources = []
-    for spec in SPECS.values():
-        k = load_family(spec)[0]
-        sources.append(tmp_path / f"{k.name}.cu")
-        sources[-1].write_text(render.kernel_source(templates, k))
-    cutlass = default_cutlass_root()
-    out = subprocess.run(["nvcc", *MEASURED_FLAGS, "-c", f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
-                          "--output-directory", str(tmp_path), *map(str, sources)],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-5000:]
-    assert all(source.with_suffix(".o").is_file() for source in sources)
+    """The profiler's translation units of a kernel of each family, in one nvcc run."""
+    assert_kernels_compile(tmp_path, [load_family(spec)[0] for spec in SPECS.values()])
 
 
 # Small odd layers: depthwise of 58, 116, 232 (two channels a thread) and odd C (one), grouped of 48

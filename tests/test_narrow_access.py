@@ -5,16 +5,13 @@ through the project's rendering, the cost model proposes them for such layers, a
 kernel computes exactly the small odd layers it says it serves (verified against the reference)
 and CUTLASS refuses the others."""
 
-import subprocess
-
-from conftest import ROOT, assert_served_rows_verify, profile_layers, requires_gpu, requires_nvcc
-from kernelgen import candidates, render
+from conftest import ROOT, assert_kernels_compile, assert_served_rows_verify, profile_layers, requires_gpu, requires_nvcc
+from kernelgen import candidates
 from kernelgen.cost_model import load_model
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_catalog, load_family
 
 FAMILIES = ROOT / "kernel_specs" / "families"
-TEMPLATES = ROOT / "kernel_specs" / "templates"
 SPECS = [FAMILIES / "conv2d_fprop_sm80_narrow_output.toml", FAMILIES / "conv2d_fprop_sm75_narrow.toml"]
 GLOBS = "cutlass_tensorop_f16_s16816fprop_optimized_f16_*_align8_out*,cutlass_tensorop_f16_s1688fprop_optimized_f16_*_align1"
 
@@ -34,21 +31,7 @@ def test_the_model_proposes_narrow_accesses_where_the_channels_are_odd():
 def test_a_kernel_of_each_family_compiles_for_sm90a_through_the_rendering(tmp_path):
     """The profiler's translation units of a kernel of each family, in one nvcc run: the device
     code too (the output's narrower accesses are the epilogue's vector, the inputs' the iterators')."""
-    from header_builds import MEASURED_FLAGS
-    from kernelgen.variables import default_cutlass_root
-
-    templates = render.lookup(TEMPLATES)
-    sources = []
-    for spec in SPECS:
-        kernel = load_family(spec)[-1]
-        sources.append(tmp_path / f"{kernel.name}.cu")
-        sources[-1].write_text(render.kernel_source(templates, kernel))
-    cutlass = default_cutlass_root()
-    out = subprocess.run(["nvcc", *MEASURED_FLAGS, "-c", f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
-                          "--output-directory", str(tmp_path), *map(str, sources)],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-5000:]
-    assert all(source.with_suffix(".o").is_file() for source in sources)
+    assert_kernels_compile(tmp_path, [load_family(spec)[-1] for spec in SPECS])
 
 
 # Small odd layers: K of 1, 2 and 4 modulo 8 over aligned C; odd C (45, 21) and odd C and K; a

@@ -500,7 +500,7 @@ def workload_text(plan: Plan, request: Request, versions: str) -> str:
            if unseen else "."),
         "# count= is how many times the forward pass runs a line's problem; lines are in the order the "
         "network first runs them.",
-        *([f"# Channels padded (PAD=1) between a convolution and the next, which alone reads its output: "
+        *(["# Channels padded (PAD=1) between a convolution and the next, which alone reads its output: "
            + ", ".join(f"{a} -> {b} ({_plural(n, 'pair')})" for (a, b), n in sorted(plan.padded.items()))
            + "; the first's new filters and the second's weights for the new channels are zero (the same output), "
            "and the lines are of the padded convolutions."] if plan.padded else []),
