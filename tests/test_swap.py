@@ -499,3 +499,28 @@ def test_channels_no_multiple_of_8_between_two_convolutions_are_padded_where_the
     assert model.temporal.weight.shape[1] == 5, "the model is not changed"
     _, report = swap(model, Aligned(covers=lambda e: e != "bias+relu"), x)
     assert report["swapped"] == {}, "without the padded spatial kernel nothing is padded, nor swapped (5 channels)"
+
+
+class AlignedOrFew(ChannelsLast):
+    """ChannelsLast whose header has kernels for channel counts that are multiples of 8, and for
+    input channels of 4 or fewer (a network's first layer)."""
+
+    def kernel_for(self, x, w, *args, **kwargs):
+        fits = w.shape[0] % 8 == 0 and (w.shape[1] % 8 == 0 or w.shape[1] <= 4)
+        return super().kernel_for(x, w, *args, **kwargs) if fits else None
+
+
+def test_r2plus1d_18_is_padded_where_scons_workloads_pad_1_pads_it():
+    """torchvision's R(2+1)D-18 whole: swap pads the 7 pairs kernelgen.importer.pad_channels pads
+    (45 -> 48 once, 230 -> 232, 460 -> 464 and 921 -> 928 twice each; tests/test_importer.py), every
+    (2+1)-D convolution is swapped, and the swapped model computes what the model does."""
+    torchvision = pytest.importorskip("torchvision", reason="needs torchvision")
+    model, x = trained(torchvision.models.get_model("r2plus1d_18", weights=None)), torch.randn(1, 3, 4, 32, 32)
+    swapped, report = swap(model, AlignedOrFew(), x)
+    padded = sorted(key.split("padded:")[1] for key, n in report["swapped"].items() if "padded:" in key for _ in range(n))
+    assert padded == ["230->232", "230->232", "45->48", "460->464", "460->464", "921->928", "921->928"], report
+    assert sum(report["swapped"].values()) == 34 and [t for t, _ in report["left"]] == [
+        "layer2.0.downsample.0", "layer3.0.downsample.0", "layer4.0.downsample.0"]
+    with torch.no_grad():
+        expected, got = model(x), swapped(x)
+    assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4)
