@@ -524,3 +524,19 @@ def test_r2plus1d_18_is_padded_where_scons_workloads_pad_1_pads_it():
     with torch.no_grad():
         expected, got = model(x), swapped(x)
     assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+class SharedTemporal(OddVideo):
+    """OddVideo whose temporal convolution is called twice, the second time on a 5-channel input
+    of its own: padding its input channels would break that call."""
+
+    def forward(self, x, other):
+        return torch.relu(self.temporal(self.relu(self.bn(self.spatial(x)))) + self.full(x)) + self.temporal(other)
+
+
+def test_a_convolution_module_called_twice_is_not_padded():
+    model, x = trained(SharedTemporal()), (torch.randn(2, 8, 6, 10, 12), torch.randn(2, 5, 6, 5, 6))
+    swapped, report = swap(model, Aligned(), x)
+    assert not any("padded" in key for key in report["swapped"]), report
+    with torch.no_grad():
+        assert torch.allclose(swapped(*x), model(*x), atol=1e-5, rtol=1e-5)

@@ -483,8 +483,9 @@ PAD_TO = 8  # kernelgen.importer.PAD_TO
 def _padded(gm, node, conv, bn, steps, weight, bias, covers):
     """(weight, bias, the next convolution's node) with the output channels padded to a multiple of
     PAD_TO (zero filters, zero biases), where ``conv``'s are none, its chain (``bn``, ``steps``) has no
-    residual add and ends in a convolution of the same kind that alone reads it, neither grouped,
-    and the header has a kernel for the padded layer and its whole chain; else None."""
+    residual add and ends in a convolution of the same kind that alone reads it (a module the model
+    calls once), neither grouped, and the header has a kernel for the padded layer and its whole
+    chain; else None."""
     channels = conv.out_channels
     if channels % PAD_TO == 0 or conv.groups != 1 or _parts(steps)[0] is not None:
         return None
@@ -493,8 +494,9 @@ def _padded(gm, node, conv, bn, steps, weight, bias, covers):
     if consumer is None or not _module(gm, consumer, type(conv)) or consumer.args[0] is not end:
         return None
     following = gm.get_submodule(consumer.target)
-    if following.groups != 1 or following.in_channels != channels:
-        return None
+    if following.groups != 1 or following.in_channels != channels or \
+            sum(n.op == "call_module" and n.target == consumer.target for n in gm.graph.nodes) > 1:
+        return None  # (a module called twice would see the padded channels in both places)
     wide = -(-channels // PAD_TO) * PAD_TO
     weight = torch.cat([weight, weight.new_zeros((wide - channels, *weight.shape[1:]))])
     bias = None if bias is None else torch.cat([bias, bias.new_zeros(wide - channels)])
