@@ -1022,3 +1022,24 @@ def test_r2plus1d_18s_odd_channel_counts_are_padded_with_pad_1(torch_nets, tmp_p
     assert "k=921" not in text and "c=921" not in text and "k=928" in text and "c=928" in text
     assert "Left unfused (PyTorch runs these steps after the kernel, and the lines leave them out): channels no " \
            "multiple of 8 (the fused kernels move 16-byte rows): bias+relu 1 call(s)." in text, "the stem's 3 channels in"
+
+
+def test_a_convolution_whose_weight_another_call_uses_too_is_not_marked_for_padding(torch_nets):
+    """record_calls' fed_by: a convolution reading another's chain alone is marked, unless its module
+    (its weight) runs a second call too, whose input padding would not reach (swap.py likewise)."""
+    torch = torch_nets
+
+    class Odd(torch.nn.Module):
+        def __init__(self, shared: bool):
+            super().__init__()
+            self.first, self.bn = torch.nn.Conv2d(8, 5, 3, padding=1), torch.nn.BatchNorm2d(5)
+            self.second, self.shared = torch.nn.Conv2d(5, 16, 1), shared
+
+        def forward(self, x):
+            y = self.second(torch.relu(self.bn(self.first(x))))
+            return y + self.second(x[:, :5]) if self.shared else y
+
+    for shared, fed in ((False, [-1, 0]), (True, [-1, -1, -1])):
+        calls = importer.record_calls(torch, Odd(shared).eval(), torch.zeros(1, 8, 6, 6))
+        assert [c.fed_by for c in calls] == fed
+    assert importer.pad_channels(importer.record_calls(torch, Odd(False).eval(), torch.zeros(1, 8, 6, 6)))[1].input[1] == 8

@@ -27,6 +27,7 @@ prompt, and what is plainly no model factory (Python's own modules, a class that
 """
 
 import argparse
+from collections import Counter
 import contextlib
 import difflib
 import importlib
@@ -1018,7 +1019,7 @@ def record_calls(torch, model, example) -> list:
     products = {getattr(owners[owner], name): how for (owner, name), how in PRODUCTS.items()
                 if owners[owner] is not None and hasattr(owners[owner], name)}
     by_name = {name: how for (owner, name), how in PRODUCTS.items() if owner == "Tensor"}
-    calls, chains, fed = [], Chains(torch), {}
+    calls, chains, fed, weights = [], Chains(torch), {}, {}
 
     class Recorder(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -1027,8 +1028,10 @@ def record_calls(torch, model, example) -> list:
             op = functions.get(func)
             if op is not None:
                 calls.append(call_of(op, args, kwargs))
-                if op in CONV_OPS and args and chains.stage_of(args[0]) is not None:
-                    fed[len(calls) - 1] = chains.stage_of(args[0])
+                if op in CONV_OPS and len(args) > 1:
+                    weights[len(calls) - 1] = id(args[1])
+                    if chains.stage_of(args[0]) is not None:
+                        fed[len(calls) - 1] = chains.stage_of(args[0])
             elif func in attentions:
                 calls.extend(attention_calls(args, kwargs, attentions[func]))
             elif func in products or getattr(func, "__name__", None) in by_name:
@@ -1059,9 +1062,11 @@ def record_calls(torch, model, example) -> list:
     calls = [replace(c, epilogue=chains.epilogue(i))
              if (c.op in ("conv2d", "linear") or conv3d_view(c) is not None) and i in chains.roots else c
              for i, c in enumerate(calls)]
-    # a convolution that alone reads another's output at its chain's end (what pad_channels may pad)
+    # a convolution that alone reads another's output at its chain's end (what pad_channels may pad),
+    # of a weight no other call uses (padding its input channels would change the other call's)
+    shared = Counter(weights.values())
     return [replace(c, fed_by=stage.call) if (stage := fed.get(i)) is not None and stage.uses == 1
-            and stage.next is None else c for i, c in enumerate(calls)]
+            and stage.next is None and shared[weights[i]] == 1 else c for i, c in enumerate(calls)]
 
 
 def _watch_attention_modules(model, calls: list) -> list:
