@@ -49,7 +49,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "site_scons"))
 from kernelgen.folds import per_channel, permutation  # noqa: E402 (the importer's rules, shared)
-from kernelgen.importer import Call, as_conv2d, conv3d_view  # noqa: E402
+from kernelgen.importer import PAD_TO, Call, as_conv2d, conv3d_view, padded_to  # noqa: E402
 
 ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu", torch.nn.Hardswish: "hardswish",
                       torch.nn.Sigmoid: "sigmoid"}
@@ -449,10 +449,11 @@ def _swap_conv(gm, node, ext):
     # channels no multiple of 8 that one convolution alone reads: padded, where the header has the
     # padded pair's kernels for the whole chain (kernelgen.importer.pad_channels, PAD=1)
     padded = _padded(gm, node, conv, bn, steps, weight, bias, covers)
-    # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
-    after, found = (None, "none"), _longest_covered(steps, bias, lambda *e: covers(weight, *e))
+    after = (None, "none")
     if padded is not None:
         weight, bias, found = padded[0], padded[1], (len(steps), None, _parts(steps)[1])
+    else:  # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
+        found = _longest_covered(steps, bias, lambda *e: covers(weight, *e))
     if found is None:
         if bias is None or not covers(weight, None, None, "none"):
             return None, f"no kernel of the header for it (epilogue {_whole(bias, steps)})"
@@ -477,9 +478,6 @@ def _swap_conv(gm, node, ext):
     return _swapped(bias, residual, activation, *after), None
 
 
-PAD_TO = 8  # kernelgen.importer.PAD_TO
-
-
 def _padded(gm, node, conv, bn, steps, weight, bias, covers):
     """(weight, bias, the next convolution's node) with the output channels padded to a multiple of
     PAD_TO (zero filters, zero biases), where ``conv``'s are none, its chain (``bn``, ``steps``) has no
@@ -497,7 +495,7 @@ def _padded(gm, node, conv, bn, steps, weight, bias, covers):
     if following.groups != 1 or following.in_channels != channels or \
             sum(n.op == "call_module" and n.target == consumer.target for n in gm.graph.nodes) > 1:
         return None  # (a module called twice would see the padded channels in both places)
-    wide = -(-channels // PAD_TO) * PAD_TO
+    wide = padded_to(channels)
     weight = torch.cat([weight, weight.new_zeros((wide - channels, *weight.shape[1:]))])
     bias = None if bias is None else torch.cat([bias, bias.new_zeros(wide - channels)])
     return (weight, bias, consumer) if covers(weight, bias, None, _parts(steps)[1]) else None
@@ -598,9 +596,7 @@ def swap(model, ext, example):
     report = {"swapped": Counter(), "left": [], "linear": Counter(), "linear_left": [], "attention": 0}
     linears = hasattr(ext, "linear_kernel_for")
     for node in list(gm.graph.nodes):
-        if _module(gm, node, torch.nn.Conv2d):
-            counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv(gm, node, ext)
-        elif _module(gm, node, torch.nn.Conv3d):
+        if _module(gm, node, (torch.nn.Conv2d, torch.nn.Conv3d)):
             counts, lefts, (epilogue, why) = report["swapped"], report["left"], _swap_conv(gm, node, ext)
         elif linears and _module(gm, node, torch.nn.Linear):
             counts, lefts, (epilogue, why) = report["linear"], report["linear_left"], _swap_linear(gm, node, ext)

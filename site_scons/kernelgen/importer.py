@@ -360,6 +360,11 @@ class Plan:
 PAD_TO = 8  # channels: the 16-byte accesses of fp16 kernels (and their fused epilogues) along C and K
 
 
+def padded_to(channels: int) -> int:
+    """``channels`` rounded up to a multiple of PAD_TO."""
+    return -(-channels // PAD_TO) * PAD_TO
+
+
 def _paddable(call: Call) -> bool:
     return call.groups == 1 and (call.op == "conv2d" or conv3d_view(call) is not None)
 
@@ -379,7 +384,7 @@ def pad_channels(calls: list) -> list:
         first, channels = out[i], calls[i].weight[0]
         if channels % PAD_TO == 0 or second.input[1] != channels or "add" in calls[i].epilogue.split("+"):
             continue
-        wide = -(-channels // PAD_TO) * PAD_TO
+        wide = padded_to(channels)
         out[i] = replace(first, weight=(wide, *first.weight[1:]), padded_out=channels)
         out[j] = replace(out[j], input=(out[j].input[0], wide, *out[j].input[2:]),
                          weight=(out[j].weight[0], wide, *out[j].weight[2:]), padded_in=channels)
@@ -903,13 +908,10 @@ class Chains:
             return False
         return True
 
-    def _stage(self, value):
-        stage = self.stages.get(id(value))
-        return stage if stage is not None and stage.tensor is value else None
-
     def stage_of(self, value):
         """The chain stage ``value`` is, or None."""
-        return self._stage(value)
+        stage = self.stages.get(id(value))
+        return stage if stage is not None and stage.tensor is value else None
 
     def used(self, args: tuple, kwargs: dict) -> list:
         """The stages a call's arguments are (asked before it runs: an in-place step makes its
@@ -917,7 +919,7 @@ class Chains:
         found = []
         for value in (*args, *kwargs.values()):
             for item in value if isinstance(value, (list, tuple)) else (value,):
-                stage = self._stage(item)
+                stage = self.stage_of(item)
                 if stage is not None:
                     found.append(stage)
         return found
@@ -940,7 +942,7 @@ class Chains:
         """``func`` ran on ``args`` giving ``result``: a step of a chain, if it is one."""
         if not args or not isinstance(result, self.tensor_type) or not self._hashable(func):
             return
-        step, stage, steps, axis = self.steps.get(func), self._stage(args[0]), None, None
+        step, stage, steps, axis = self.steps.get(func), self.stage_of(args[0]), None, None
         if step == "batch_norm":
             training = kwargs.get("training", args[5] if len(args) > 5 else False)
             if stage is not None and not training and stage.steps in ((), ("bias",)):
@@ -984,7 +986,7 @@ class Chains:
 
     def _chained(self, args: tuple) -> list:
         """(stage, other operand) for each of a binary op's two operands that is a chain's stage."""
-        pairs = [(self._stage(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))]
+        pairs = [(self.stage_of(a), b) for a, b in ((args[0], args[1]), (args[1], args[0]))]
         return [(stage, other) for stage, other in pairs if stage is not None]
 
     def _per_channel(self, factor, stage) -> bool:
@@ -1030,8 +1032,8 @@ def record_calls(torch, model, example) -> list:
                 calls.append(call_of(op, args, kwargs))
                 if op in CONV_OPS and len(args) > 1:
                     weights[len(calls) - 1] = id(args[1])
-                    if chains.stage_of(args[0]) is not None:
-                        fed[len(calls) - 1] = chains.stage_of(args[0])
+                    if (stage := chains.stage_of(args[0])) is not None:
+                        fed[len(calls) - 1] = stage
             elif func in attentions:
                 calls.extend(attention_calls(args, kwargs, attentions[func]))
             elif func in products or getattr(func, "__name__", None) in by_name:
