@@ -501,6 +501,27 @@ def test_channels_no_multiple_of_8_between_two_convolutions_are_padded_where_the
     assert report["swapped"] == {}, "without the padded spatial kernel nothing is padded, nor swapped (5 channels)"
 
 
+class AlignedPass(Aligned, PassExtension):
+    """Aligned, and bias_activation_ after a kernel of no epilogue."""
+
+
+def test_a_padded_layer_whose_kernels_take_no_bias_runs_its_bias_and_activation_after_it_in_one_pass():
+    """The header has the padded spatial layer's kernel of no epilogue only (as a first layer's
+    few-channels kernels): the spatial convolution still runs padded, its folded bias (3 zeros
+    after it) and ReLU in one pass over the 8 channels; without bias_activation_ it is not padded."""
+    model, x = trained(OddVideo()), torch.randn(2, 8, 6, 10, 12)
+    ext = AlignedPass(covers=lambda e: e in ("", "bias+add+relu"))
+    swapped, report = swap(model, ext, x)
+    assert report["swapped"] == {"none+after:bias+relu+padded:5->8": 1, "bias+add+relu": 1}, report
+    with torch.no_grad():
+        expected, got = model(x), swapped(x)
+    assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+    assert [c[:5] for c in ext.calls] == [((8, 8, 3, 3), False, False, "none", 1), ((8,), True, False, "relu", "after"),
+                                          ((16, 8, 3, 1), True, True, "relu", 1)]
+    _, report = swap(model, Aligned(covers=lambda e: e in ("", "bias+add+relu")), x)
+    assert not any("padded" in key for key in report["swapped"]), report
+
+
 class AlignedOrFew(ChannelsLast):
     """ChannelsLast whose header has kernels for channel counts that are multiples of 8, and for
     input channels of 4 or fewer (a network's first layer)."""
@@ -524,6 +545,26 @@ def test_r2plus1d_18_is_padded_where_scons_workloads_pad_1_pads_it():
     with torch.no_grad():
         expected, got = model(x), swapped(x)
     assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+class AlignedOrFewBare(AlignedOrFew, PassExtension):
+    """AlignedOrFew whose kernels for 4 or fewer input channels take no epilogue (as the
+    few-channels families'), with bias_activation_."""
+
+    def kernel_for(self, x, w, *args, bias=False, residual=False, activation="none", **kwargs):
+        if w.shape[1] <= 4 and (bias or residual or activation != "none"):
+            return None
+        return super().kernel_for(x, w, *args, bias=bias, residual=residual, activation=activation, **kwargs)
+
+
+def test_r2plus1d_18s_stem_is_padded_where_its_kernels_take_no_epilogue():
+    torchvision = pytest.importorskip("torchvision", reason="needs torchvision")
+    model, x = trained(torchvision.models.get_model("r2plus1d_18", weights=None)), torch.randn(1, 3, 4, 32, 32)
+    swapped, report = swap(model, AlignedOrFewBare(), x)
+    assert report["swapped"].get("none+after:bias+relu+padded:45->48") == 1, report
+    assert sum(report["swapped"].values()) == 34
+    with torch.no_grad():
+        assert torch.allclose(swapped(x), model(x), atol=1e-4, rtol=1e-4)
 
 
 class SharedTemporal(OddVideo):

@@ -448,10 +448,11 @@ def _swap_conv(gm, node, ext):
 
     # channels no multiple of 8 that one convolution alone reads: padded, where the header has the
     # padded pair's kernels for the whole chain (kernelgen.importer.pad_channels, PAD=1)
-    padded = _padded(gm, node, conv, bn, steps, weight, bias, covers)
+    padded = _padded(gm, node, conv, bn, steps, weight, bias, covers, hasattr(ext, "bias_activation_"))
     after = (None, "none")
     if padded is not None:
-        weight, bias, found = padded[0], padded[1], (len(steps), None, _parts(steps)[1])
+        weight, bias, following, after = padded
+        found = (len(steps), None, _parts(steps)[1] if after[0] is None else "none")
     else:  # the whole chain, else the longest start of it the header covers (the rest stays PyTorch's)
         found = _longest_covered(steps, bias, lambda *e: covers(weight, *e))
     if found is None:
@@ -471,19 +472,20 @@ def _swap_conv(gm, node, ext):
     fused = _replace(gm, nodes, f"fused_{node.target.replace('.', '_')}", module,
                      (node.args[0],) + ((residual,) if residual is not None else ()))
     if padded is not None:  # the next convolution reads the padded channels, its weights for them zero
-        _widen_input(gm.get_submodule(padded[2].target), weight.shape[0])
+        _widen_input(gm.get_submodule(following.target), weight.shape[0])
         meta = fused.meta["tensor_meta"]
         fused.meta["tensor_meta"] = meta._replace(shape=torch.Size((meta.shape[0], weight.shape[0], *meta.shape[2:])))
         return _swapped(bias, residual, activation, *after) + f"+padded:{conv.out_channels}->{weight.shape[0]}", None
     return _swapped(bias, residual, activation, *after), None
 
 
-def _padded(gm, node, conv, bn, steps, weight, bias, covers):
-    """(weight, bias, the next convolution's node) with the output channels padded to a multiple of
-    PAD_TO (zero filters, zero biases), where ``conv``'s are none, its chain (``bn``, ``steps``) has no
-    residual add and ends in a convolution of the same kind that alone reads it (a module the model
-    calls once), neither grouped, and the header has a kernel for the padded layer and its whole
-    chain; else None."""
+def _padded(gm, node, conv, bn, steps, weight, bias, covers, one_pass: bool):
+    """(weight, bias, the next convolution's node, (bias after, activation after)) with the output
+    channels padded to a multiple of PAD_TO (zero filters, zero biases), where ``conv``'s are none,
+    its chain (``bn``, ``steps``) has no residual add and ends in a convolution of the same kind that
+    alone reads it (a module the model calls once), neither grouped, and the header has a kernel for
+    the padded layer and its whole chain, or (``one_pass``: the extension's bias_activation_) for the
+    padded layer alone, the bias and the chain's activation then following it in one pass; else None."""
     channels = conv.out_channels
     if channels % PAD_TO == 0 or conv.groups != 1 or _parts(steps)[0] is not None:
         return None
@@ -498,7 +500,12 @@ def _padded(gm, node, conv, bn, steps, weight, bias, covers):
     wide = padded_to(channels)
     weight = torch.cat([weight, weight.new_zeros((wide - channels, *weight.shape[1:]))])
     bias = None if bias is None else torch.cat([bias, bias.new_zeros(wide - channels)])
-    return (weight, bias, consumer) if covers(weight, bias, None, _parts(steps)[1]) else None
+    if covers(weight, bias, None, _parts(steps)[1]):
+        return weight, bias, consumer, (None, "none")
+    kept, activation = _after_steps(steps)
+    if one_pass and bias is not None and kept == len(steps) and covers(weight, None, None, "none"):
+        return weight, None, consumer, (bias, activation)  # (a first layer's kernels take no epilogue)
+    return None
 
 
 def _widen_input(conv, channels: int) -> None:
