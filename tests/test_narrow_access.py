@@ -1,6 +1,7 @@
 """Layers of channel counts no multiple of 8 (kernel_specs/families/conv2d_fprop_sm80_narrow_output.toml:
 16-byte input and 1-, 2- or 4-element output accesses for K no multiple of 8;
-conv2d_fprop_sm75_narrow.toml: 2-byte accesses throughout for odd C): a kernel of each compiles
+conv2d_fprop_sm75_narrow.toml: 2-byte accesses throughout for odd C;
+conv2d_fprop_sm80_narrow_output_split.toml: the first's with K split over CTAs): a kernel of each compiles
 through the project's rendering, the cost model proposes them for such layers, and on a GPU each
 kernel computes exactly the small odd layers it says it serves (verified against the reference)
 and CUTLASS refuses the others."""
@@ -12,7 +13,8 @@ from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_catalog, load_family
 
 FAMILIES = ROOT / "kernel_specs" / "families"
-SPECS = [FAMILIES / "conv2d_fprop_sm80_narrow_output.toml", FAMILIES / "conv2d_fprop_sm75_narrow.toml"]
+SPECS = [FAMILIES / "conv2d_fprop_sm80_narrow_output.toml", FAMILIES / "conv2d_fprop_sm75_narrow.toml",
+         FAMILIES / "conv2d_fprop_sm80_narrow_output_split.toml"]
 GLOBS = "cutlass_tensorop_f16_s16816fprop_optimized_f16_*_align8_out*,cutlass_tensorop_f16_s1688fprop_optimized_f16_*_align1"
 
 
@@ -25,6 +27,21 @@ def test_the_model_proposes_narrow_accesses_where_the_channels_are_odd():
     for layer, family in ((odd_k, "conv2d_fprop_sm80_narrow_output"), (odd_c, "conv2d_fprop_sm75_narrow")):
         proposal, = candidates.propose([layer], catalog, model, 4)
         assert any(k.family == family for _, k in proposal.ranked), [k.name for _, k in proposal.ranked]
+
+
+def test_few_output_tiles_of_narrow_accesses_are_proposed_split_and_one_output_access_a_tile():
+    """RetinaNet's 36-channel box head on a 13x13 map at batch 2: 338 pixels are 6 tiles of 64 for
+    132 SMs, so kernels that split each tile's 72 K iterations lead its candidates; and of kernels
+    alike but for the output's accesses, one is proposed, the widest that serves (4 elements for
+    K = 36): none narrower was faster where both ran."""
+    catalog = load_catalog(FAMILIES)
+    proposal, = candidates.propose([Conv2dProblem(2, 13, 13, 256, 36, 3, 3, 1, 1)], catalog, load_model("nvidia_h200"), 4)
+    names = [k.name for _, k in proposal.ranked]
+    assert "_splitk" in names[0], names
+    narrow = [k for _, k in proposal.ranked if k.family.startswith("conv2d_fprop_sm80_narrow_output")]
+    assert narrow and all(k.k_alignment == 4 for k in narrow if "_splitk" in k.name), names
+    bases = [n.replace("_out1", "").replace("_out2", "").replace("_out4", "") for n in names]
+    assert len(set(bases)) == len(bases), names
 
 
 @requires_nvcc
@@ -43,6 +60,7 @@ LAYERS = [
     "n=2 h=8 w=49 c=45 k=64 r=3 s=1 pad_h=1 pad_w=0 stride=1",
     "n=2 h=4 w=49 c=921 k=64 r=3 s=1 pad_h=1 pad_w=0 stride_h=2 stride_w=1",
     "n=1 h=9 w=9 c=21 k=45 r=3 s=3 pad=1 stride=2",
+    "n=2 h=13 w=13 c=256 k=36 r=3 s=3 pad=1 stride=1",
 ]
 
 

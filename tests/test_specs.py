@@ -106,11 +106,14 @@ def test_catalog_holds_each_family():
     assert sum(k.a == "shared" for k in gemv) == 8 and all(k.lanes == "m" for k in gemv if k.a == "shared")
     odd_k = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_output"]
     assert len(odd_k) == 5 * 3 and {(k.alignment, k.k_alignment) for k in odd_k} == {(8, 1), (8, 2), (8, 4)}
+    odd_split = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_output_split"]
+    assert len(odd_split) == 3 * 3 * 3 and {k.split_k_slices for k in odd_split} == {2, 4, 8}
+    assert all(k.name.endswith(f"_out{k.output_alignment}_splitk{k.split_k_slices}") for k in odd_split)
     odd_c = [k for k in kernels if k.family == "conv2d_fprop_sm75_narrow"]
     assert len(odd_c) == 4 and {(k.arch, k.iterator, k.alignment, k.k_alignment) for k in odd_c} == {
         (75, "optimized", 1, 1)}
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_c) + len(gemm) + len(persistent) + len(transposed)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
@@ -155,9 +158,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 553
-    assert len(select(kernels, "*", parse_arch("90"))) == 386, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 347
+    assert len(select(kernels, "*", parse_arch("90a"))) == 580
+    assert len(select(kernels, "*", parse_arch("90"))) == 413, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 374
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -266,6 +269,10 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     assert [(k.alignment, k.k_alignment, k.name.rsplit("_nhwc_", 1)[1]) for k in narrow[:2]] == [
         (8, 1, "align8_out1"), (8, 4, "align8_out4")]
     assert len(narrow) == 4 and narrow[0].values()["epilogue_vector"] == 1 and narrow[1].values()["epilogue_vector"] == 4
+    split = load_family(family(tmp_path, SM80.replace("alignments = [8]", "alignments = [8]\nsplits = [1, 4]")))
+    assert [(k.split_k_slices, k.name.rsplit("_nhwc_", 1)[1]) for k in split[:2]] == [(1, "align8"), (4, "align8_splitk4")]
+    assert len(split) == 4 and [k.values()["split_k_slices"] for k in split[:2]] == [1, 4]
+    assert all(k.split_k_slices == 1 for k in load_family(family(tmp_path, SM80)))
     kernels = load_family(family(tmp_path, SM90))
     assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
 
@@ -300,6 +307,9 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (SM80.replace("alignments = [8]", "alignments = [8]\noutput_alignments = 2"), None, "output_alignments",
      "expected a list"),
     (SM80.replace("[8]", "[16]"), None, "alignments", "at most 128 bits"),
+    (SM80.replace("alignments = [8]", "alignments = [8]\nsplits = [0]"), None, "splits", "outside"),
+    (SM80.replace("alignments = [8]", "alignments = [8]\nsplits = [4, 4]"), None, "splits", "duplicate"),
+    (SM80.replace("alignments = [8]", "alignments = [8]\nsplits = 4"), None, "splits", "expected a list"),
     (SM80.replace('element = "f16"', 'element = "f16>; int x; using y = <f16"'), None, "element", "is not one of"),
     (SM80.replace('"conv2d_fprop_2x"', '"conv2d_fprop_sm70"'), None, "kind", "unknown kind"),
     (SM90.replace("[2, 1, 1]]", "[2, 1, 2]]"), "clusters[1]", None, "cluster K must be 1"),

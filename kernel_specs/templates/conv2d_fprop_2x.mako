@@ -21,4 +21,11 @@ using ${name}_base = typename cutlass::conv::kernel::DefaultConv2dFprop<
     ${v["alignment"]},
     ${v["alignment"]}
   >::Kernel;
+% if v["split_k_slices"] > 1:
+// each output tile's K iterations split ${v["split_k_slices"]} ways (serial split-K: conv2d_adapter_2x_split.h)
+struct ${name} : cutlass::conv::device::ImplicitGemmConvolution<${name}_base> {
+  static constexpr int kSplitKSlices = ${v["split_k_slices"]};
+};
+% else:
 using ${name} = cutlass::conv::device::ImplicitGemmConvolution<${name}_base>;
+% endif

@@ -313,8 +313,9 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     cluster = cm * cn
     slots = max(cluster, sms // cluster * cluster) * per_sm
     pieces = 1  # the CTAs that share a tile's K iterations
-    if isinstance(kernel, GemmSm90) and kernel.scheduler == "stream_k":
-        splits = kernel.splits
+    splits = kernel.split_k_slices if isinstance(kernel, Conv2dFprop2x) and kernel.split_k_slices > 1 else None
+    if splits is not None or isinstance(kernel, GemmSm90) and kernel.scheduler == "stream_k":
+        splits = kernel.splits if splits is None else splits
         if splits is None:  # stream-K: the K iterations of every tile shared out evenly
             busiest = math.ceil(tiles * iterations / slots)
             waves = busiest / iterations
@@ -492,6 +493,8 @@ def _kernel_attributes_of(kernel) -> list:
                 f"{name}:threads={kernel.threads}", f"{name}:stages={kernel.stages}"]
     if isinstance(kernel, Conv2dFpropGrouped2x):
         out.append(f"{name}:group_mode={kernel.group_mode}")
+    if isinstance(kernel, Conv2dFprop2x) and kernel.split_k_slices > 1:
+        out.append(f"{name}:splits={kernel.split_k_slices}")
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
                 f"{name}:schedule={kernel.schedule}"]
@@ -660,7 +663,9 @@ class Model:
                     label = _regime(base)  # no regime: raises as predict does
                 scored.append((_nearby_scaled(base * math.exp(corrections[label]), self._nearby(name, weights_of)), name,
                                kernel))
-            scored.sort(key=lambda t: (t[0], t[1]))
+            # of kernels alike but for the output's accesses, which the counts do not tell apart,
+            # the widest first: none narrower was faster on a layer both ran (docs/kernels.md)
+            scored.sort(key=lambda t: (t[0], -getattr(t[2], "k_alignment", 0), t[1]))
             return [(ms, kernel) for ms, _, kernel in scored]
         return rank
 

@@ -7,7 +7,11 @@ and a list of tiles (threadblock, warps, stages). Each tile x alignment x
 swizzle is one kernel; with ``output_alignments``, one for each of those too:
 the output's accesses narrower than the inputs' (a layer of K no multiple of
 the inputs' alignment, whose C is one: the activations and filters are read
-along C, the output written along K).
+along C, the output written along K); with ``splits``, one for each of those
+too: each output tile's K iterations (filter taps x channels) split that many
+ways over as many CTAs, which add their partial sums into the output in turn
+(CUTLASS's serial split-K: a semaphore a tile, in the workspace), for layers of
+too few output tiles to fill the GPU (a detection head on a small feature map).
 """
 
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ FAMILY = S.Table((
     S.Key("alignments", S.list_of(S.integer(1, 16))),
     S.Key("output_alignments", S.list_of(S.integer(1, 16)), ()),  # default: each kernel's alignment
     S.Key("swizzles", S.list_of(S.choice(SWIZZLES)), (DEFAULT_SWIZZLE,)),
+    S.Key("splits", S.list_of(S.integer(1, 64)), (1,)),  # 1: no split
     S.Key("tiles", lambda v: v),  # read entry by entry below
 ))
 TILE = S.Table((
@@ -61,13 +66,21 @@ class Conv2dFprop2x:
     alignment: int
     swizzle: str
     output_alignment: int = 0  # elements of the output's accesses along K; 0: the alignment
+    split_k_slices: int = 1  # the CTAs that share an output tile's K iterations (serial split-K)
 
     op = "conv2d_fprop"
     arch_specific = False  # needs sm_{arch}a, not a later architecture
     template = TEMPLATE
     includes = INCLUDES
-    adapter = "kernelgen::Conv2dOperation2x"  # the profiler's adapter template
-    adapter_header = "conv2d_adapter_2x.h"
+
+    @property
+    def adapter(self) -> str:
+        """The profiler's adapter template."""
+        return "kernelgen::Conv2dOperation2xSplit" if self.split_k_slices > 1 else "kernelgen::Conv2dOperation2x"
+
+    @property
+    def adapter_header(self) -> str:
+        return "conv2d_adapter_2x_split.h" if self.split_k_slices > 1 else "conv2d_adapter_2x.h"
 
     @cached_property
     def name(self) -> str:
@@ -76,8 +89,9 @@ class Conv2dFprop2x:
         acc = DATA_TYPES[self.accumulator].short
         swizzle = "" if self.swizzle == DEFAULT_SWIZZLE else f"_swz{self.swizzle[len('identity'):]}"
         out = f"_out{self.output_alignment}" if self.output_alignment else ""
+        split = f"_splitk{self.split_k_slices}" if self.split_k_slices > 1 else ""
         return (f"cutlass_tensorop_{self.output}_{acc}{inst}fprop_{self.iterator}_{self.element}"
-                f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}_nhwc{swizzle}_align{self.alignment}{out}")
+                f"_{tb[0]}x{tb[1]}_{tb[2]}x{self.stages}_nhwc{swizzle}_align{self.alignment}{out}{split}")
 
     @property
     def k_alignment(self) -> int:
@@ -100,6 +114,7 @@ class Conv2dFprop2x:
             "stages": self.stages,
             "alignment": self.alignment,
             "epilogue_vector": min(self.k_alignment * out.bits, 128) // out.bits,
+            "split_k_slices": self.split_k_slices,
         }
 
 
@@ -160,9 +175,10 @@ def expand(path, raw: dict) -> list:
         for alignment in fam["alignments"]:
             for output_alignment in [a for a in fam["output_alignments"] if a < alignment] or [0]:
                 for swizzle in fam["swizzles"]:
-                    kernels.append(Conv2dFprop2x(
+                    kernels += [Conv2dFprop2x(
                         family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], iterator=fam["iterator"], instruction=fam["instruction"],
                         threadblock=tile["threadblock"], warps=tile["warps"], stages=tile["stages"],
-                        alignment=alignment, swizzle=swizzle, output_alignment=output_alignment))
+                        alignment=alignment, swizzle=swizzle, output_alignment=output_alignment,
+                        split_k_slices=splits) for splits in fam["splits"]]
     return kernels
