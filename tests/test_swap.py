@@ -370,6 +370,33 @@ def _run_model(monkeypatch):
     return run_model
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--input", "3x0x224"], "--input '3x0x224': expected CxHxW, three positive integers"),
+    (["--input", "3x224"], "--input '3x224': expected CxHxW or CxTxHxW"),
+    (["--input", "3x2x2x2x2"], "--input '3x2x2x2x2': expected CxHxW, three positive integers"),
+    (["--input", "3x224x2147483648"], "must each be at most 2147483647"),
+    (["--input", "3x224x22$(reboot)"], "--input '3x224x22$(reboot)': expected CxHxW, three positive integers"),
+    (["--batch", "0"], "--batch must be at least 1, got 0"),
+    (["--size", "-3"], "--size must be at least 1, got -3"),
+    (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+    (["--breakdown", "-1"], "--breakdown must be 0 or more, got -1"),
+    (["--compile", "all"], "argument --compile: invalid choice: 'all'"),
+    (["--batch", "many"], "argument --batch: invalid int value: 'many'"),
+])
+def test_run_models_bad_arguments_end_in_one_line_naming_the_option(monkeypatch, capsys, argv, message):
+    run_model = _run_model(monkeypatch)
+    with pytest.raises(SystemExit) as exit_:
+        run_model.parse_args(argv)
+    error = capsys.readouterr().err.strip().splitlines()[-1]  # after argparse's usage lines
+    assert exit_.value.code == 2 and ": error: " in error and message in error, error
+
+
+def test_run_models_input_is_its_shape(monkeypatch):
+    run_model = _run_model(monkeypatch)
+    assert run_model.parse_args(["--input", "3x16x112x112"])[1] == (3, 16, 112, 112)
+    assert run_model.parse_args(["--size", "299"])[1] == (3, 299, 299)
+
+
 def test_run_model_varies_every_parameter_of_one_value_and_no_other(monkeypatch):
     """An untrained model's zero biases and classifier, its tiny layer scales and its norms' ones
     and zeros are drawn again (else ViT's output is all zeros and a dropped bias goes unseen); a

@@ -187,7 +187,9 @@ def write_row(path: Path, row: dict) -> None:
     tmp.replace(path)
 
 
-def main() -> int:
+def parse_args(argv=None) -> tuple:
+    """(the parsed arguments, the input's shape: CxHxW or CxTxHxW); a bad value ends the process
+    with argparse's one-line error naming the option."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch", type=int, default=256)
@@ -203,7 +205,7 @@ def main() -> int:
     parser.add_argument("--no-compile", dest="compile", action="store_const", const="none", help="--compile none")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N",
                         help="after timing, print each timed forward pass's N longest GPU kernels (torch.profiler)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     for name in ("batch", "size", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -217,6 +219,11 @@ def main() -> int:
             parser.error(str(e).replace("INPUT=", "--input "))
         if len(shape) not in (3, 4):
             parser.error(f"--input {args.input!r}: expected CxHxW or CxTxHxW")
+    return args, shape
+
+
+def main() -> int:
+    args, shape = parse_args()
     torch.backends.cudnn.benchmark = True
     model, x = build(args.model, args.batch, shape)
     swapped, report = swap(model, best_conv, x)
