@@ -162,6 +162,26 @@ def test_a_stream_k_tile_shared_by_several_ctas_counts_the_partials_its_last_cta
     assert cost_model.features(stream_k, many, 132)[stores] == cost_model.features(plain, many, 132)[stores]
 
 
+def test_a_split_2x_conv_kernel_walks_every_tap_over_its_share_of_the_channels(catalog):
+    """CUTLASS 2.x's serial split-K gives each of a tile's CTAs C / splits channels (in K tiles) of
+    every filter tap: RetinaNet's 13x13 box head (C = 256, 3x3) is 72 K iterations a tile unsplit,
+    9 a CTA split 8 ways over 8 times the CTAs, and its partial tiles are read back; 48 channels
+    split 4 ways are still a K tile a tap (9, not 18 / 4 rounded up)."""
+    iterations, loads, stores = (cost_model.FEATURES.index(f) for f in ("iterations", "loads", "stores"))
+    split = next(k for k in catalog.values() if getattr(k, "split_k_slices", 1) == 8 and k.threadblock == (64, 64, 32))
+    plain = next(k for k in catalog.values() if k.family == "conv2d_fprop_sm80_narrow_output" and k.threadblock[:2] == (64, 64)
+                 and k.output_alignment == split.output_alignment)
+    head = Conv2dProblem(2, 13, 13, 256, 36, 3, 3, 1, 1)
+    one, eight = cost_model.features(plain, head, 132), cost_model.features(split, head, 132)
+    per_sm = cost_model._tiling(split)[5]
+    assert one[iterations] == 72 * cost_model._tiling(plain)[5] and eight[iterations] == 9 * per_sm
+    assert eight[stores] > one[stores], "the partial tiles read back"
+    assert cost_model.features(split, Conv2dProblem(2, 13, 13, 48, 36, 3, 3, 1, 1), 132)[iterations] == 9 * per_sm
+    four = next(k for k in catalog.values() if getattr(k, "split_k_slices", 1) == 4 and k.threadblock == (64, 64, 32))
+    assert cost_model.features(four, Conv2dProblem(2, 13, 13, 48, 36, 3, 3, 1, 1), 132)[iterations] == 9 * per_sm
+    assert f"{cost_model.group(split)}:splits=8" in cost_model.attributes(split, 0.01)
+
+
 def test_a_persistent_conv_kernel_is_weighed_as_the_gemm_kernels_of_its_schedule(catalog):
     """The persistent conv kernels run the SM90 GEMM collective on the implicit GEMM: they share the
     GEMM kernels' weights (fitted on both), and a correction of their own group keeps what differs

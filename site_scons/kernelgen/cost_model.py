@@ -323,6 +323,9 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         else:
             waves = math.ceil(tiles * splits / slots)
             busiest = waves * math.ceil(iterations / splits)
+            if isinstance(kernel, Conv2dFprop2x) and conv is not None:
+                # CUTLASS 2.x splits C: each CTA walks every filter tap over its C / splits channels
+                busiest = waves * conv.r * conv.s * math.ceil(math.ceil(conv.c / splits) / tk)
             pieces = splits
     else:
         waves = math.ceil(tiles / slots)
