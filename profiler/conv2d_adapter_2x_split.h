@@ -31,49 +31,31 @@ struct Conv2dFpropArguments2xSplit {
   }
 };
 
+// CutlassOperation, and the semaphores zeroed before each run.
 template <typename DeviceOp>
 class Conv2dOperation2xSplit final : public Operation {
  public:
-  using Arguments = Conv2dFpropArguments2xSplit<DeviceOp>;
+  std::string can_implement(const Conv2dProblem& problem) override { return inner_.can_implement(problem); }
 
-  std::string can_implement(const Conv2dProblem& problem) override {
-    std::string reason = Arguments::unsupported(problem);
-    if (!reason.empty()) return reason;
-    return status_text(DeviceOp::can_implement(Arguments::make(problem, {})));
-  }
-
-  size_t workspace_bytes(const Conv2dProblem& problem) override {
-    return DeviceOp::get_workspace_size(Arguments::make(problem, {}));
-  }
+  size_t workspace_bytes(const Conv2dProblem& problem) override { return inner_.workspace_bytes(problem); }
 
   std::string prepare(const Conv2dProblem& problem, const std::vector<Conv2dBinding>& bindings,
                       cudaStream_t stream) override {
-    ops_.clear();
-    launches_.clear();
-    const size_t bytes = workspace_bytes(problem);
-    for (const Conv2dBinding& binding : bindings) {
-      auto op = std::make_unique<DeviceOp>();
-      std::string error = status_text(op->initialize(Arguments::make(problem, binding), binding.workspace, stream));
-      if (!error.empty()) return error;
-      ops_.push_back(std::move(op));
-      launches_.push_back({binding.workspace, bytes});
-    }
-    return {};
+    bytes_ = workspace_bytes(problem);
+    workspaces_.clear();
+    for (const Conv2dBinding& binding : bindings) workspaces_.push_back(binding.workspace);
+    return inner_.prepare(problem, bindings, stream);
   }
 
   bool run(size_t index, cudaStream_t stream) override {
-    const Launch& launch = launches_[index];
-    if (launch.bytes > 0 && cudaMemsetAsync(launch.workspace, 0, launch.bytes, stream) != cudaSuccess) return false;
-    return ops_[index]->run(stream) == cutlass::Status::kSuccess;
+    if (bytes_ > 0 && cudaMemsetAsync(workspaces_[index], 0, bytes_, stream) != cudaSuccess) return false;
+    return inner_.run(index, stream);
   }
 
  private:
-  struct Launch {
-    void* workspace;
-    size_t bytes;
-  };
-  std::vector<std::unique_ptr<DeviceOp>> ops_;
-  std::vector<Launch> launches_;
+  CutlassOperation<DeviceOp, Conv2dFpropArguments2xSplit<DeviceOp>> inner_;
+  size_t bytes_ = 0;
+  std::vector<void*> workspaces_;
 };
 
 }  // namespace kernelgen
