@@ -313,20 +313,20 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     cluster = cm * cn
     slots = max(cluster, sms // cluster * cluster) * per_sm
     pieces = 1  # the CTAs that share a tile's K iterations
-    splits = kernel.split_k_slices if isinstance(kernel, Conv2dFprop2x) and kernel.split_k_slices > 1 else None
-    if splits is not None or isinstance(kernel, GemmSm90) and kernel.scheduler == "stream_k":
-        splits = kernel.splits if splits is None else splits
-        if splits is None:  # stream-K: the K iterations of every tile shared out evenly
-            busiest = math.ceil(tiles * iterations / slots)
-            waves = busiest / iterations
-            pieces = math.ceil(iterations / busiest)
+    stream_k = isinstance(kernel, GemmSm90) and kernel.scheduler == "stream_k"
+    split_2x = isinstance(kernel, Conv2dFprop2x) and kernel.split_k_slices > 1
+    if stream_k and kernel.splits is None:  # stream-K: the K iterations of every tile shared out evenly
+        busiest = math.ceil(tiles * iterations / slots)
+        waves = busiest / iterations
+        pieces = math.ceil(iterations / busiest)
+    elif stream_k or split_2x:
+        pieces = kernel.splits if stream_k else kernel.split_k_slices
+        waves = math.ceil(tiles * pieces / slots)
+        if split_2x and conv is not None:
+            # CUTLASS 2.x splits C: each CTA walks every filter tap over its C / splits channels
+            busiest = waves * conv.r * conv.s * math.ceil(math.ceil(conv.c / pieces) / tk)
         else:
-            waves = math.ceil(tiles * splits / slots)
-            busiest = waves * math.ceil(iterations / splits)
-            if isinstance(kernel, Conv2dFprop2x) and conv is not None:
-                # CUTLASS 2.x splits C: each CTA walks every filter tap over its C / splits channels
-                busiest = waves * conv.r * conv.s * math.ceil(math.ceil(conv.c / splits) / tk)
-            pieces = splits
+            busiest = waves * math.ceil(iterations / pieces)
     else:
         waves = math.ceil(tiles / slots)
         busiest = waves * iterations

@@ -400,11 +400,7 @@ def plan_workloads(calls: list, dtype: str = DEFAULT_DTYPE, epilogues: bool = Fa
     skipped_counts, skipped_first = {}, {}
     dtypes, skipped_flops, chains, unfused = set(), [], {}, {}
     as_2d = 0
-    padded = {}
-    for call in calls:
-        if call.padded_in:  # the second of a padded pair
-            key = (call.padded_in, call.input[1])
-            padded[key] = padded.get(key, 0) + 1
+    padded = Counter((call.padded_in, call.input[1]) for call in calls if call.padded_in)  # pairs' second calls
     for call in calls:
         if call.op not in OPS:
             raise ModelError(f"recorded call of unknown operation {call.op!r}")
