@@ -165,21 +165,21 @@ def test_a_stream_k_tile_shared_by_several_ctas_counts_the_partials_its_last_cta
 def test_a_split_2x_conv_kernel_walks_every_tap_over_its_share_of_the_channels(catalog):
     """CUTLASS 2.x's serial split-K gives each of a tile's CTAs C / splits channels (in K tiles) of
     every filter tap: RetinaNet's 13x13 box head (C = 256, 3x3) is 72 K iterations a tile unsplit,
-    9 a CTA split 8 ways over 8 times the CTAs, and its partial tiles are read back; 48 channels
-    split 4 ways are still a K tile a tap (9, not 18 / 4 rounded up)."""
+    18 a CTA split 4 ways over 4 times the CTAs, and its partial tiles are read back; 48 channels
+    split 4 or 2 ways are still a K tile a tap (9, not 18 / 4 or 18 / 2 rounded up)."""
     iterations, loads, stores = (cost_model.FEATURES.index(f) for f in ("iterations", "loads", "stores"))
-    split = next(k for k in catalog.values() if getattr(k, "split_k_slices", 1) == 8 and k.threadblock == (64, 64, 32))
+    split = next(k for k in catalog.values() if getattr(k, "split_k_slices", 1) == 4 and k.threadblock == (64, 64, 32))
     plain = next(k for k in catalog.values() if k.family == "conv2d_fprop_sm80_narrow_output" and k.threadblock[:2] == (64, 64)
                  and k.output_alignment == split.output_alignment)
     head = Conv2dProblem(2, 13, 13, 256, 36, 3, 3, 1, 1)
-    one, eight = cost_model.features(plain, head, 132), cost_model.features(split, head, 132)
+    one, four = cost_model.features(plain, head, 132), cost_model.features(split, head, 132)
     per_sm = cost_model._tiling(split)[5]
-    assert one[iterations] == 72 * cost_model._tiling(plain)[5] and eight[iterations] == 9 * per_sm
-    assert eight[stores] > one[stores], "the partial tiles read back"
+    assert one[iterations] == 72 * cost_model._tiling(plain)[5] and four[iterations] == 18 * per_sm
+    assert four[stores] > one[stores], "the partial tiles read back"
     assert cost_model.features(split, Conv2dProblem(2, 13, 13, 48, 36, 3, 3, 1, 1), 132)[iterations] == 9 * per_sm
-    four = next(k for k in catalog.values() if getattr(k, "split_k_slices", 1) == 4 and k.threadblock == (64, 64, 32))
-    assert cost_model.features(four, Conv2dProblem(2, 13, 13, 48, 36, 3, 3, 1, 1), 132)[iterations] == 9 * per_sm
-    assert f"{cost_model.group(split)}:splits=8" in cost_model.attributes(split, 0.01)
+    two = next(k for k in catalog.values() if getattr(k, "split_k_slices", 1) == 2 and k.threadblock == (64, 64, 32))
+    assert cost_model.features(two, Conv2dProblem(2, 13, 13, 48, 36, 3, 3, 1, 1), 132)[iterations] == 9 * per_sm
+    assert f"{cost_model.group(split)}:splits=4" in cost_model.attributes(split, 0.01)
 
 
 def test_a_persistent_conv_kernel_is_weighed_as_the_gemm_kernels_of_its_schedule(catalog):
