@@ -248,7 +248,7 @@ def assert_kernels_compile(tmp_path, kernels: list) -> None:
         sources[-1].write_text(render.kernel_source(templates, kernel))
     cutlass = default_cutlass_root()
     out = subprocess.run(["nvcc", *MEASURED_FLAGS, "-c", f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
-                          "--output-directory", str(tmp_path), *map(str, sources)],
+                          "-isystem", f"{cutlass}/tools/util/include", "--output-directory", str(tmp_path), *map(str, sources)],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-5000:]
     assert all(source.with_suffix(".o").is_file() for source in sources)

@@ -84,6 +84,7 @@ BAD_SPACES = [
     ("launch outside the vocabulary", HEAD + AXES + 'launches = ["graph"]\n',
      r"key 'launches': 'graph' is not one of pdl, stream"),
     ("source outside the vocabulary", HEAD + AXES + 'source = ["d"]\n', r"key 'source': 'd' is not one of c, void"),
+    ("store outside the vocabulary", HEAD + AXES + 'store = ["smem"]\n', r"key 'store': 'smem' is not one of nosmem, tma"),
     ("no axes", HEAD + "axes = []\n", r"key 'axes': expected a non-empty list of tables"),
     ("an 8-bit element", HEAD.replace('element = "f16"', 'element = "f32"') + AXES,
      "this family is written for 16-bit inputs"),
@@ -103,6 +104,20 @@ def test_bad_axes_are_refused_naming_the_file_entry_and_key(tmp_path, text, matc
     with pytest.raises(SpecError, match=match) as info:
         space.expand_file(path)
     assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+def test_points_storing_from_registers_take_c_and_the_default_scheduler(tmp_path):
+    """An epilogue that stores D from registers (any K) has no void source nor stream-K: such points
+    are excluded and counted, the others kept, named _epi_nosmem."""
+    path = tmp_path / "mine.toml"
+    path.write_text(HEAD + AXES.replace('"pingpong"', '"cooperative"').replace("tile_m = [64]", "tile_m = [128]")
+                    + 'source = ["c", "void"]\nscheduler = ["default", "stream_k"]\nstore = ["tma", "nosmem"]\n')
+    loaded = space.expand_file(path)
+    stores = sorted((k.store, k.source or "", k.scheduler) for k in loaded.kernels)
+    assert stores == [("nosmem", "", "default"), ("tma", "", "default"), ("tma", "", "stream_k"),
+                      ("tma", "void", "default"), ("tma", "void", "stream_k")]
+    assert [k.name.endswith("_epi_nosmem") for k in loaded.kernels].count(True) == 1
+    assert sum(n for reason, n in loaded.excluded.items() if reason.startswith('store = "nosmem"')) == 3
 
 
 def test_an_axes_table_whose_every_point_fails_a_check_is_empty_and_says_why(tmp_path):

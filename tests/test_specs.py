@@ -112,8 +112,12 @@ def test_catalog_holds_each_family():
     odd_c = [k for k in kernels if k.family == "conv2d_fprop_sm75_narrow"]
     assert len(odd_c) == 4 and {(k.arch, k.iterator, k.alignment, k.k_alignment) for k in odd_c} == {
         (75, "optimized", 1, 1)}
+    nosmem = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_narrow_output"]
+    assert len(nosmem) == 9 and all(k.store == "nosmem" and k.k_alignment == 1 and not k.fusible for k in nosmem)
+    assert all(k.name.endswith("_epi_nosmem") and k.values()["output_alignment"] == 1 for k in nosmem)
+    assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
@@ -158,7 +162,7 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 571
+    assert len(select(kernels, "*", parse_arch("90a"))) == 580
     assert len(select(kernels, "*", parse_arch("90"))) == 404, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 365
     assert len(select(kernels, "*", parse_arch("75"))) == 16
@@ -207,6 +211,10 @@ kernels = [
 
 PERSISTENT = GEMM.replace('"gemm_sm90"', '"conv2d_fprop_sm90_persistent"').replace(
     "[[1, 1, 1]] }", "[[1, 1, 1]], epilogue_tiles = [[64, 64], [64, 128]] }")
+
+
+# D stored from registers (any K): the persistent conv kernels of PERSISTENT's tiles without epilogue subtiles
+NOSMEM = GEMM.replace('"gemm_sm90"', '"conv2d_fprop_sm90_persistent"').replace('output = "f16"', 'output = "f16"\nstore = "nosmem"')
 
 
 HALO = """\
@@ -275,6 +283,11 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     assert all(k.split_k_slices == 1 for k in load_family(family(tmp_path, SM80)))
     kernels = load_family(family(tmp_path, SM90))
     assert [k.cluster for k in kernels] == [(1, 1, 1), (2, 1, 1)]
+    nosmem = load_family(family(tmp_path, NOSMEM))
+    assert [k.name for k in nosmem] == [k.name.replace("_epi_tma", "_epi_nosmem") for k in load_family(
+        family(tmp_path, NOSMEM.replace('store = "nosmem"', "")))]
+    assert [(k.k_alignment, k.fusible, k.values()["epilogue"]) for k in nosmem[:1]] == [
+        (1, False, "cutlass::epilogue::NoSmemWarpSpecialized")]
 
 
 @pytest.mark.parametrize("text, entry, key, message", [
@@ -339,6 +352,15 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
      r"duplicate items in \['pdl', 'pdl'\]"),
     (GEMM.replace("[[1, 1, 1], [2, 1, 1]] }", '[[1, 1, 1]], scheduler = "stream_k", launches = ["pdl"] }'),
      "kernels[0]", "launches", "a stream-K kernel zeroes its workspace before each launch"),
+    (NOSMEM.replace('store = "nosmem"', 'store = "registers"'), None, "store", "'registers' is not one of nosmem, tma"),
+    (NOSMEM.replace('store = "nosmem"', 'store = "nosmem"\nsource = "void"'), None, "source",
+     'store = "nosmem" takes C typed as the output'),
+    (NOSMEM.replace("[[1, 1, 1], [2, 1, 1]] }", '[[1, 1, 1]], scheduler = "stream_k" }'), "kernels[0]", "scheduler",
+     'store = "nosmem" needs the default tile scheduler'),
+    (NOSMEM.replace("[[1, 1, 1]] }", "[[1, 1, 1]], epilogue_tiles = [[64, 64]] }"), "kernels[1]", "epilogue_tiles",
+     'store = "nosmem" stores from registers: no epilogue_tiles nor store_stages'),
+    (NOSMEM.replace('"conv2d_fprop_sm90_persistent"', '"conv2d_fprop_sm90_transposed"'), None, "store",
+     'store = "nosmem" is not built for this family'),
     (GEMV.replace("unroll = 4", "unroll = 16"), "kernels[0]", "unroll",
      "max_m 1 x rows 4 sums and unroll 16 x rows 4 chunks in flight need about 300 registers"),
     (GEMV.replace("threads = 128", "threads = 96"), "kernels[0]", "threads", "96 is not one of"),

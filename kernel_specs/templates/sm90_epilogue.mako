@@ -1,7 +1,9 @@
 ## Shared pieces of the SM90 entry families' templates.
 ## epilogue(name, v, layout): the kernel's epilogue type, ${name}_epilogue, for C and D of
 ## cutlass::layout::<layout>: what CUTLASS's builder makes, or with v["store_stages"] TMA stores
-## in flight (profiler/epilogue_sm90.h); with v["fusion"], that fusion operation (kernelgen.fusion).
+## in flight (profiler/epilogue_sm90.h); with v["fusion"], that fusion operation (kernelgen.fusion);
+## C and D aligned to v["output_alignment"] elements (1 with v["epilogue"] NoSmemWarpSpecialized:
+## CUTLASS's DefaultEpilogue, which stores from registers).
 ## device_op(name, v): the kernel's device-level type, ${name}: GemmUniversalAdapter over
 ## ${name}_base, launched with PDL (v["pdl"], profiler/dependent_launch.h) or with a K split
 ## (v["splits"], profiler/stream_k_adapter.h).
@@ -13,8 +15,8 @@ using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuild
     cute::Shape<cute::_${v["cluster"][0]}, cute::_${v["cluster"][1]}, cute::_${v["cluster"][2]}>,
     ${v["epilogue_tile"]},
     ${v["accumulator"]}, ${v["accumulator"]},
-    ${v["source"]}, cutlass::layout::${layout}, 128 / cute::sizeof_bits_v<${v["output"]}>,
-    ${v["output"]}, cutlass::layout::${layout}, 128 / cute::sizeof_bits_v<${v["output"]}>,
+    ${v["source"]}, cutlass::layout::${layout}, ${v["output_alignment"]},
+    ${v["output"]}, cutlass::layout::${layout}, ${v["output_alignment"]},
     ${v["epilogue"]}${"" if v["fusion"] is None else ",\n    " + v["fusion"]}
   >::CollectiveOp;
 % else:

@@ -18,6 +18,7 @@ list, or for tile extents a range ``{ from = 16, to = 256, step = 16 }``.
   source          "c" (C placed as the output, never read) or "void" (default: ["c"])
   store_stages    0 (CUTLASS's epilogue) or TMA stores in flight (default: [0])
   launches        stream, pdl (default: [stream])
+  store           tma, nosmem (D stored from registers, any K; default: [tma])
 
 Descriptors are those of the listed families (same classes, names and templates), of family
 ``<file>_space``; a descriptor whose name a listed spec also defines is the listed one
@@ -87,11 +88,12 @@ AXES = S.Table((
     S.Key("source", S.list_of(S.choice(SOURCES)), ("c",)),
     S.Key("store_stages", S.list_of(S.integer(0, 16)), (0,)),
     S.Key("launches", S.list_of(S.choice(SM90.schedules["launch"])), ("stream",)),
+    S.Key("store", S.list_of(S.choice(gemm_sm90.STORES)), ("tma",)),
 ))
 
 
 AXES_ORDER = ("schedule", "tile_m", "tile_n", "tile_k", "clusters", "scheduler", "splits", "epilogue_tiles", "source",
-              "store_stages", "launches")
+              "store_stages", "launches", "store")
 MAX_POINTS = 200_000  # combinations one axes table may hold: enumerated in about a second
 
 
@@ -119,7 +121,7 @@ def _shared_memory(k) -> str | None:
     size = DATA_TYPES[k.element].bits // 8
     stage = (m + n) * tk * size + 32  # operands and the stage's barriers
     epi_m, epi_n = k.epilogue_tile or (min(m, 128 if k.schedule == "cooperative" else 64), min(n, 32))
-    buffers = (1 if k.source == "void" else 2) * max(2, k.store_stages or 2)
+    buffers = 0 if k.store != "tma" else (1 if k.source == "void" else 2) * max(2, k.store_stages or 2)
     epilogue = epi_m * epi_n * size * buffers
     if 2 * stage + epilogue > SM90.shared_memory:
         return f"two stages of {stage} bytes and {epilogue} of epilogue exceed {SM90.shared_memory} bytes"
@@ -205,8 +207,8 @@ def _expand(path: Path, text: str) -> Space:
         refusals = {}  # the family checks' answer (None, or the reason), by what they read of a combination
         for combo in itertools.product(*(axes[key] for key in AXES_ORDER)):
             candidates += 1
-            schedule, m, n, tk, cluster, scheduler, splits, epi, source, stages, launch = combo
-            checked = (schedule, m, n, tk, cluster, scheduler, splits, epi, stages, launch)  # all but the source
+            schedule, m, n, tk, cluster, scheduler, splits, epi, source, stages, launch, store = combo
+            checked = (schedule, m, n, tk, cluster, scheduler, splits, epi, stages, launch, store)  # all but the source
             if checked in refusals:
                 refusal = refusals[checked]
             else:
@@ -221,13 +223,19 @@ def _expand(path: Path, text: str) -> Space:
                 except SpecError as e:
                     refusal = _reason(e)
                 refusals[checked] = refusal
+            if refusal is None and store != "tma":
+                try:
+                    gemm_sm90.check_store(path, entry, cls, store, SOURCES[source], {
+                        "scheduler": scheduler, "epilogue_tiles": (epi,), "store_stages": stages or None})
+                except SpecError as e:
+                    refusal = _reason(e)
             if refusal is not None:
                 excluded[refusal] += 1
                 continue
             kernel = cls(family=family, element=fam["element"], accumulator=fam["accumulator"],
                          output=fam["output"], tile=(m, n, tk), cluster=cluster, schedule=schedule,
                          scheduler=scheduler, epilogue_tile=epi, source=SOURCES[source], store_stages=stages or None,
-                         splits=None if splits == 1 else splits, launch=launch)
+                         splits=None if splits == 1 else splits, launch=launch, store=store)
             for reason, check in CONSTRAINTS:  # the first that excludes it
                 if check(kernel):
                     excluded[reason] += 1

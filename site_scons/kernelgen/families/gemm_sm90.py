@@ -15,6 +15,10 @@ workspace's counters before each launch (profiler/stream_k_adapter.h). An entry 
 ``launches``: one kernel per value, "stream" (a plain launch, the default) or "pdl"
 (programmatic dependent launch: the kernel may start while the kernel before it on the stream
 finishes, and waits for it before touching global memory; profiler/dependent_launch.h).
+The family's ``store`` says how the epilogue writes D: absent, by TMA from shared memory (D's
+rows 16-byte aligned: K a multiple of 8 for 16-bit outputs); "nosmem", each thread its elements
+from registers (CUTLASS's DefaultEpilogue: any K, D = alpha acc + beta C only, CUTLASS's tile
+scheduler), for the layers of odd output channels that TMA cannot store.
 """
 
 from dataclasses import dataclass
@@ -51,6 +55,9 @@ INCLUDES = (
 # never read (beta = 0). "void": no source operand, as for D = conv(X, W) alone; CUTLASS then
 # allocates no shared memory for C and delays each TMA store past the next subtile's.
 SOURCES = {"void": "void"}
+# How the epilogue stores D: name part, CUTLASS's epilogue schedule (None: the kernel schedule's
+# TMA one, SM90_GEMM_SCHEDULES), the output's alignment in elements (None: 16 bytes).
+STORES = {"tma": ("_epi_tma", None, None), "nosmem": ("_epi_nosmem", "cutlass::epilogue::NoSmemWarpSpecialized", 1)}
 
 
 def entries_table(kind: str) -> S.Table:
@@ -58,6 +65,7 @@ def entries_table(kind: str) -> S.Table:
     return S.Table((
         *family_keys(kind),
         S.Key("source", S.choice(SOURCES), None),
+        S.Key("store", S.choice(STORES), "tma"),
         S.Key("kernels", lambda v: v),  # read entry by entry, by expand_entries
     ))
 
@@ -96,6 +104,7 @@ class GemmSm90:
     splits: int = None  # with the stream-K scheduler: K split this many ways; None: its own choice
     launch: str = "stream"  # SM90_LAUNCHES: "pdl", programmatic dependent launch
     fusion: str = ""  # the epilogue it computes (kernelgen.fusion); "" for none
+    store: str = "tma"  # STORES: how the epilogue writes D ("nosmem": from registers, any K)
 
     kernel_op = "gemm"  # what it computes before any epilogue
     arch = 90
@@ -109,11 +118,12 @@ class GemmSm90:
 
     fuses = True  # its template and adapters take a fusion operation (kernelgen.fusion)
     name_ends_with_fusion = True  # its name is its unfused twin's and epilogue_suffix(fusion): fusion.fused
+    stores = tuple(STORES)  # the stores its template and adapters build
 
     @property
     def fusible(self) -> bool:
         """Whether a fused variant can be made of it: CUTLASS's builder's epilogue (no store stages)."""
-        return self.fuses and not self.fusion and self.store_stages is None
+        return self.fuses and not self.fusion and self.store_stages is None and self.store == "tma"
 
     @property
     def op(self) -> str:
@@ -138,6 +148,11 @@ class GemmSm90:
     @property
     def alignment(self) -> int:
         return 128 // DATA_TYPES[self.element].bits
+
+    @property
+    def k_alignment(self) -> int:
+        """The output's alignment along its columns (K): what its epilogue can store."""
+        return STORES[self.store][2] or self.alignment
 
     @property
     def includes(self) -> tuple:
@@ -169,7 +184,7 @@ class GemmSm90:
         operation, layouts = self.operation()
         return (f"cutlass3x_sm90_tensorop_{operation}"
                 f"_{'x'.join(map(str, self.tile))}_{'x'.join(map(str, self.cluster))}_0{layouts}_align{self.alignment}"
-                f"{self.scheduler_suffix}_{SM90_GEMM_SCHEDULES[self.schedule][1]}_epi_tma"
+                f"{self.scheduler_suffix}_{SM90_GEMM_SCHEDULES[self.schedule][1]}{STORES[self.store][0]}"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}"
                 f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}"
                 f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}{epilogue_suffix(self.fusion)}")
@@ -180,6 +195,7 @@ class GemmSm90:
 
     def values(self) -> dict:
         kernel, _, epilogue, _ = SM90_GEMM_SCHEDULES[self.schedule]
+        _, store_schedule, store_alignment = STORES[self.store]
         output = DATA_TYPES[self.output].cpp
         source = output if self.source is None else SOURCES[self.source]
         return {
@@ -190,7 +206,9 @@ class GemmSm90:
             "tile": self.tile,
             "cluster": self.cluster,
             "schedule": kernel,
-            "epilogue": epilogue,
+            "epilogue": store_schedule or epilogue,
+            # C's and D's alignment in elements, as the epilogue's builder takes it
+            "output_alignment": store_alignment or f"128 / cute::sizeof_bits_v<{output}>",
             "scheduler": SM90_TILE_SCHEDULERS[self.scheduler][0],
             "epilogue_tile": epilogue_tile_cpp(self.epilogue_tile),
             "store_stages": self.store_stages,
@@ -250,6 +268,19 @@ def check_entry(path, entry, fam, spec):
                                 f"subtiles of {epi[0]}x{epi[1]}", entry, "store_stages")
 
 
+def check_store(path, entry, cls, store: str, source, spec):
+    """What an epilogue storing D from registers (CUTLASS's DefaultEpilogue) is built with."""
+    if store not in cls.stores:
+        raise SpecError(path, f"store = \"{store}\" is not built for this family", None, "store")
+    if source is not None:
+        raise SpecError(path, f"store = \"{store}\" takes C typed as the output (no source = \"void\")", None, "source")
+    if spec["scheduler"] != "default":
+        raise SpecError(path, f"store = \"{store}\" needs the default tile scheduler", entry, "scheduler")
+    if spec["epilogue_tiles"] != (None,) or spec["store_stages"] is not None:
+        raise SpecError(path, f"store = \"{store}\" stores from registers: no epilogue_tiles nor store_stages",
+                        entry, "epilogue_tiles" if spec["epilogue_tiles"] != (None,) else "store_stages")
+
+
 def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
     """The kernels of a spec read with ``table``: each entry x cluster x epilogue tile, as ``cls``;
     ``check(path, entry, spec)`` may refuse an entry the family cannot build."""
@@ -261,10 +292,12 @@ def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
         check_entry(path, entry, fam, spec)
         if check is not None:
             check(path, entry, spec)
+        if fam["store"] != "tma":
+            check_store(path, entry, cls, fam["store"], fam["source"], spec)
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
                         scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"],
-                        store_stages=spec["store_stages"], splits=splits, launch=launch)
+                        store_stages=spec["store_stages"], splits=splits, launch=launch, store=fam["store"])
                     for cluster in spec["clusters"] for epi in spec["epilogue_tiles"] for splits in spec["splits"]
                     for launch in spec["launches"]]
     return kernels
