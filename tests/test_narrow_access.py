@@ -24,7 +24,7 @@ GLOBS = ("cutlass_tensorop_f16_s16816fprop_optimized_f16_*_align8_out*,cutlass_t
 def test_the_model_proposes_narrow_accesses_where_the_channels_are_odd():
     """R(2+1)D's layers: 512 -> 921 channels gets SM90 kernels that store D from registers first
     (on the H200, R(2+1)D's two 921-channel layers at 0.65 and 0.70 of cuDNN, where the 2.x kernels
-    of narrow output accesses took 0.74 and 1.16), 921 -> 512 the 2-byte ones; neither is left to
+    of narrow output accesses took 0.75 and 1.15), 921 -> 512 the 2-byte ones; neither is left to
     the few-channels kernels alone."""
     catalog = load_catalog(FAMILIES)
     model = load_model("nvidia_h200")
@@ -48,6 +48,23 @@ def test_few_output_tiles_of_narrow_accesses_get_wgmma_first_then_splits_and_one
     assert narrow and all("_splitk" in k.name and k.k_alignment == 4 for k in narrow), names
     bases = [n.replace("_out1", "").replace("_out2", "").replace("_out4", "") for n in names]
     assert len(set(bases)) == len(bases), names
+
+
+def test_an_aligned_layer_keeps_the_tma_kernel_of_a_tile_both_stores_serve():
+    """The kernels that store D from registers serve any K, aligned layers too, and the model's
+    corrections of them (fitted on odd layers) may rank one above its TMA twin there: the layer's
+    candidates hold the twin, the wider output store, in its place."""
+    catalog = load_catalog(FAMILIES)
+    model = load_model("nvidia_h200")
+    aligned = Conv2dProblem(8, 38, 38, 512, 512, 3, 3, 1, 1)
+    nosmem = next(k for k in catalog if k.name.endswith("_128x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_nosmem"))
+    twin = next(k for k in catalog if k.name == nosmem.name.replace("_epi_nosmem", "_epi_tma"))
+    assert model.predict(nosmem, aligned) < model.predict(twin, aligned), "the case this guards"
+    proposal, = candidates.propose([aligned], catalog, model, 10)
+    names = [k.name for _, k in proposal.ranked]
+    assert twin.name in names and not any(n.endswith("_epi_nosmem") for n in names), names
+    odd, = candidates.propose([Conv2dProblem(8, 38, 38, 512, 364, 3, 3, 1, 1)], catalog, model, 10)
+    assert nosmem.name in [k.name for _, k in odd.ranked]
 
 
 @requires_nvcc

@@ -32,7 +32,8 @@ class Proposal:
 
 def variant_of(kernel) -> tuple:
     """What a kernel is apart from its launch and its epilogue's source operand: kernels alike
-    but for those differ by a microsecond at most, so a layer's candidates hold one of them."""
+    but for those differ by a microsecond at most, so a layer's candidates hold one of them; and
+    apart from how its output is stored (``widest``: a layer's candidates hold the widest)."""
     if isinstance(kernel, GemmSm90):
         return (type(kernel).__name__, kernel.tile, kernel.cluster, kernel.schedule, kernel.scheduler, kernel.splits,
                 kernel.epilogue_tile, kernel.store_stages, kernel.fusion)
@@ -42,13 +43,30 @@ def variant_of(kernel) -> tuple:
     return (kernel.name,)
 
 
+def widest(kernel):
+    """``kernel`` at the widest output accesses of its kind: a 2.x kernel without narrow output
+    accesses, an SM90 kernel storing D by TMA; ``kernel`` itself if it is so already."""
+    if isinstance(kernel, GemmSm90) and kernel.store != "tma":
+        return replace(kernel, store="tma")
+    if isinstance(kernel, Conv2dFprop2x) and kernel.output_alignment:
+        return replace(kernel, output_alignment=0)
+    return kernel
+
+
 def distinct(ranked: list, top: int, taken=()) -> list:
-    """The first ``top`` of ``ranked`` that are not a variant of one before them or of ``taken``."""
-    seen, out = {variant_of(k) for _, k in taken}, []
+    """The first ``top`` of ``ranked`` that are not a variant of one before them or of ``taken``;
+    of a kernel whose variant of wider output accesses (``widest``) is ranked too, that one (it
+    serves the layer, and none narrower was faster where both ran: the model's per-kernel
+    corrections, fitted on the layers only the narrow ones serve, may still rank it first)."""
+    seen, out, by_name = {variant_of(k) for _, k in taken}, [], None
     for ms, kernel in ranked:
         key = variant_of(kernel)
         if key not in seen:
             seen.add(key)
+            wide = widest(kernel)
+            if wide is not kernel:
+                by_name = by_name or {k.name: (t, k) for t, k in ranked}
+                ms, kernel = by_name.get(wide.name, (ms, kernel))
             out.append((ms, kernel))
             if len(out) == top:
                 break
