@@ -2,6 +2,7 @@
 record on the committed measurements, and the candidates it proposes."""
 
 import collections
+from dataclasses import replace
 import re
 from types import SimpleNamespace
 
@@ -463,6 +464,25 @@ def test_candidates_are_the_top_of_each_layer_and_their_union(everything):
     text = candidates.to_csv_text(proposals)
     assert text.splitlines()[0] == "workload,kernel,rank,predicted_ms"
     assert len(text.splitlines()) == 1 + sum(len(p.ranked) for p in proposals)
+
+
+def test_a_build_compiles_one_of_twins_where_it_serves(everything):
+    """Two layers proposing kernels alike but for their launch take the one the set chose, or
+    else the first layer's, and a build compiles one; kernels of other output alignments, fused
+    operations or tiles stay apart."""
+    k = next(k for k in everything if k.name == "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0"
+             "_align8_warpspecialized_pingpong_epi_tma")
+    pdl, void = (next(t for t in everything if t.name == replace(k, **change).name)
+                 for change in ({"launch": "pdl"}, {"source": "void"}))
+    narrow = next(t for t in everything if t.name == replace(k, store="nosmem").name)
+    layers = [Conv2dProblem(8, 38, 38, 512, 512, 3, 3, 1, 1), Conv2dProblem(8, 19, 19, 512, 512, 3, 3, 1, 1),
+              Conv2dProblem(8, 10, 10, 512, 512, 3, 3, 1, 1)]
+    proposals = [candidates.Proposal(layers[0], [(0.02, pdl)]), candidates.Proposal(layers[1], [(0.01, k), (0.02, narrow)]),
+                 candidates.Proposal(layers[2], [(0.01, void)])]
+    assert [[t.name for _, t in p.ranked] for p in candidates.shared(proposals)] == [[pdl.name], [pdl.name, narrow.name], [pdl.name]]
+    assert [[t.name for _, t in p.ranked] for p in candidates.shared(proposals, [void])] == [[void.name], [void.name, narrow.name], [void.name]]
+    assert [p.ranked[0][0] for p in candidates.shared(proposals)] == [0.02, 0.01, 0.01], "each layer's own prediction"
+    assert candidates.union(candidates.shared(proposals)) == sorted([pdl.name, narrow.name])
 
 
 class CountingModel:

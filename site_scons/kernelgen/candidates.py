@@ -70,7 +70,7 @@ def distinct(ranked: list, top: int, taken=()) -> list:
             out.append((ms, kernel))
             if len(out) == top:
                 break
-    return out
+    return sorted(out, key=lambda t: (t[0], t[1].name)) if by_name else out
 
 
 def listed(kernel) -> bool:
@@ -244,10 +244,37 @@ def measured(frames: dict, tolerances: dict) -> tuple:
     return chosen, refused
 
 
+def shared(proposals: list, first=()) -> list:
+    """``proposals`` with each candidate that has a twin in the build already (a kernel alike but
+    for its launch or its epilogue's source operand: ``variant_of``, at the same output alignment)
+    replaced by that twin where it serves the layer: the twins differ by a microsecond at most,
+    and each costs the build a compile. The twins taken are ``first``'s (the set's measured
+    choices), then the layers' in their order."""
+    built = {}
+    for kernel in first:
+        built.setdefault(_twin_key(kernel), kernel)
+    out = []
+    for proposal in proposals:
+        ranked = []
+        for ms, kernel in proposal.ranked:
+            twin = built.setdefault(_twin_key(kernel), kernel)
+            if twin.name != kernel.name and serves(twin, proposal.problem) is None:
+                kernel = twin
+            ranked.append((ms, kernel))
+        out.append(replace(proposal, ranked=ranked))
+    return out
+
+
+def _twin_key(kernel) -> tuple:
+    return variant_of(kernel), getattr(kernel, "k_alignment", None)
+
+
 def pool(problems, everything: list, model, top: int, frames=None, workload_file="", memo=None) -> tuple:
-    """(proposals, kernels): each layer's ``top`` candidates, and the kernels to build: their
-    union and the set's measured choices (``measured``, from ``frames``), sorted by name."""
+    """(proposals, kernels): each layer's ``top`` candidates (``shared``: one of twins), and the
+    kernels to build: their union and the set's measured choices (``measured``, from ``frames``),
+    sorted by name."""
     chosen, refused = measured(frames or {}, {k.name: verify_tolerance(k) for k in everything})
     proposals = propose(problems, everything, model, top, workload_file, refused, memo)
+    proposals = shared(proposals, [k for k in everything if k.name in chosen])
     names = set(union(proposals)) | chosen
     return proposals, [k for k in everything if k.name in names]
