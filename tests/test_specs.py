@@ -116,8 +116,11 @@ def test_catalog_holds_each_family():
     assert len(nosmem) == 9 and all(k.store == "nosmem" and k.k_alignment == 1 and not k.fusible for k in nosmem)
     assert all(k.name.endswith("_epi_nosmem") and k.values()["output_alignment"] == 1 for k in nosmem)
     assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem)
+    padded = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_padded"]
+    assert len(padded) == 6 and all(k.pad_channels and k.name.endswith("_padc") and k.c_alignment == 1 for k in padded)
+    assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
@@ -162,7 +165,7 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 580
+    assert len(select(kernels, "*", parse_arch("90a"))) == 586
     assert len(select(kernels, "*", parse_arch("90"))) == 404, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 365
     assert len(select(kernels, "*", parse_arch("75"))) == 16
@@ -361,6 +364,18 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
      'store = "nosmem" stores from registers: no epilogue_tiles nor store_stages'),
     (NOSMEM.replace('"conv2d_fprop_sm90_persistent"', '"conv2d_fprop_sm90_transposed"'), None, "store",
      'store = "nosmem" is not built for this family'),
+    (PERSISTENT.replace('output = "f16"', 'output = "f16"\npad_channels = "yes"'), None, "pad_channels",
+     "expected true or false, got 'yes'"),
+    (TRANSPOSED.replace('output = "f16"', 'output = "f16"\npad_channels = true'), None, "pad_channels",
+     "pad_channels is not built for this family"),
+    (GEMM.replace('output = "f16"', 'output = "f16"\npad_channels = true'), None, "pad_channels",
+     "pad_channels is not built for this family"),
+    (PERSISTENT.replace('output = "f16"', 'output = "f16"\npad_channels = true').replace(
+        "[[1, 1, 1], [2, 1, 1]] }", '[[1, 1, 1]], scheduler = "stream_k" }'), "kernels[0]", "scheduler",
+     "pad_channels launches its padding first: the default tile scheduler and plain launches only"),
+    (PERSISTENT.replace('output = "f16"', 'output = "f16"\npad_channels = true').replace(
+        "[[1, 1, 1], [2, 1, 1]] }", '[[1, 1, 1]], launches = ["pdl"] }'), "kernels[0]", "launches",
+     "pad_channels launches its padding first"),
     (GEMV.replace("unroll = 4", "unroll = 16"), "kernels[0]", "unroll",
      "max_m 1 x rows 4 sums and unroll 16 x rows 4 chunks in flight need about 300 registers"),
     (GEMV.replace("threads = 128", "threads = 96"), "kernels[0]", "threads", "96 is not one of"),

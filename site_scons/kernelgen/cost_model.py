@@ -130,8 +130,10 @@ def serves(kernel, problem) -> str | None:
         if not pointwise:
             return "needs a 1x1 filter, stride 1, no padding"
         return None if conv.c == kernel.channels and conv.k % 64 == 0 else "built for another number of channels"
-    alignment = getattr(kernel, "alignment", 8)
+    alignment = getattr(kernel, "c_alignment", getattr(kernel, "alignment", 8))
     k_alignment = getattr(kernel, "k_alignment", alignment)
+    if getattr(kernel, "pad_channels", False) and conv.c % kernel.alignment == 0:
+        return "pads C to a multiple of 8: for C no multiple of 8 only"
     if conv.c % alignment or conv.k % k_alignment:
         return (f"channels not a multiple of the alignment {alignment}" if k_alignment == alignment else
                 f"C not a multiple of the alignment {alignment} or K of the output's {k_alignment}")
@@ -150,7 +152,8 @@ def _serves_key(kernel) -> tuple | None:
     a key are served alike), else None."""
     if type(kernel) not in _SERVED_BY_KEY:
         return None
-    return type(kernel), kernel.element, kernel.op, kernel.alignment, getattr(kernel, "k_alignment", kernel.alignment)
+    return (type(kernel), kernel.element, kernel.op, kernel.alignment, getattr(kernel, "k_alignment", kernel.alignment),
+            getattr(kernel, "pad_channels", False))
 
 
 def _few_channels_fit(kernel, conv) -> str | None:

@@ -19,6 +19,7 @@ list, or for tile extents a range ``{ from = 16, to = 256, step = 16 }``.
   store_stages    0 (CUTLASS's epilogue) or TMA stores in flight (default: [0])
   launches        stream, pdl (default: [stream])
   store           tma, nosmem (D stored from registers, any K; default: [tma])
+  pad_channels    false, true (C padded to 8 before each launch: persistent conv; default: [false])
 
 Descriptors are those of the listed families (same classes, names and templates), of family
 ``<file>_space``; a descriptor whose name a listed spec also defines is the listed one
@@ -89,11 +90,12 @@ AXES = S.Table((
     S.Key("store_stages", S.list_of(S.integer(0, 16)), (0,)),
     S.Key("launches", S.list_of(S.choice(SM90.schedules["launch"])), ("stream",)),
     S.Key("store", S.list_of(S.choice(gemm_sm90.STORES)), ("tma",)),
+    S.Key("pad_channels", S.list_of(S.boolean), (False,)),
 ))
 
 
 AXES_ORDER = ("schedule", "tile_m", "tile_n", "tile_k", "clusters", "scheduler", "splits", "epilogue_tiles", "source",
-              "store_stages", "launches", "store")
+              "store_stages", "launches", "store", "pad_channels")
 MAX_POINTS = 200_000  # combinations one axes table may hold: enumerated in about a second
 
 
@@ -207,8 +209,8 @@ def _expand(path: Path, text: str) -> Space:
         refusals = {}  # the family checks' answer (None, or the reason), by what they read of a combination
         for combo in itertools.product(*(axes[key] for key in AXES_ORDER)):
             candidates += 1
-            schedule, m, n, tk, cluster, scheduler, splits, epi, source, stages, launch, store = combo
-            checked = (schedule, m, n, tk, cluster, scheduler, splits, epi, stages, launch, store)  # all but the source
+            schedule, m, n, tk, cluster, scheduler, splits, epi, source, stages, launch, store, pad = combo
+            checked = (schedule, m, n, tk, cluster, scheduler, splits, epi, stages, launch, store, pad)  # all but the source
             if checked in refusals:
                 refusal = refusals[checked]
             else:
@@ -229,13 +231,19 @@ def _expand(path: Path, text: str) -> Space:
                         "scheduler": scheduler, "epilogue_tiles": (epi,), "store_stages": stages or None})
                 except SpecError as e:
                     refusal = _reason(e)
+            if refusal is None and pad:
+                try:
+                    gemm_sm90.check_padding(path, entry, cls, {"scheduler": scheduler, "launches": (launch,)})
+                except SpecError as e:
+                    refusal = _reason(e)
             if refusal is not None:
                 excluded[refusal] += 1
                 continue
             kernel = cls(family=family, element=fam["element"], accumulator=fam["accumulator"],
                          output=fam["output"], tile=(m, n, tk), cluster=cluster, schedule=schedule,
                          scheduler=scheduler, epilogue_tile=epi, source=SOURCES[source], store_stages=stages or None,
-                         splits=None if splits == 1 else splits, launch=launch, store=store)
+                         splits=None if splits == 1 else splits, launch=launch, store=store,
+                         **({"pad_channels": True} if pad else {}))
             for reason, check in CONSTRAINTS:  # the first that excludes it
                 if check(kernel):
                     excluded[reason] += 1

@@ -76,6 +76,12 @@ def integer(lo: int = INT_MIN, hi: int = INT_MAX) -> Callable[[Any], int]:
     return check
 
 
+def boolean(v) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"expected true or false, got {shown(v)}")
+    return v
+
+
 def int_tuple(length: int, lo: int = 1, hi: int = INT_MAX) -> Callable[[Any], tuple]:
     item = integer(lo, hi)
 

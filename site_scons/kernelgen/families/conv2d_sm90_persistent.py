@@ -24,7 +24,10 @@ FAMILY = gemm_sm90.entries_table(KIND)
 @dataclass(frozen=True)
 class Conv2dFpropSm90Persistent(GemmSm90):
     """A GEMM-family entry (tile, schedule, scheduler, cluster, epilogue tile) that runs the conv
-    mainloop: same fields and C++ values, another template, adapter, name and op."""
+    mainloop: same fields and C++ values, another template, adapter, name and op; and
+    ``pad_channels``: C padded to a multiple of 8 before each launch (profiler/padded_adapter.h)."""
+
+    pad_channels: bool = False
 
     kernel_op = "conv2d_fprop"
     template = TEMPLATE
@@ -33,6 +36,11 @@ class Conv2dFpropSm90Persistent(GemmSm90):
     stream_k_adapter = "kernelgen::Conv2dPersistentStreamKOperation3x", "stream_k_adapter.h"
     fused_adapter = "kernelgen::FusedConv2dPersistentOperation3x", "fused_adapter_3x.h"
     fused_stream_k_adapter = "kernelgen::FusedConv2dPersistentStreamKOperation3x", "fused_adapter_3x.h"
+    padded_adapter = "kernelgen::PaddedConv2dPersistentOperation3x", "padded_adapter.h"
+    pads_channels = True
+
+    def _adapter(self) -> tuple:
+        return self.padded_adapter if self.pad_channels else super()._adapter()
 
     def operation(self) -> tuple[str, str]:
         e, o = self.element, self.output

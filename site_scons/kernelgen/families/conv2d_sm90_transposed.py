@@ -28,6 +28,7 @@ class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
     name_suffix = "_transposed"
     fuses = False  # its own adapter (conv_sm90_transposed.h) takes no epilogue operands
     stores = ("tma",)  # its D is column-major: channels along M
+    pads_channels = False  # its own adapter (conv_sm90_transposed.h)
 
 
 def _check(path, entry, spec):

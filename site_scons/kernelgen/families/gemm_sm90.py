@@ -18,7 +18,10 @@ finishes, and waits for it before touching global memory; profiler/dependent_lau
 The family's ``store`` says how the epilogue writes D: absent, by TMA from shared memory (D's
 rows 16-byte aligned: K a multiple of 8 for 16-bit outputs); "nosmem", each thread its elements
 from registers (CUTLASS's DefaultEpilogue: any K, D = alpha acc + beta C only, CUTLASS's tile
-scheduler), for the layers of odd output channels that TMA cannot store.
+scheduler), for the layers of odd output channels that TMA cannot store. A persistent conv
+family's ``pad_channels = true`` runs layers of input channels no multiple of 8: each launch pads
+the activations and filters into the workspace first (profiler/padded_adapter.h; names end
+``_padc``).
 """
 
 from dataclasses import dataclass
@@ -66,6 +69,7 @@ def entries_table(kind: str) -> S.Table:
         *family_keys(kind),
         S.Key("source", S.choice(SOURCES), None),
         S.Key("store", S.choice(STORES), "tma"),
+        S.Key("pad_channels", S.boolean, False),
         S.Key("kernels", lambda v: v),  # read entry by entry, by expand_entries
     ))
 
@@ -119,11 +123,14 @@ class GemmSm90:
     fuses = True  # its template and adapters take a fusion operation (kernelgen.fusion)
     name_ends_with_fusion = True  # its name is its unfused twin's and epilogue_suffix(fusion): fusion.fused
     stores = tuple(STORES)  # the stores its template and adapters build
+    pads_channels = False  # whether it has an adapter that pads C (``pad_channels``)
+    pad_channels = False  # this kernel pads C to a multiple of 8 before each launch (a field where pads_channels)
 
     @property
     def fusible(self) -> bool:
         """Whether a fused variant can be made of it: CUTLASS's builder's epilogue (no store stages)."""
-        return self.fuses and not self.fusion and self.store_stages is None and self.store == "tma"
+        return (self.fuses and not self.fusion and self.store_stages is None and self.store == "tma"
+                and not self.pad_channels)
 
     @property
     def op(self) -> str:
@@ -148,6 +155,11 @@ class GemmSm90:
     @property
     def alignment(self) -> int:
         return 128 // DATA_TYPES[self.element].bits
+
+    @property
+    def c_alignment(self) -> int:
+        """The input channels' alignment it runs: any C where it pads them first."""
+        return 1 if self.pad_channels else self.alignment
 
     @property
     def k_alignment(self) -> int:
@@ -187,7 +199,8 @@ class GemmSm90:
                 f"{self.scheduler_suffix}_{SM90_GEMM_SCHEDULES[self.schedule][1]}{STORES[self.store][0]}"
                 f"{epilogue_tile_suffix(self.epilogue_tile)}"
                 f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}"
-                f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}{epilogue_suffix(self.fusion)}")
+                f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}{'_padc' if self.pad_channels else ''}"
+                f"{epilogue_suffix(self.fusion)}")
 
     @property
     def scheduler_suffix(self) -> str:
@@ -281,6 +294,15 @@ def check_store(path, entry, cls, store: str, source, spec):
                         entry, "epilogue_tiles" if spec["epilogue_tiles"] != (None,) else "store_stages")
 
 
+def check_padding(path, entry, cls, spec):
+    """What a kernel that pads C before each launch (profiler/padded_adapter.h) is built with."""
+    if not cls.pads_channels:
+        raise SpecError(path, "pad_channels is not built for this family", None, "pad_channels")
+    if spec["scheduler"] != "default" or spec["launches"] != ("stream",):
+        raise SpecError(path, "pad_channels launches its padding first: the default tile scheduler and "
+                        "plain launches only", entry, "scheduler" if spec["scheduler"] != "default" else "launches")
+
+
 def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
     """The kernels of a spec read with ``table``: each entry x cluster x epilogue tile, as ``cls``;
     ``check(path, entry, spec)`` may refuse an entry the family cannot build."""
@@ -294,10 +316,14 @@ def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
             check(path, entry, spec)
         if fam["store"] != "tma":
             check_store(path, entry, cls, fam["store"], fam["source"], spec)
+        padding = {}
+        if fam["pad_channels"]:
+            check_padding(path, entry, cls, spec)
+            padding = {"pad_channels": True}
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
                         scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"],
-                        store_stages=spec["store_stages"], splits=splits, launch=launch, store=fam["store"])
+                        store_stages=spec["store_stages"], splits=splits, launch=launch, store=fam["store"], **padding)
                     for cluster in spec["clusters"] for epi in spec["epilogue_tiles"] for splits in spec["splits"]
                     for launch in spec["launches"]]
     return kernels
