@@ -70,6 +70,10 @@ ${banner}
 // the output as the layer's; where the filter is also as tall as its stride (unpadded along H,
 // H a multiple of R) the images are N*P of R rows each, strides {R*W*C, W*C, S*C, 1}, at stride 1
 // (the launcher's adapter, kernelgen's patch_adapter_3x.h, makes that shape).
+// A kernel named *_padc runs a layer of C no multiple of 8 on copies of its activations and
+// filters with C padded by zeros to the next multiple of 8 (N x H x W x Cp, K x R x S x Cp): the
+// type is the unpadded kernel's, given the padded problem; the launcher's adapter (kernelgen's
+// padded_adapter.h) makes the copies in the workspace before each launch.
 // A kernel named *_groupwise is CUTLASS's ConvUniversal launched once a group on views of the
 // layer's tensors: group g's activations from channel g*C/groups (a pixel's stride C), its filters
 // the K/groups rows of the KRS(C/groups) filter from row g*K/groups, its output from channel
