@@ -8,7 +8,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "site_scons" / "site_tools"))
-from kernelgen_builders import CompileProgress, estimate_left  # noqa: E402
+from kernelgen_builders import CompileProgress, compile_times, estimate_left  # noqa: E402
 
 
 @pytest.mark.parametrize("elapsed, finished, total, expected", [
@@ -58,3 +58,29 @@ def test_a_units_compile_says_how_many_kernels_it_holds(tmp_path, capsys):
     CompileProgress(2)("nvcc kernels/unit-1.cu", [Node(tmp_path / "unit-1.o")], [Node(Path("kernels") / "unit-1.cu")],
                        {"KERNELS_IN_UNIT": 7})
     assert capsys.readouterr().out.startswith("[1/2] nvcc unit-1.cu (7 kernels) (")
+
+
+def test_the_link_after_the_compiles_says_how_long_they_took(tmp_path, capsys):
+    """Each compile's start and end (its object's time) from the first start, and the whole against
+    the runs' sum: what shows whether the jobs ended together."""
+    import os
+
+    progress = CompileProgress(2)
+    (tmp_path / "obj").mkdir()
+    objects = [tmp_path / "obj" / "unit-1.o", tmp_path / "obj" / "k.o"]
+    progress("nvcc kernels/unit-1.cu", [Node(objects[0])], [Node(Path("kernels") / "unit-1.cu")], {"KERNELS_IN_UNIT": 3})
+    progress("nvcc kernels/k.cu", [Node(objects[1])], [Node(Path("kernels") / "k.cu")], {})
+    first = progress.started[0][1]
+    for path, end in zip(objects, (30.0, 50.0)):
+        path.write_text("object")
+        os.utime(path, (first + end, first + end))
+    progress.started[1] = (progress.started[1][0], first + 10.0, 1)
+    capsys.readouterr()
+    progress("link build/profiler", [Node("build/profiler")], [], None)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["compiled 2 objects (4 kernels) in 50 s, 70 s of nvcc runs; the last to end started 10 s in",
+                   "link build/profiler"]
+    text, _ = compile_times(progress.started)
+    assert text.splitlines() == ["object,kernels,start_s,end_s", "unit-1.o,3,0.0,30.0", "k.o,1,10.0,50.0"]
+    progress("link build/profiler", [Node("build/profiler")], [], None)
+    assert capsys.readouterr().out == "link build/profiler\n", "said once"

@@ -100,22 +100,59 @@ def estimate_left(elapsed: float, finished: int, total: int):
     return elapsed / finished * max(total - finished, 0)
 
 
+COMPILE_TIMES = "compile_times.csv"  # in BUILD: each nvcc run of the last build's compile, when it started and ended
+
+
+def _dry_run() -> bool:
+    """Whether this is `scons -n`: commands are printed, none runs, nothing is written."""
+    from SCons.Script import GetOption
+
+    return bool(GetOption("no_exec"))
+
+
+def compile_times(started: list) -> tuple:
+    """(CSV text, summary line) of the compiles ``started`` ((object path, wall-clock start, kernels)
+    each, their objects written since): each run's start and end (its object's time) in seconds
+    from the first start, and how long the whole took against the runs' sum."""
+    origin = min(began for _, began, _ in started)
+    rows, ends = ["object,kernels,start_s,end_s"], []
+    for path, began, kernels in started:
+        try:
+            end = os.stat(path).st_mtime - origin
+        except OSError:
+            end = None
+        rows.append(f"{Path(path).name},{kernels},{began - origin:.1f},{'' if end is None else f'{end:.1f}'}")
+        if end is not None:
+            ends.append((end, began - origin))
+    if not ends:
+        return "\n".join(rows) + "\n", ""
+    span, last_start = max(ends)
+    busy = sum(end - start for end, start in ends)
+    line = (f"compiled {len(started)} objects ({sum(k for _, _, k in started)} kernels) in {span:.0f} s, "
+            f"{busy:.0f} s of nvcc runs; the last to end started {last_start:.0f} s in")
+    return "\n".join(rows) + "\n", line
+
+
 class CompileProgress:
     """Prints `[k/N] nvcc NAME (elapsed, ~left)` for kernel compiles (a unit's with its number of
     kernels: kernelgen.units), other commands as they are.
-    A compile has finished once its object is written; `~left` appears after the first has."""
+    A compile has finished once its object is written; `~left` appears after the first has. When
+    the link that takes them starts, every compile has ended: it prints how long they took and
+    writes each run's start and end to BUILD/compile_times.csv (``compile_times``)."""
 
     def __init__(self, total: int):
-        self.total, self.started, self.t0 = total, [], None
+        self.total, self.started, self.t0, self.summarized = total, [], None, False
 
     def __call__(self, line, target, source, env):
         if not line.startswith("nvcc ") or "kernels/" not in line:
+            if line.startswith("link ") and self.started and not self.summarized and not _dry_run():
+                self._summarize(env)
             sys.stdout.write(line + "\n")
             return
         now = time.monotonic()
         self.t0 = self.t0 or now
-        finished = sum(_written_since(path, began) for path, began in self.started)
-        self.started.append((target[0].get_abspath(), time.time()))
+        finished = sum(_written_since(path, began) for path, began, _ in self.started)
+        self.started.append((target[0].get_abspath(), time.time(), int(env.get("KERNELS_IN_UNIT") or 1)))
         elapsed = now - self.t0
         shown = max(self.total, len(self.started))
         left = estimate_left(elapsed, finished, shown)
@@ -125,6 +162,17 @@ class CompileProgress:
             name += f" ({env['KERNELS_IN_UNIT']} kernels)"
         sys.stdout.write(f"[{len(self.started)}/{shown}] nvcc {name} ({elapsed:.0f} s{estimate})\n")
         sys.stdout.flush()
+
+    def _summarize(self, env):
+        from kernelgen.outputs import write
+
+        self.summarized = True
+        text, line = compile_times(self.started)
+        if line:
+            sys.stdout.write(line + "\n")
+        record = env.get("BUILD_RECORD") if env is not None and hasattr(env, "get") else None
+        if record is not None:
+            write(record, str(Path(self.started[0][0]).parent.parent / COMPILE_TIMES), text)
 
 
 class _RecordTargets(SCons.Action.FunctionAction):
