@@ -37,10 +37,7 @@ def variant_of(kernel) -> tuple:
     if isinstance(kernel, GemmSm90):
         return (type(kernel).__name__, kernel.tile, kernel.cluster, kernel.schedule, kernel.scheduler, kernel.splits,
                 kernel.epilogue_tile, kernel.store_stages, kernel.fusion)
-    if isinstance(kernel, Conv2dFprop2x) and kernel.output_alignment:
-        # and apart from its output's accesses: a narrower one was never faster where both ran
-        return (replace(kernel, output_alignment=0).name,)
-    return (kernel.name,)
+    return (widest(kernel).name,)  # a 2.x kernel of narrow output accesses: its widest twin's
 
 
 def widest(kernel):

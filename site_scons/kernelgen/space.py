@@ -221,19 +221,16 @@ def _expand(path: Path, text: str) -> Space:
                     gemm_sm90.check_entry(path, entry, fam, spec)
                     if family_check is not None:
                         family_check(path, entry, spec)
+                    if pad:
+                        gemm_sm90.check_padding(path, entry, cls, spec)
                     refusal = None
                 except SpecError as e:
                     refusal = _reason(e)
                 refusals[checked] = refusal
-            if refusal is None and store != "tma":
+            if refusal is None and store != "tma":  # it reads the source, which ``checked`` leaves out
                 try:
                     gemm_sm90.check_store(path, entry, cls, store, SOURCES[source], {
                         "scheduler": scheduler, "epilogue_tiles": (epi,), "store_stages": stages or None})
-                except SpecError as e:
-                    refusal = _reason(e)
-            if refusal is None and pad:
-                try:
-                    gemm_sm90.check_padding(path, entry, cls, {"scheduler": scheduler, "launches": (launch,)})
                 except SpecError as e:
                     refusal = _reason(e)
             if refusal is not None:
