@@ -63,6 +63,7 @@
 
 #include "cutlass/version.h"
 #include "fused.h"
+#include "activation_at_launch.h"
 #include "gpu_state.h"
 #include "grouped.h"
 
@@ -173,6 +174,18 @@ struct JobOp {
 };
 
 int one_group(const std::vector<int>&) { return 1; }
+
+// The activation of an epilogue's steps (reference.h), as ActivationAtLaunch takes it (activation_at_launch.h):
+// EpilogueStep numbers bias and add first, then the activations in ActivationKind's order.
+int activation_of(const EpilogueSteps& steps) {
+  for (int i = 0; i < steps.count; ++i) {
+    if (steps.step[i] >= EpilogueStep::relu) return int(steps.step[i]) - int(EpilogueStep::relu) + kActivationRelu;
+  }
+  return kActivationNone;
+}
+static_assert(int(EpilogueStep::sigmoid) - int(EpilogueStep::relu) + kActivationRelu == kActivationSigmoid &&
+                  int(EpilogueStep::gelu) - int(EpilogueStep::relu) + kActivationRelu == kActivationGelu,
+              "EpilogueStep's activations in ActivationKind's order");
 
 const JobOp kJobOps[] = {
     {"conv2d_fprop", 13,
@@ -494,6 +507,7 @@ class Profiler {
       return r;
     }
     if (fused != nullptr) fused->set_epilogue(operands.epilogue);
+    if (auto* at_launch = dynamic_cast<ActivationAtLaunch*>(op.get())) at_launch->set_activation(activation_of(job.steps));
     std::string why = op->can_implement(p);
     if (!why.empty()) {
       r.status = "unsupported";

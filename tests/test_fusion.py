@@ -41,8 +41,9 @@ def test_a_sets_epilogues_give_the_fusible_kernels_fused_variants_and_no_others(
     everything = fusion.with_fused(CATALOG, problems)
     fused = [k for k in everything if ":" in k.op]
     fusible = [k for k in CATALOG if fusion.fusible(k)]
-    assert fusible and len(fused) <= 2 * len(fusible) and {k.op.split(":")[1] for k in fused} == {"bias+add+relu", "bias+gelu"}
-    assert all(k.name.endswith(("_ebias_add_relu", "_ebias_gelu")) for k in fused)
+    assert fusible and len(fused) <= 3 * len(fusible)
+    assert {k.op.split(":")[1] for k in fused} == {"bias+add+relu", "bias+gelu", "optional_relu"}
+    assert all(k.name.endswith(("_ebias_add_relu", "_ebias_gelu", "_eoptional_relu")) for k in fused)
     assert set(CATALOG) <= set(everything) and len({k.name for k in everything}) == len(everything)
     assert not any(fusion.fusible(k) for k in CATALOG if getattr(k, "store_stages", None) is not None)
     assert fusion.refuses("bias+relu+add").endswith("a residual add after the activation (fused kernels add it before)")
@@ -58,6 +59,37 @@ def test_a_fused_kernel_serves_the_layers_of_its_epilogue_only():
     assert serves(relu, plain_layer) == "a gemm:bias+relu kernel, not for conv2d_fprop"
     assert serves(plain, fused_layer) == "a gemm kernel, not for conv2d_fprop with epilogue=bias+relu"
     assert serves(fusion.fused(plain, "bias+silu"), fused_layer).startswith("a gemm:bias+silu kernel")
+
+
+@pytest.mark.parametrize("epilogue, served", [
+    ("bias+relu", True), ("bias+add+relu", True), ("bias+add", True), ("bias", True), ("relu", True),
+    ("add", True), ("bias+gelu", False), ("bias+silu", False), ("bias+add+hardswish", False), ("bias+sigmoid", False),
+    ("bias+relu+add", False),  # an add after the activation: no fused kernel computes it
+    ("", False),  # a layer of no epilogue: the plain kernels'
+])
+def test_a_kernel_of_epilogue_optional_relu_serves_the_epilogues_of_bias_add_and_relu(epilogue, served):
+    plain = first(GemmSm90, element="f16", source="void", scheduler="default", store_stages=None)
+    optional = fusion.fused(plain, "optional_relu")
+    layer = Conv2dProblem(**POINTWISE, epilogue=epilogue)
+    assert (serves(optional, layer) is None) == served
+    assert (serves(fusion.fused(plain, "bias+relu"), layer) is None) == (epilogue == "bias+relu")
+
+
+def test_a_kernel_of_epilogue_optional_relu_reads_c_and_takes_its_relu_at_launch():
+    plain = first(GemmSm90, element="f16", source="void", scheduler="default", store_stages=None)
+    optional = fusion.fused(plain, "optional_relu")
+    assert optional.name == plain.name.replace("_void_", "_f16_") + "_eoptional_relu" and optional.op == "gemm:optional_relu"
+    assert optional.source is None, "it reads C, the output's type, where the layer adds a residual"
+    assert optional.adapter == "kernelgen::FusedOptionalReluGemmOperation3x" and "optional_relu_adapter_3x.h" in optional.includes
+    streamed = fusion.fused(first(GemmSm90, element="f16", scheduler="stream_k", store_stages=None), "optional_relu")
+    assert streamed.adapter == "kernelgen::FusedOptionalReluGemmStreamKOperation3x"
+    conv = fusion.fused(first(Conv2dFpropSm90, element="f16"), "optional_relu")
+    assert conv.adapter == "kernelgen::FusedOptionalReluConv2dOperation3x"
+    assert fusion.fusion_cpp("optional_relu", "cutlass::half_t", "float", "cutlass::half_t").startswith(
+        "cutlass::epilogue::fusion::LinCombPerColBiasEltAct<kernelgen::OptionalRelu, ")
+    text = render.kernel_source(TEMPLATES, optional)
+    assert "kernelgen::OptionalRelu," in text and "FusedOptionalReluGemmOperation3x<" in text
+    assert fusion.epilogue_cpp("optional_relu") == "{true, true, Activation::kNone}"
 
 
 def test_a_fused_kernel_is_the_plain_kernel_with_the_epilogues_fusion():
@@ -257,8 +289,8 @@ def test_a_search_build_profiles_fused_candidates_and_the_header_keys_them_by_th
                 "conv2d_fprop_f16_n8_h14_w14_c64_k64_r3_s3_pad1x1_str1x1_dil1x1_ebias_relu": "_ebias_relu",
                 "gemm_f16_m64_n256_k128_ebias_gelu": "_ebias_gelu"}
     assert set(frame["workload"]) == set(suffixes) and (frame["status"] == "ok").all()
-    assert all(k.endswith(suffixes[w]) for w, k in zip(frame["workload"], frame["kernel"])), \
-        "each layer measured with kernels fused for its epilogue"
+    assert all(k.endswith((suffixes[w], "_eoptional_relu")) for w, k in zip(frame["workload"], frame["kernel"])), \
+        "each layer measured with kernels fused for its epilogue, or for any"
     header = (build / "sets" / "fz" / "best_kernels.h").read_text()
     assert "{8, 14, 14, 64, 128, 1, 1, 0, 0, 1, 1, 1, 1, 1, {true, true, Activation::kRelu}}" in header
     assert "{8, 14, 14, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, {true, false, Activation::kRelu}}" in header
@@ -284,6 +316,16 @@ class Stub final : public FusedOperation {
   std::string can_implement(const Conv2dProblem&) override { return {}; }
   size_t workspace_bytes(const Conv2dProblem&) override { return 0; }
   void set_epilogue(const std::vector<EpilogueOperands>&) override {}
+  std::string prepare(const Conv2dProblem&, const std::vector<Conv2dBinding>&, cudaStream_t) override { return {}; }
+  bool run(size_t, cudaStream_t) override { return true; }
+};
+int last_activation = -1;  // what the last StubAtLaunch was given
+class StubAtLaunch final : public FusedOperation, public ActivationAtLaunch {  // epilogue "optional_relu"
+ public:
+  std::string can_implement(const Conv2dProblem&) override { return {}; }
+  size_t workspace_bytes(const Conv2dProblem&) override { return 0; }
+  void set_epilogue(const std::vector<EpilogueOperands>&) override {}
+  void set_activation(int kind) override { last_activation = kind; }
   std::string prepare(const Conv2dProblem&, const std::vector<Conv2dBinding>&, cudaStream_t) override { return {}; }
   bool run(size_t, cudaStream_t) override { return true; }
 };
@@ -314,6 +356,7 @@ int main() {
   };
   for (Status status : statuses) std::printf("%%s\\n", status_string(status));
   std::printf("%%s\\n", kernel_for(plain) ? kernel_for(plain) : "none");
+  std::printf("%%d\\n", kernelgen::last_activation);
 }
 """
 LAUNCHES = [  # (case, what the launch returns)
@@ -327,6 +370,7 @@ LAUNCHES = [  # (case, what the launch returns)
     ("the same sizes without the epilogue: no fused kernel runs it", "Error Not Supported"),
     ("asked again", "Error Not Supported"),
     ("kernel_for the plain problem", "none"),
+    ("the activation the _eoptional_relu kernel was given last (bias+relu's: best_kernels::Activation::kRelu)", "1"),
 ]
 
 
@@ -337,7 +381,9 @@ def test_the_launcher_runs_a_fused_problem_with_exactly_its_epilogues_operands(f
     sets = fused_set[1] / "sets" / "fz"
     launcher = (sets / "best_kernels_launcher.cu").read_text()
     names = re.findall(r"^std::unique_ptr<Operation> make_(\w+)\(\);$", launcher, re.MULTILINE)
-    stubs = "".join(f"std::unique_ptr<Operation> make_{n}() {{ return std::make_unique<Stub>(); }}\n" for n in names)
+    assert any(n.endswith("_eoptional_relu") for n in names), "the conv layers share a tile: an optional_relu kernel"
+    stubs = "".join(f"std::unique_ptr<Operation> make_{n}() {{ return std::make_unique<"
+                    f"{'StubAtLaunch' if n.endswith('_eoptional_relu') else 'Stub'}>(); }}\n" for n in names)
     (tmp_path / "launches.cu").write_text(LAUNCH_PROGRAM % stubs)
     build = subprocess.run(["nvcc", "-std=c++17", f"-I{sets}", f"-I{ROOT / 'profiler'}", str(tmp_path / "launches.cu"),
                             "-o", str(tmp_path / "launches")], capture_output=True, text=True, timeout=600)
@@ -446,4 +492,50 @@ def test_on_the_gpu_every_fused_kernel_computes_its_epilogue(tmp_path):
     assert bad.empty, bad[["workload", "kernel", "status", "message"]].to_string()
     ok = frame[frame["status"] == "ok"]
     assert set(ok["workload"]) == set(frame["workload"]), "every layer has a fused kernel that ran it"
+    assert (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()
+
+
+# Kernels of epilogue optional_relu: a GEMM, a persistent conv and a stream-K conv (its workspace
+# zeroed each launch).
+OPTIONAL_RELU_KERNELS = (
+    "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x128x64_1x1x1_0_tnt_align8_warpspecialized_pingpong"
+    "_epi_tma_64x128_eoptional_relu",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_warpspecialized"
+    "_pingpong_epi_tma_64x128_eoptional_relu",
+    "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0_align8_splitk2"
+    "_warpspecialized_cooperative_epi_tma_eoptional_relu")
+
+
+@requires_gpu
+def test_on_the_gpu_a_kernel_of_epilogue_optional_relu_computes_each_layers_epilogue(tmp_path):
+    """The kernels of epilogue optional_relu on the layers of each epilogue of bias, add and relu:
+    each run verified against the reference through the layer's own epilogue, so each launch
+    applied the ReLU or not as it was told; the GEMM kernel refuses the 3x3 layers."""
+    import pandas as pd
+
+    from kernelgen import results
+    from kernelgen.profile import query_gpu
+
+    lines = []
+    for epilogue in ("bias+relu", "bias+add+relu", "bias+add", "bias", "relu", "add"):
+        lines += [f"conv2d_fprop n=4 h=14 w=14 c=64 k=128 r=1 s=1 epilogue={epilogue}",
+                  f"conv2d_fprop n=4 h=15 w=15 c=32 k=64 r=3 s=3 pad=1 stride=2 epilogue={epilogue}",
+                  f"gemm m=200 n=256 k=64 epilogue={epilogue}"]
+    workloads = tmp_path / "relu.txt"
+    workloads.write_text("\n".join(lines) + "\n")
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}", "TOP=all",
+                          f"KERNELS={','.join(OPTIONAL_RELU_KERNELS)}", f"RESULTS={tmp_path / 'results'}",
+                          f"BUILD={build}"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    folder = results.gpu_dir(tmp_path / "results", "relu", query_gpu()[0])
+    frame = pd.concat([results.read_csv(p) for p in sorted(folder.glob("*.csv"))])
+    assert set(frame["kernel"]) == set(OPTIONAL_RELU_KERNELS) and len(set(frame["workload"])) == len(lines)
+    refused = frame["status"] == "unsupported"
+    assert (frame[refused]["kernel"] == OPTIONAL_RELU_KERNELS[0]).all()
+    assert frame[refused]["workload"].str.contains("_r3_s3_").all()
+    bad = frame[~refused & (frame["status"] != "ok")]
+    assert bad.empty, bad[["workload", "kernel", "status", "message"]].to_string()
+    ok = frame[frame["status"] == "ok"]
+    assert len(ok) == 2 * len(lines) + len(lines) // 3 * 2, "each conv kernel on every layer, the GEMM on the 1x1 ones"
     assert (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()

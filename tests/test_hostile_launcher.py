@@ -212,7 +212,7 @@ def program_line(problem) -> str:
 
 @requires_nvcc
 @pytest.mark.parametrize("row, problem, status", [row[:3] for row in ROWS], ids=IDS)
-def test_the_launcher_refuses_a_problem_whose_sizes_overflow_an_int_before_any_adapter_sees_it(
+def test_the_launcher_refuses_a_problem_whose_sizes_overflow_an_int_before_optional_relu_adapter_sees_it(
         outputs, row, problem, status):
     checked, kernel, workspace, launched, *sizes = outputs[row]
     assert checked == status

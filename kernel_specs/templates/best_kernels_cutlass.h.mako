@@ -43,7 +43,9 @@ ${banner}
 //                          StrideH, StrideW, DilationH, DilationW[, Groups]>::Kernel,
 //                      best_kernels::Gemm<M, N, K>::Kernel
 // (problems of no epilogue: a fused kernel's epilogue takes a bias and residual its CUTLASS
-// arguments are given, as best_kernels_launcher.cu gives them; it is looked up at run time only)
+// arguments are given, as best_kernels_launcher.cu gives them; it is looked up at run time only;
+// a kernel named *_eoptional_relu applies a ReLU or none as its arguments say:
+// args.epilogue.thread.activation.kind = int(best_kernels::Activation::kRelu or kNone), optional_relu.h)
 //
 // A kernel named cutlass3x_sm90_tensorop_gemm_* chosen for a convolution (1x1, stride 1, no
 // padding) runs it as the GEMM M = N*H*W, N = K, K = C: A = the NHWC activations (M x K,

@@ -2,8 +2,10 @@
 ## through the factories their profiler objects define (kernel.cu.mako: make_<name>() returns the
 ## kernel behind the adapter it was measured through). Needs no CUTLASS: profiler/operation.h only.
 ## Inputs: banner, conv_entries, gemm_entries (each with 'launcher', its kernel's index in
-## launchers), launchers (the kernels in the fallback order: name, and 'epilogue', the
-## best_kernels::Epilogue a fused one computes: its initializer, "{}" for none).
+## launchers), launchers (the kernels in the fallback order: name, 'epilogue', the
+## best_kernels::Epilogue a fused one computes: its initializer, "{}" for none; and 'optional_relu',
+## whether it is a kernel of epilogue "optional_relu": steps of bias, add and relu, the ReLU or none
+## set at launch).
 ${banner}
 #include "best_kernels.h"
 
@@ -12,6 +14,7 @@ ${banner}
 #include <memory>
 
 #include "fused.h"
+#include "activation_at_launch.h"
 #include "grouped.h"
 #include "operation.h"
 
@@ -40,6 +43,10 @@ constexpr Epilogue kEpilogueOf[] = {
     ${launcher['epilogue']},
 % endfor
 };
+// Whether kMake[i]'s kernel is of epilogue "optional_relu" (activation_at_launch.h): it runs the
+// problems of an epilogue of ReLU or no activation (kEpilogueOf[i] says what it reads), the
+// activation set at each launch.
+constexpr bool kOptionalRelu[] = {${", ".join("true" if launcher['optional_relu'] else "false" for launcher in launchers)}};
 static_assert(kLauncherCount == int(sizeof(kLaunchOrder) / sizeof(kLaunchOrder[0])),
               "best_kernels.h and its library name the same kernels");
 % if conv_entries:
@@ -79,6 +86,7 @@ struct Prepared {
   int groups = 1;
   kernelgen::Conv2dBinding binding{};
   kernelgen::EpilogueOperands epilogue{};
+  int activation = 0;  // a kernel of epilogue "optional_relu"'s (kernelgen::ActivationKind)
   cudaStream_t stream = nullptr;
   int device = -1;
   std::unique_ptr<kernelgen::Operation> operation;
@@ -110,7 +118,10 @@ kernelgen::Operation* probe(int i, int groups) {
 }
 
 bool supports(int i, const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue) {
-  if (!(kEpilogueOf[i] == epilogue)) return false;
+  if (kOptionalRelu[i] ? epilogue == Epilogue{} || (epilogue.activation != Activation::kNone &&
+                                                    epilogue.activation != Activation::kRelu)
+                       : !(kEpilogueOf[i] == epilogue))
+    return false;
   kernelgen::Operation* operation = probe(i, groups);
   return operation != nullptr && operation->can_implement(p).empty();
 }
@@ -121,20 +132,24 @@ size_t workspace_of(int i, const kernelgen::Conv2dProblem& p, int groups) {
 }
 
 bool launch_kernel(int i, const kernelgen::Conv2dProblem& p, int groups, const kernelgen::Conv2dBinding& b,
-                   const kernelgen::EpilogueOperands& e, cudaStream_t stream) {
+                   const kernelgen::EpilogueOperands& e, int activation, cudaStream_t stream) {
   Prepared& last = kernels().prepared[i];
   int device = -1;
   if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError();  // no device: prepare() says why, if it must
   if (!(last.valid && same(last.problem, p) && last.groups == groups && same(last.binding, b) &&
-        same(last.epilogue, e) && last.stream == stream && last.device == device)) {
+        same(last.epilogue, e) && last.activation == activation && last.stream == stream && last.device == device)) {
     last.valid = false;
     if (!last.operation || last.groups != groups || last.device != device) last.operation = kMake[i]();
     if (with_groups(last.operation.get(), groups) == nullptr) return false;
     auto* fused = dynamic_cast<kernelgen::FusedOperation*>(last.operation.get());
     if ((fused != nullptr) != !(kEpilogueOf[i] == Epilogue{})) return false;
     if (fused != nullptr) fused->set_epilogue({e});
+    auto* at_launch = dynamic_cast<kernelgen::ActivationAtLaunch*>(last.operation.get());
+    if ((at_launch != nullptr) != kOptionalRelu[i]) return false;
+    if (at_launch != nullptr) at_launch->set_activation(activation);
     if (!last.operation->prepare(p, {b}, stream).empty()) return false;
-    last.problem = p, last.groups = groups, last.binding = b, last.epilogue = e, last.stream = stream;
+    last.problem = p, last.groups = groups, last.binding = b, last.epilogue = e, last.activation = activation;
+    last.stream = stream;
     last.device = device;
     last.valid = true;
   }
@@ -234,7 +249,8 @@ Status launch(const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epi
   if (index < 0) return Status::kErrorNotSupported;
   const size_t needed = workspace_of(index, p, groups);
   if (workspace_bytes < needed || (needed > 0 && workspace == nullptr)) return Status::kErrorWorkspaceNull;
-  return launch_kernel(index, p, groups, {x, w, y, needed > 0 ? workspace : nullptr}, {bias, residual}, stream)
+  return launch_kernel(index, p, groups, {x, w, y, needed > 0 ? workspace : nullptr}, {bias, residual},
+                       static_cast<int>(epilogue.activation), stream)
              ? Status::kSuccess
              : Status::kErrorInternal;
 }

@@ -64,10 +64,33 @@ def epilogue_suffix(epilogue: str) -> str:
     return f"_e{epilogue.replace('+', '_')}" if epilogue else ""
 
 
+# The fusion of the kernels that compute the epilogues of steps bias, add and relu (the add before
+# the ReLU), the ReLU or none chosen at launch (kernelgen.fusion, profiler/optional_relu.h).
+OPTIONAL_RELU = "optional_relu"
+
+
+def add_after_activation(epilogue: str) -> bool:
+    """Whether ``epilogue`` adds its residual after its activation (no fused kernel computes that)."""
+    order = epilogue_steps(epilogue)
+    act = next((s for s in order if s in ACTIVATIONS), None)
+    return act is not None and "add" in order and order.index("add") > order.index(act)
+
+
 def fused_ops(ops: tuple, epilogue: str) -> tuple:
     """The kernel ops that run a problem of ``epilogue``: ``<op>:<epilogue>`` for each of ``ops`` (a
-    fused kernel computes its epilogue; the plain ones serve the problems of none)."""
-    return tuple(f"{op}:{epilogue}" for op in ops) if epilogue else ops
+    fused kernel computes its epilogue; the plain ones serve the problems of none), and
+    ``<op>:optional_relu`` where a kernel of OPTIONAL_RELU computes it (steps of bias, add and relu,
+    the add first)."""
+    if not epilogue:
+        return ops
+    extra = tuple(f"{op}:{OPTIONAL_RELU}" for op in ops) if optional_relu_computes(epilogue) else ()
+    return tuple(f"{op}:{epilogue}" for op in ops) + extra
+
+
+def optional_relu_computes(epilogue: str) -> bool:
+    """Whether a kernel of OPTIONAL_RELU computes ``epilogue``: steps of bias, add and relu, the add first."""
+    return (bool(epilogue) and set(epilogue_steps(epilogue)) <= {"bias", "add", "relu"}
+            and not add_after_activation(epilogue))
 
 
 @functools.cache

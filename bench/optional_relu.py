@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Benchmark: kernels of epilogue any (docs/kernels.md, "Fused epilogues") against the fused
-kernels they stand in for, on the layers of committed sets.
+"""Benchmark: kernels of epilogue optional_relu (docs/kernels.md, "Fused epilogues") against the
+fused kernels they stand in for, on the layers of committed sets.
 
-    python bench/any_epilogue.py kernels SET [SET ...] > list.txt
-    scons -j16 profile WORKLOADS=<SET> TOP=all KERNELS=@list.txt RESULTS=<scratch>   # each SET
-    python bench/any_epilogue.py report <scratch> SET [SET ...]
+    python bench/optional_relu.py kernels SET [SET ...] --workloads <folder> > list.txt
+    scons -j16 profile WORKLOADS=<folder>/<SET>.txt TOP=all KERNELS=@list.txt RESULTS=<scratch>   # each SET
+    python bench/optional_relu.py report <scratch> SET [SET ...]
 
 ``kernels`` prints, for each SET, the fused kernels its committed rows choose (each layer's fastest
-ok row; ``--pairs N``: the first N by name) and each one's kernel of epilogue any: the KERNELS= list of a profile that measures both on
+ok row; ``--pairs N``: the first N by name) of an epilogue of bias, add and relu, and each one's
+kernel of epilogue optional_relu, and writes the
+lines of those layers to <folder>/<SET>.txt: the KERNELS= list of a profile that measures both on
 the same layers in one run. ``report`` prints, per set, each layer's time with its chosen kernel
-and with that kernel's any variant (from the same results), their ratio, and the geometric mean.
+and with that kernel's optional_relu variant (from the same results), their ratio, and the
+geometric mean.
 """
 
 import argparse
@@ -23,14 +26,15 @@ sys.path.insert(0, str(ROOT / "site_scons"))
 
 from kernelgen import results  # noqa: E402
 from kernelgen.fusion import fused, with_fused  # noqa: E402
-from kernelgen.ops.common import ANY_EPILOGUE  # noqa: E402
+from kernelgen.ops.common import OPTIONAL_RELU, optional_relu_computes  # noqa: E402
 from kernelgen.space import load_space, merged  # noqa: E402
 from kernelgen.specs import load_catalog  # noqa: E402
 from kernelgen.workloads import parse_workloads  # noqa: E402
 
 
 def chosen_pairs(set_name: str, results_root: Path, gpu: str) -> list:
-    """[(workload, count, chosen fused kernel, its any variant)] of ``set_name``'s fused layers."""
+    """[(workload, count, chosen fused kernel, its optional_relu variant, line)] of ``set_name``'s
+    layers of an epilogue of bias, add and relu."""
     problems = parse_workloads((ROOT / "kernel_specs" / "workloads" / f"{set_name}.txt").read_text())
     listed = merged(load_catalog(ROOT / "kernel_specs" / "families"), load_space(ROOT / "kernel_specs" / "spaces"))
     by_name = {k.name: k for k in with_fused(listed, problems)}
@@ -44,11 +48,11 @@ def chosen_pairs(set_name: str, results_root: Path, gpu: str) -> list:
         if ok.empty:
             continue
         kernel = by_name.get(ok.loc[ok["runtime_ms"].idxmin(), "kernel"])
-        if kernel is None or not getattr(kernel, "fusion", "") or kernel.fusion == ANY_EPILOGUE:
+        if kernel is None or not optional_relu_computes(getattr(kernel, "fusion", "")):
             continue
-        twin = fused(replace(kernel, fusion=""), ANY_EPILOGUE)
+        twin = fused(replace(kernel, fusion=""), OPTIONAL_RELU)
         if twin.name in by_name:
-            out.append((problem.name, problem.count, kernel.name, twin.name))
+            out.append((problem.name, problem.count, kernel.name, twin.name, problem.line))
     return out
 
 
@@ -58,21 +62,28 @@ def main() -> int:
     parser.add_argument("args", nargs="+", help="kernels: SET ...; report: RESULTS SET ...")
     parser.add_argument("--gpu", default="nvidia_h200")
     parser.add_argument("--pairs", type=int, default=0, help="kernels: each set's first N pairs only (0: all)")
+    parser.add_argument("--workloads", help="kernels: the folder to write each set's measured lines to")
     args = parser.parse_args()
     committed = ROOT / "profile_results"
     if args.command == "kernels":
         names = set()
         for set_name in args.args:
-            pairs = sorted({(a, b) for _, _, a, b in chosen_pairs(set_name, committed, args.gpu)})
-            names.update(n for pair in pairs[:args.pairs or None] for n in pair)
+            found = chosen_pairs(set_name, committed, args.gpu)
+            pairs = sorted({(a, b) for _, _, a, b, _ in found})[:args.pairs or None]
+            names.update(n for pair in pairs for n in pair)
+            if args.workloads:
+                lines = (ROOT / "kernel_specs" / "workloads" / f"{set_name}.txt").read_text().splitlines()
+                kept = [lines[line - 1] for _, _, a, b, line in found if (a, b) in pairs]
+                Path(args.workloads).mkdir(parents=True, exist_ok=True)
+                (Path(args.workloads) / f"{set_name}.txt").write_text("\n".join(kept) + "\n")
         print("\n".join(sorted(names)))
         return 0
     scratch, sets = Path(args.args[0]), args.args[1:]
-    print("| set | layers | chosen kernels ms | any kernels ms | any / chosen | geometric mean | worst |")
+    print("| set | layers | chosen kernels ms | optional_relu kernels ms | ratio | geometric mean | worst |")
     print("|---|---|---|---|---|---|---|")
     for set_name in sets:
-        ratios, chosen_ms, any_ms = [], 0.0, 0.0
-        for workload, count, kernel, twin in chosen_pairs(set_name, committed, args.gpu):
+        ratios, chosen_ms, twin_ms = [], 0.0, 0.0
+        for workload, count, kernel, twin, _ in chosen_pairs(set_name, committed, args.gpu):
             path = scratch / set_name / args.gpu / f"{workload}.csv"
             if not path.is_file():
                 continue
@@ -81,10 +92,10 @@ def main() -> int:
             if kernel in ok and twin in ok:
                 ratios.append(ok[twin] / ok[kernel])
                 chosen_ms += count * ok[kernel]
-                any_ms += count * ok[twin]
+                twin_ms += count * ok[twin]
         if ratios:
             mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-            print(f"| `{set_name}` | {len(ratios)} | {chosen_ms:.3f} | {any_ms:.3f} | {any_ms / chosen_ms:.3f} | "
+            print(f"| `{set_name}` | {len(ratios)} | {chosen_ms:.3f} | {twin_ms:.3f} | {twin_ms / chosen_ms:.3f} | "
                   f"{mean:.3f} | {max(ratios):.2f} |")
     return 0
 

@@ -1,24 +1,25 @@
-// CUTLASS 3.x kernels of epilogue "any" (kernelgen/fusion.py: ANY; LinCombPerColBiasEltAct with
-// runtime_activation.h's activation) as kernelgen::FusedOperation and ActivationAtLaunch: the
-// fused kernels' arguments (fused_adapter_3x.h's FusedArguments) with the activation that
-// set_activation() gave, one kernel for the layers of every fused epilogue of its tile.
+// CUTLASS 3.x kernels of epilogue "optional_relu" (kernelgen/fusion.py: OPTIONAL_RELU;
+// LinCombPerColBiasEltAct with optional_relu.h's activation) as kernelgen::FusedOperation and
+// ActivationAtLaunch: the fused kernels' arguments (fused_adapter_3x.h's FusedArguments) with the
+// activation that set_activation() gave, ReLU or none: one kernel for the layers of the epilogues
+// of steps bias, add and relu of its tile.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "activation_at_launch.h"
 #include "fused_adapter_3x.h"
-#include "fused_any.h"
+#include "optional_relu.h"
 #include "patch_adapter_3x.h"
-#include "runtime_activation.h"
 
 namespace kernelgen {
 
 // DeviceOp run with Arguments (FusedArguments) and the activation; ZeroWorkspace: a stream-K
 // kernel's counters zeroed before each launch, as FusedCutlassOperation does.
 template <typename DeviceOp, typename Arguments, bool ZeroWorkspace>
-class FusedAnyOperation final : public FusedOperation, public ActivationAtLaunch {
+class FusedOptionalReluOperation final : public FusedOperation, public ActivationAtLaunch {
  public:
   std::string can_implement(const Conv2dProblem& problem) override {
     std::string reason = Arguments::unsupported(problem);
@@ -38,8 +39,8 @@ class FusedAnyOperation final : public FusedOperation, public ActivationAtLaunch
                       cudaStream_t stream) override {
     ops_.clear();
     args_.clear();
-    if (kind_ < kActivationNone || kind_ > kActivationSigmoid) {
-      return "activation " + std::to_string(kind_) + " is none of runtime_activation.h's";
+    if (kind_ != kActivationNone && kind_ != kActivationRelu) {
+      return "activation " + std::to_string(kind_) + ": this kernel computes ReLU or none (optional_relu.h)";
     }
     if (epilogue_.size() != bindings.size()) {
       return "a fused kernel needs its epilogue's operands for each binding (set_epilogue: " +
@@ -80,26 +81,26 @@ class FusedAnyOperation final : public FusedOperation, public ActivationAtLaunch
 };
 
 template <typename DeviceOp>
-using FusedAnyGemmOperation3x = FusedAnyOperation<DeviceOp, FusedArguments<DeviceOp, GemmArguments3x<DeviceOp>>, false>;
+using FusedOptionalReluGemmOperation3x = FusedOptionalReluOperation<DeviceOp, FusedArguments<DeviceOp, GemmArguments3x<DeviceOp>>, false>;
 
 template <typename DeviceOp>
-using FusedAnyGemmStreamKOperation3x =
-    FusedAnyOperation<DeviceOp, FusedArguments<DeviceOp, StreamKArguments<DeviceOp, GemmArguments3x<DeviceOp>>>, true>;
+using FusedOptionalReluGemmStreamKOperation3x =
+    FusedOptionalReluOperation<DeviceOp, FusedArguments<DeviceOp, StreamKArguments<DeviceOp, GemmArguments3x<DeviceOp>>>, true>;
 
 template <typename DeviceOp>
-using FusedAnyConv2dOperation3x =
-    FusedAnyOperation<DeviceOp, FusedArguments<DeviceOp, Conv2dFpropArguments3x<DeviceOp>>, false>;
+using FusedOptionalReluConv2dOperation3x =
+    FusedOptionalReluOperation<DeviceOp, FusedArguments<DeviceOp, Conv2dFpropArguments3x<DeviceOp>>, false>;
 
 template <typename DeviceOp>
-using FusedAnyConv2dPersistentOperation3x =
-    FusedAnyOperation<DeviceOp, FusedArguments<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>>, false>;
+using FusedOptionalReluConv2dPersistentOperation3x =
+    FusedOptionalReluOperation<DeviceOp, FusedArguments<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>>, false>;
 
 template <typename DeviceOp>
-using FusedAnyConv2dPersistentStreamKOperation3x = FusedAnyOperation<
+using FusedOptionalReluConv2dPersistentStreamKOperation3x = FusedOptionalReluOperation<
     DeviceOp, FusedArguments<DeviceOp, StreamKArguments<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>>>, true>;
 
 template <typename DeviceOp>
-using FusedAnyPatchConv2dOperation3x =
-    FusedAnyOperation<DeviceOp, FusedArguments<DeviceOp, PatchConv2dArguments3x<DeviceOp>>, false>;
+using FusedOptionalReluPatchConv2dOperation3x =
+    FusedOptionalReluOperation<DeviceOp, FusedArguments<DeviceOp, PatchConv2dArguments3x<DeviceOp>>, false>;
 
 }  // namespace kernelgen

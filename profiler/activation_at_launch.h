@@ -1,7 +1,7 @@
-// Fused kernels whose activation is chosen at launch (epilogue "any", kernelgen/fusion.py): one
-// kernel serves the layers of every fused epilogue of its tile, y = activation(conv(x, w) + bias +
-// residual), the bias and residual given as for the other fused kernels (fused.h) and the
-// activation with set_activation() before prepare().
+// Fused kernels whose activation is chosen at launch (epilogue "optional_relu", kernelgen/fusion.py:
+// ReLU or none, optional_relu.h): one kernel serves the layers of several epilogues of its tile,
+// y = activation(conv(x, w) + bias + residual), the bias and residual given as for the other fused
+// kernels (fused.h) and the activation with set_activation() before prepare().
 #pragma once
 
 #include "fused.h"
