@@ -485,39 +485,42 @@ def test_a_build_compiles_one_of_twins_where_it_serves(everything):
     assert candidates.union(candidates.shared(proposals)) == sorted([pdl.name, narrow.name])
 
 
-def test_a_build_compiles_one_kernel_of_epilogue_optionalfor_a_tiles_epilogues(everything):
-    """Layers proposing one tile fused for two epilogues or more of bias, add and relu take the
-    tile's kernel of epilogue optional_relu, one for them all (of the first one's launch); a tile
-    of one such epilogue, a SiLU layer's kernel, the set's measured choices and a kernel whose
-    optional_relu variant the build does not have stay as they were."""
+def test_a_build_compiles_one_kernel_of_epilogue_optional_relu_for_a_tiles_relu_epilogues(everything):
+    """Layers proposing one tile fused for two epilogues or more of bias and relu take the tile's
+    kernel of epilogue optional_relu, one for them all (of the first one's launch), those of bias,
+    add and relu its add+optional_relu kernel; a tile of one such epilogue, a SiLU layer's kernel,
+    the set's measured choices and a kernel whose variant the build does not have stay as they were."""
     from kernelgen import fusion
 
-    layers = [Conv2dProblem(8, 28, 28, 256, 256, 3, 3, 1, 1, epilogue=e)
-              for e in ("bias+relu", "bias+add+relu", "bias", "bias+silu")]
+    epilogues = ("bias+relu", "bias+add+relu", "bias", "bias+silu", "bias+add")
+    layers = [Conv2dProblem(8, 28, 28, 256, 256, 3, 3, 1, 1, epilogue=e) for e in epilogues]
     made = fusion.with_fused(everything, layers)
     by_name = {k.name: k for k in made}
     base = by_name["cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0"
                    "_align8_warpspecialized_pingpong_epi_tma"]
     other = by_name[replace(base, tile=(128, 64, 64)).name]
-    relu, add, bias, silu = (by_name[fusion.fused(base, p.epilogue).name] for p in layers)
+    relu, add_relu, bias, silu, add = (by_name[fusion.fused(base, p.epilogue).name] for p in layers)
     pdl_bias = by_name[fusion.fused(replace(base, launch="pdl"), "bias").name]
     lone = by_name[fusion.fused(other, "bias+relu").name]
-    optional = by_name[base.name + "_eoptional_relu"]
-    assert optional.op == "conv2d_fprop:optional_relu" and optional.source is None
-    proposals = [candidates.Proposal(layers[0], [(0.01, relu), (0.02, lone)]), candidates.Proposal(layers[1], [(0.01, add)]),
-                 candidates.Proposal(layers[2], [(0.01, pdl_bias)]), candidates.Proposal(layers[3], [(0.01, silu)])]
+    optional, added = by_name[base.name + "_eoptional_relu"], by_name[base.name + "_eadd_optional_relu"]
+    assert optional.op == "conv2d_fprop:optional_relu" and added.op == "conv2d_fprop:add+optional_relu"
+    proposals = [candidates.Proposal(layers[0], [(0.01, relu), (0.02, lone)]),
+                 candidates.Proposal(layers[1], [(0.01, add_relu)]), candidates.Proposal(layers[2], [(0.01, pdl_bias)]),
+                 candidates.Proposal(layers[3], [(0.01, silu)]), candidates.Proposal(layers[4], [(0.01, add)])]
     names = lambda ps: [[k.name for _, k in p.ranked] for p in ps]  # noqa: E731
     merged = candidates.merged(proposals, made)
-    assert names(merged) == [[optional.name, lone.name], [optional.name], [optional.name], [silu.name]]
-    assert [p.ranked[0][0] for p in merged] == [0.01, 0.01, 0.01, 0.01], "each layer's prediction"
-    assert names(candidates.merged(proposals, made, [relu])) == [[relu.name, lone.name], [optional.name], [optional.name],
-                                                               [silu.name]]
+    assert names(merged) == [[optional.name, lone.name], [added.name], [optional.name], [silu.name], [added.name]]
+    assert [p.ranked[0][0] for p in merged] == [0.01] * 5, "each layer's prediction"
+    assert names(candidates.merged(proposals, made, [relu])) == [[relu.name, lone.name], [added.name], [pdl_bias.name],
+                                                               [silu.name], [added.name]]
+    assert names(candidates.merged(proposals[:2], made)) == names(proposals[:2]), "one epilogue of each: as proposed"
     assert names(candidates.merged([proposals[0], proposals[3]], made)) == names([proposals[0], proposals[3]]), \
         "ReLU and SiLU: no kernel computes both"
-    assert names(candidates.merged(proposals[:1], made)) == names(proposals[:1]), "one epilogue a tile: as proposed"
-    assert names(candidates.merged(proposals, [k for k in made if k is not optional])) == names(proposals)
+    assert names(candidates.merged(proposals, [k for k in made if k is not optional])) == \
+        [[relu.name, lone.name], [added.name], [pdl_bias.name], [silu.name], [added.name]]
     ranked = candidates.propose(layers, made, cost_model.load_model(GPU), 4)
-    assert not any(k.fusion == "optional_relu" for p in ranked for _, k in p.ranked), "no layer proposes one"
+    assert not any(k.fusion in ("optional_relu", "add+optional_relu") for p in ranked for _, k in p.ranked), \
+        "no layer proposes one"
 
 
 class CountingModel:

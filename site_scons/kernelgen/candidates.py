@@ -17,7 +17,7 @@ from pathlib import Path
 from .cost_model import MEASURED_TOP, measured_by_rank, serves, theta_group
 from .errors import WorkloadError
 from .fusion import fused
-from .ops.common import OPTIONAL_RELU, epilogue_suffix, optional_relu_computes
+from .ops.common import OPTIONAL_RELU_FUSIONS, epilogue_suffix, optional_relu_fusion
 from .ops import serves as serves_op
 from .families.conv2d_2x import Conv2dFprop2x
 from .families.gemm_sm90 import GemmSm90
@@ -153,7 +153,7 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
     kernel names that ran on it and did not pass) are left out. A problem no kernel serves is an
     error naming it and why each kernel refused it."""
     # OPTIONAL_RELU's kernels are no layer's proposal: they stand in for the proposals (``merged``)
-    proposals, rank = [], model.ranking([k for k in kernels if getattr(k, "fusion", "") != OPTIONAL_RELU])
+    proposals, rank = [], model.ranking([k for k in kernels if getattr(k, "fusion", "") not in OPTIONAL_RELU_FUSIONS])
     if memo is not None:
         model_text, by_name = model.to_json(), {k.name: k for k in kernels}
         kernels_text = "\n".join(f"{k.name} {k.family}" for k in kernels)
@@ -271,30 +271,32 @@ def _twin_key(kernel) -> tuple:
 
 def _unfused_key(kernel) -> tuple | None:
     """What a fused kernel is apart from its epilogue, its launch and its source operand (the
-    kernels ``merged`` puts one kernel of OPTIONAL_RELU in place of); None for another kernel."""
+    kernels ``merged`` puts one kernel of OPTIONAL_RELU_FUSIONS in place of, the one that computes
+    its epilogue); None for another kernel."""
     fusion = getattr(kernel, "fusion", "")
-    if not fusion or fusion == OPTIONAL_RELU:
+    at_launch = optional_relu_fusion(fusion)
+    if not at_launch:
         return None
     if isinstance(kernel, GemmSm90):
-        return variant_of(kernel)[:-1], kernel.k_alignment
-    return type(kernel).__name__, kernel.name[:-len(epilogue_suffix(fusion))]
+        return variant_of(kernel)[:-1], kernel.k_alignment, at_launch
+    return type(kernel).__name__, kernel.name[:-len(epilogue_suffix(fusion))], at_launch
 
 
 def merged(proposals: list, everything: list, first=()) -> list:
     """``proposals`` with the fused kernels alike but for their epilogue (``_unfused_key``) that the
-    layers' candidates hold of two or more epilogues a kernel of OPTIONAL_RELU computes each
-    replaced by the kernel of OPTIONAL_RELU they make (``fusion.fused``; where ``everything`` holds it and it serves the layer): one compile
+    layers' candidates hold of two or more epilogues one kernel of OPTIONAL_RELU_FUSIONS computes
+    each replaced by that kernel (``fusion.fused``; where ``everything`` holds it and it serves the layer): one compile
     for them all. The set's measured choices (``first``) are compiled anyway, so they stay."""
     keep, by_name = {k.name for k in first}, None
     epilogues = {}
     for proposal in proposals:
         for _, kernel in proposal.ranked:
             key = _unfused_key(kernel) if kernel.name not in keep else None
-            if key is not None and optional_relu_computes(kernel.fusion):
+            if key is not None:
                 epilogues.setdefault(key, set()).add(kernel.fusion)
     if not any(len(e) > 1 for e in epilogues.values()):
         return proposals
-    by_name = {k.name: k for k in everything if getattr(k, "fusion", "") == OPTIONAL_RELU}
+    by_name = {k.name: k for k in everything if getattr(k, "fusion", "") in OPTIONAL_RELU_FUSIONS}
     out, stand_ins = [], {}  # key -> the kernel of OPTIONAL_RELU made first for it (of its launch)
     for proposal in proposals:
         ranked = []
@@ -302,7 +304,7 @@ def merged(proposals: list, everything: list, first=()) -> list:
             key = _unfused_key(kernel) if kernel.name not in keep else None
             if key is not None and len(epilogues.get(key, ())) > 1:
                 if key not in stand_ins:
-                    stand_ins[key] = by_name.get(fused(replace(kernel, fusion=""), OPTIONAL_RELU).name)
+                    stand_ins[key] = by_name.get(fused(replace(kernel, fusion=""), key[-1]).name)
                 stand_in = stand_ins[key]
                 if stand_in is not None and serves(stand_in, proposal.problem) is None:
                     kernel = stand_in
