@@ -471,30 +471,37 @@ def test_the_profiler_refuses_a_bad_epilogue_or_hold_in_one_line_before_asking_t
 EPILOGUES = ("bias+relu", "bias+add+relu", "bias+add", "bias+silu", "bias+gelu", "bias+hardswish", "bias+sigmoid")
 
 
-@requires_gpu
-def test_on_the_gpu_every_fused_kernel_computes_its_epilogue(tmp_path):
-    """Each epilogue on a 1x1 and a 3x3 layer, and a GEMM, over the model's two best fused candidates
-    of each: every pair ok and verified against the reference convolution through the same epilogue."""
+def profile_epilogues(tmp_path, epilogues, *options) -> tuple:
+    """(lines, the rows) of `scons profile` with ``options`` on a GPU, of a 1x1 and a 3x3 layer and a
+    GEMM for each of ``epilogues``."""
     import pandas as pd
 
     from kernelgen import results
     from kernelgen.profile import query_gpu
 
     lines = []
-    for epilogue in EPILOGUES:
+    for epilogue in epilogues:
         lines += [f"conv2d_fprop n=4 h=14 w=14 c=64 k=128 r=1 s=1 epilogue={epilogue}",
                   f"conv2d_fprop n=4 h=15 w=15 c=32 k=64 r=3 s=3 pad=1 stride=2 epilogue={epilogue}",
                   f"gemm m=200 n=256 k=64 epilogue={epilogue}"]
     workloads = tmp_path / "fused.txt"
     workloads.write_text("\n".join(lines) + "\n")
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}", "TOP=2",
+    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}", *options,
                           f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     folder = results.gpu_dir(tmp_path / "results", "fused", query_gpu()[0])
     frame = pd.concat([results.read_csv(p) for p in sorted(folder.glob("*.csv"))])
     assert len(set(frame["workload"])) == len(lines)
+    return lines, frame
+
+
+@requires_gpu
+def test_on_the_gpu_every_fused_kernel_computes_its_epilogue(tmp_path):
+    """Each epilogue on a 1x1 and a 3x3 layer, and a GEMM, over the model's two best fused candidates
+    of each: every pair ok and verified against the reference convolution through the same epilogue."""
+    _, frame = profile_epilogues(tmp_path, EPILOGUES, "TOP=2")
     bad = frame[(frame["status"] != "ok") & (frame["status"] != "unsupported")]
     assert bad.empty, bad[["workload", "kernel", "status", "message"]].to_string()
     ok = frame[frame["status"] == "ok"]
@@ -520,26 +527,9 @@ def test_on_the_gpu_a_kernel_of_epilogue_optional_relu_computes_each_layers_epil
     bias, add and relu they compute: each run verified against the reference through the layer's
     own epilogue, so each launch applied the ReLU or not as it was told; the GEMM kernels refuse
     the 3x3 layers."""
-    import pandas as pd
-
-    from kernelgen import results
-    from kernelgen.profile import query_gpu
-
-    lines = []
-    for epilogue in ("bias+relu", "bias+add+relu", "bias+add", "bias", "relu", "add"):
-        lines += [f"conv2d_fprop n=4 h=14 w=14 c=64 k=128 r=1 s=1 epilogue={epilogue}",
-                  f"conv2d_fprop n=4 h=15 w=15 c=32 k=64 r=3 s=3 pad=1 stride=2 epilogue={epilogue}",
-                  f"gemm m=200 n=256 k=64 epilogue={epilogue}"]
-    workloads = tmp_path / "relu.txt"
-    workloads.write_text("\n".join(lines) + "\n")
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}", "TOP=all",
-                          f"KERNELS={','.join(OPTIONAL_RELU_KERNELS)}", f"RESULTS={tmp_path / 'results'}",
-                          f"BUILD={build}"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
-    folder = results.gpu_dir(tmp_path / "results", "relu", query_gpu()[0])
-    frame = pd.concat([results.read_csv(p) for p in sorted(folder.glob("*.csv"))])
-    assert set(frame["kernel"]) == set(OPTIONAL_RELU_KERNELS) and len(set(frame["workload"])) == len(lines)
+    lines, frame = profile_epilogues(tmp_path, ("bias+relu", "bias+add+relu", "bias+add", "bias", "relu", "add"),
+                                     "TOP=all", f"KERNELS={','.join(OPTIONAL_RELU_KERNELS)}")
+    assert set(frame["kernel"]) == set(OPTIONAL_RELU_KERNELS)
     refused = frame["status"] == "unsupported"
     assert frame[refused]["kernel"].str.contains("_gemm_").all() and frame[refused]["workload"].str.contains("_r3_s3_").all()
     bad = frame[~refused & (frame["status"] != "ok")]
