@@ -8,7 +8,7 @@ fused kernels they stand in for, on the layers of committed sets.
 
 ``kernels`` prints, for each SET, the fused kernels its committed rows choose (each layer's fastest
 ok row; ``--pairs N``: the first N by name) of an epilogue of bias, add and relu, and each one's
-kernel of epilogue optional_relu or add+optional_relu, and writes the
+kernel of epilogue optional_relu that stands in for it (``candidates.merged``), and writes the
 lines of those layers to <folder>/<SET>.txt: the KERNELS= list of a profile that measures both on
 the same layers in one run. ``report`` prints, per set, each layer's time with its chosen kernel
 and with that kernel's optional_relu variant (from the same results), their ratio, and the
@@ -18,15 +18,15 @@ geometric mean.
 import argparse
 import math
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site_scons"))
 
 from kernelgen import results  # noqa: E402
-from kernelgen.fusion import fused, with_fused  # noqa: E402
-from kernelgen.ops.common import optional_relu_fusion  # noqa: E402
+from kernelgen.fusion import with_fused  # noqa: E402
+from kernelgen.candidates import unfused_key, stand_in_of  # noqa: E402
+from kernelgen.ops.common import OPTIONAL_RELU  # noqa: E402
 from kernelgen.space import load_space, merged  # noqa: E402
 from kernelgen.specs import load_catalog  # noqa: E402
 from kernelgen.workloads import parse_workloads  # noqa: E402
@@ -48,10 +48,11 @@ def chosen_pairs(set_name: str, results_root: Path, gpu: str) -> list:
         if ok.empty:
             continue
         kernel = by_name.get(ok.loc[ok["runtime_ms"].idxmin(), "kernel"])
-        if kernel is None or not optional_relu_fusion(getattr(kernel, "fusion", "")):
+        key = unfused_key(kernel) if kernel is not None else None
+        if key is None:
             continue
-        twin = fused(replace(kernel, fusion=""), optional_relu_fusion(kernel.fusion))
-        if twin.name in by_name:
+        twin = stand_in_of(kernel, key[-1], {k.name: k for k in by_name.values() if getattr(k, "fusion", "") == OPTIONAL_RELU})
+        if twin is not None:
             out.append((problem.name, problem.count, kernel.name, twin.name, problem.line))
     return out
 

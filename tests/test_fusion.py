@@ -7,6 +7,7 @@ on a GPU every fused kernel is checked against the reference convolution through
 epilogue."""
 
 import os
+from dataclasses import replace
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,8 @@ def test_a_sets_epilogues_give_the_fusible_kernels_fused_variants_and_no_others(
     fused = [k for k in everything if ":" in k.op]
     fusible = [k for k in CATALOG if fusion.fusible(k)]
     assert fusible and len(fused) <= 3 * len(fusible)
-    assert {k.op.split(":")[1] for k in fused} == {"bias+add+relu", "bias+gelu", "add+optional_relu"}
-    assert all(k.name.endswith(("_ebias_add_relu", "_ebias_gelu", "_eadd_optional_relu")) for k in fused)
+    assert {k.op.split(":")[1] for k in fused} == {"bias+add+relu", "bias+gelu", "optional_relu"}
+    assert all(k.name.endswith(("_ebias_add_relu", "_ebias_gelu", "_eoptional_relu")) for k in fused)
     assert set(CATALOG) <= set(everything) and len({k.name for k in everything}) == len(everything)
     assert not any(fusion.fusible(k) for k in CATALOG if getattr(k, "store_stages", None) is not None)
     assert fusion.refuses("bias+relu+add").endswith("a residual add after the activation (fused kernels add it before)")
@@ -61,39 +62,41 @@ def test_a_fused_kernel_serves_the_layers_of_its_epilogue_only():
     assert serves(fusion.fused(plain, "bias+silu"), fused_layer).startswith("a gemm:bias+silu kernel")
 
 
-@pytest.mark.parametrize("epilogue, fusion_served_by", [
-    ("bias+relu", "optional_relu"), ("bias", "optional_relu"), ("relu", "optional_relu"),
-    ("bias+add+relu", "add+optional_relu"), ("bias+add", "add+optional_relu"), ("add", "add+optional_relu"),
-    ("bias+gelu", None), ("bias+silu", None), ("bias+add+hardswish", None), ("bias+sigmoid", None),
-    ("bias+relu+add", None),  # an add after the activation: no fused kernel computes it
-    ("", None),  # a layer of no epilogue: the plain kernels'
+@pytest.mark.parametrize("epilogue, without_c, with_c", [
+    ("bias+relu", True, True), ("bias", True, True), ("relu", True, True),
+    ("bias+add+relu", False, True), ("bias+add", False, True), ("add", False, True),
+    ("bias+gelu", False, False), ("bias+silu", False, False), ("bias+add+hardswish", False, False),
+    ("bias+sigmoid", False, False),
+    ("bias+relu+add", False, False),  # an add after the activation: no fused kernel computes it
+    ("", False, False),  # a layer of no epilogue: the plain kernels'
 ])
-def test_a_kernel_of_epilogue_optional_relu_serves_the_epilogues_of_bias_and_relu_and_one_with_add_those_of_add(
-        epilogue, fusion_served_by):
+def test_a_kernel_of_epilogue_optional_relu_serves_the_epilogues_of_bias_add_and_relu_that_its_c_allows(
+        epilogue, without_c, with_c):
     plain = first(GemmSm90, element="f16", source="void", scheduler="default", store_stages=None)
     layer = Conv2dProblem(**POINTWISE, epilogue=epilogue)
-    for at_launch in ("optional_relu", "add+optional_relu"):
-        assert (serves(fusion.fused(plain, at_launch), layer) is None) == (at_launch == fusion_served_by)
+    assert (serves(fusion.fused(plain, "optional_relu"), layer) is None) == without_c
+    assert (serves(fusion.fused(replace(plain, source=None), "optional_relu"), layer) is None) == with_c
     assert (serves(fusion.fused(plain, "bias+relu"), layer) is None) == (epilogue == "bias+relu")
 
 
-def test_a_kernel_of_epilogue_optional_relu_takes_its_relu_at_launch_and_one_with_add_reads_c():
+def test_a_kernel_of_epilogue_optional_relu_takes_its_relu_at_launch_and_keeps_its_source_operand():
     plain = first(GemmSm90, element="f16", source="void", scheduler="default", store_stages=None)
-    optional, added = fusion.fused(plain, "optional_relu"), fusion.fused(plain, "add+optional_relu")
+    optional, with_c = fusion.fused(plain, "optional_relu"), fusion.fused(replace(plain, source=None), "optional_relu")
     assert optional.name == plain.name + "_eoptional_relu" and optional.op == "gemm:optional_relu"
     assert optional.source == "void", "no residual: no C, its shared memory the main loop's"
-    assert added.name == plain.name.replace("_void_", "_f16_") + "_eadd_optional_relu" and added.source is None
+    assert with_c.name == plain.name.replace("_void_", "_f16_") + "_eoptional_relu" and with_c.source is None
     assert optional.adapter == "kernelgen::FusedOptionalReluGemmOperation3x" and "optional_relu_adapter_3x.h" in optional.includes
     streamed = fusion.fused(first(GemmSm90, element="f16", scheduler="stream_k", store_stages=None), "optional_relu")
     assert streamed.adapter == "kernelgen::FusedOptionalReluGemmStreamKOperation3x"
-    conv = fusion.fused(first(Conv2dFpropSm90, element="f16"), "add+optional_relu")
+    conv = fusion.fused(first(Conv2dFpropSm90, element="f16"), "optional_relu")
     assert conv.adapter == "kernelgen::FusedOptionalReluConv2dOperation3x"
     assert fusion.fusion_cpp("optional_relu", "cutlass::half_t", "float", "cutlass::half_t").startswith(
         "cutlass::epilogue::fusion::LinCombPerColBiasEltAct<kernelgen::OptionalRelu, ")
     text = render.kernel_source(TEMPLATES, optional)
     assert "kernelgen::OptionalRelu," in text and "FusedOptionalReluGemmOperation3x<" in text
-    assert fusion.epilogue_cpp("optional_relu") == "{true, false, Activation::kNone}"
-    assert fusion.epilogue_cpp("add+optional_relu") == "{true, true, Activation::kNone}"
+    assert fusion.launcher_epilogue_cpp(optional) == "{true, false, Activation::kNone}"
+    assert fusion.launcher_epilogue_cpp(with_c) == "{true, true, Activation::kNone}"
+    assert fusion.launcher_epilogue_cpp(fusion.fused(plain, "bias+relu")) == "{true, false, Activation::kRelu}"
 
 
 def test_a_fused_kernel_is_the_plain_kernel_with_the_epilogues_fusion():
@@ -509,21 +512,21 @@ def test_on_the_gpu_every_fused_kernel_computes_its_epilogue(tmp_path):
     assert (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()
 
 
-# Kernels of epilogue optional_relu and add+optional_relu: a GEMM, a persistent conv and a stream-K
-# conv (its workspace zeroed each launch) of each.
+# Kernels of epilogue optional_relu without and with C: a GEMM, a persistent conv and a stream-K conv
+# (its workspace zeroed each launch) of each.
 OPTIONAL_RELU_KERNELS = tuple(
     f"cutlass3x_sm90_tensorop_{kind}_128x128x64_1x1x1_0{rest}" for kind, rest in [
         ("gemm_f16_f16_f32_void_f16", "_tnt_align8_warpspecialized_pingpong_epi_tma_64x128_eoptional_relu"),
-        ("gemm_f16_f16_f32_f16_f16", "_tnt_align8_warpspecialized_pingpong_epi_tma_64x128_eadd_optional_relu"),
+        ("gemm_f16_f16_f32_f16_f16", "_tnt_align8_warpspecialized_pingpong_epi_tma_64x128_eoptional_relu"),
         ("fprop_f16nhwc_f16nhwc_f32_void_f16nhwc", "_align8_warpspecialized_pingpong_epi_tma_64x128_eoptional_relu"),
-        ("fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc", "_align8_warpspecialized_pingpong_epi_tma_64x128_eadd_optional_relu"),
+        ("fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc", "_align8_warpspecialized_pingpong_epi_tma_64x128_eoptional_relu"),
         ("fprop_f16nhwc_f16nhwc_f32_void_f16nhwc", "_align8_splitk2_warpspecialized_cooperative_epi_tma_eoptional_relu"),
-        ("fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc", "_align8_splitk2_warpspecialized_cooperative_epi_tma_eadd_optional_relu")])
+        ("fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc", "_align8_splitk2_warpspecialized_cooperative_epi_tma_eoptional_relu")])
 
 
 @requires_gpu
 def test_on_the_gpu_a_kernel_of_epilogue_optional_relu_computes_each_layers_epilogue(tmp_path):
-    """The kernels of epilogue optional_relu and add+optional_relu on the layers of each epilogue of
+    """The kernels of epilogue optional_relu without and with C on the layers of each epilogue of
     bias, add and relu they compute: each run verified against the reference through the layer's
     own epilogue, so each launch applied the ReLU or not as it was told; the GEMM kernels refuse
     the 3x3 layers."""
@@ -536,5 +539,5 @@ def test_on_the_gpu_a_kernel_of_epilogue_optional_relu_computes_each_layers_epil
     assert bad.empty, bad[["workload", "kernel", "status", "message"]].to_string()
     ok = frame[frame["status"] == "ok"]
     assert (ok.groupby("workload")["kernel"].nunique() >= 2).all() and len(set(ok["workload"])) == len(lines)
-    assert (ok[ok["workload"].str.contains("_eadd|_ebias_add")]["kernel"].str.endswith("_eadd_optional_relu")).all()
+    assert not ok[ok["workload"].str.contains("_eadd|_ebias_add")]["kernel"].str.contains("_void_").any()
     assert (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()

@@ -4,8 +4,7 @@
 ## Inputs: banner, conv_entries, gemm_entries (each with 'launcher', its kernel's index in
 ## launchers), launchers (the kernels in the fallback order: name, 'epilogue', the
 ## best_kernels::Epilogue a fused one computes: its initializer, "{}" for none; and 'optional_relu',
-## whether it is a kernel of epilogue "optional_relu" or "add+optional_relu": the ReLU or none set
-## at launch).
+## whether it is a kernel of epilogue "optional_relu": the ReLU or none set at launch).
 ${banner}
 #include "best_kernels.h"
 
@@ -43,9 +42,9 @@ constexpr Epilogue kEpilogueOf[] = {
     ${launcher['epilogue']},
 % endfor
 };
-// Whether kMake[i]'s kernel is of epilogue "optional_relu" or "add+optional_relu"
-// (activation_at_launch.h): it runs the problems of an epilogue of ReLU or no activation that adds a
-// residual as kEpilogueOf[i] does, the activation set at each launch.
+// Whether kMake[i]'s kernel is of epilogue "optional_relu" (activation_at_launch.h): it runs the
+// problems of an epilogue of ReLU or no activation, of a residual add only where kEpilogueOf[i]
+// reads one, the activation set at each launch.
 constexpr bool kOptionalRelu[] = {${", ".join("true" if launcher['optional_relu'] else "false" for launcher in launchers)}};
 static_assert(kLauncherCount == int(sizeof(kLaunchOrder) / sizeof(kLaunchOrder[0])),
               "best_kernels.h and its library name the same kernels");
@@ -118,7 +117,7 @@ kernelgen::Operation* probe(int i, int groups) {
 }
 
 bool supports(int i, const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue) {
-  if (kOptionalRelu[i] ? epilogue == Epilogue{} || epilogue.add != kEpilogueOf[i].add ||
+  if (kOptionalRelu[i] ? epilogue == Epilogue{} || (epilogue.add && !kEpilogueOf[i].add) ||
                             (epilogue.activation != Activation::kNone && epilogue.activation != Activation::kRelu)
                        : !(kEpilogueOf[i] == epilogue))
     return false;

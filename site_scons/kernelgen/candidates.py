@@ -17,7 +17,7 @@ from pathlib import Path
 from .cost_model import MEASURED_TOP, measured_by_rank, serves, theta_group
 from .errors import WorkloadError
 from .fusion import fused
-from .ops.common import OPTIONAL_RELU_FUSIONS, epilogue_suffix, optional_relu_fusion
+from .ops.common import OPTIONAL_RELU, epilogue_steps, epilogue_suffix, optional_relu_computes
 from .ops import serves as serves_op
 from .families.conv2d_2x import Conv2dFprop2x
 from .families.gemm_sm90 import GemmSm90
@@ -153,7 +153,7 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
     kernel names that ran on it and did not pass) are left out. A problem no kernel serves is an
     error naming it and why each kernel refused it."""
     # OPTIONAL_RELU's kernels are no layer's proposal: they stand in for the proposals (``merged``)
-    proposals, rank = [], model.ranking([k for k in kernels if getattr(k, "fusion", "") not in OPTIONAL_RELU_FUSIONS])
+    proposals, rank = [], model.ranking([k for k in kernels if getattr(k, "fusion", "") != OPTIONAL_RELU])
     if memo is not None:
         model_text, by_name = model.to_json(), {k.name: k for k in kernels}
         kernels_text = "\n".join(f"{k.name} {k.family}" for k in kernels)
@@ -269,42 +269,55 @@ def _twin_key(kernel) -> tuple:
     return variant_of(kernel), getattr(kernel, "k_alignment", None)
 
 
-def _unfused_key(kernel) -> tuple | None:
+def unfused_key(kernel) -> tuple | None:
     """What a fused kernel is apart from its epilogue, its launch and its source operand (the
-    kernels ``merged`` puts one kernel of OPTIONAL_RELU_FUSIONS in place of, the one that computes
-    its epilogue); None for another kernel."""
+    kernels ``merged`` puts one kernel of OPTIONAL_RELU in place of), and whether its epilogue adds a
+    residual (those that do not take the one without a source operand C where there is one: C's
+    buffers cost the main loop stages); None for another kernel."""
     fusion = getattr(kernel, "fusion", "")
-    at_launch = optional_relu_fusion(fusion)
-    if not at_launch:
+    if fusion == OPTIONAL_RELU or not optional_relu_computes(fusion):
         return None
+    adds = "add" in epilogue_steps(fusion)
     if isinstance(kernel, GemmSm90):
-        return variant_of(kernel)[:-1], kernel.k_alignment, at_launch
-    return type(kernel).__name__, kernel.name[:-len(epilogue_suffix(fusion))], at_launch
+        return variant_of(kernel)[:-1], kernel.k_alignment, adds
+    return type(kernel).__name__, kernel.name[:-len(epilogue_suffix(fusion))], adds
+
+
+def stand_in_of(kernel, adds: bool, by_name: dict):
+    """The OPTIONAL_RELU kernel of ``by_name`` that stands in for fused ``kernel``: without C where
+    its epilogue adds nothing and such a kernel is there, else with C as the kernel has it."""
+    plain = replace(kernel, fusion="")
+    if not adds and getattr(plain, "source", "void") is None:
+        found = by_name.get(fused(replace(plain, source="void"), OPTIONAL_RELU).name)
+        if found is not None:
+            return found
+    return by_name.get(fused(plain, OPTIONAL_RELU).name)
 
 
 def merged(proposals: list, everything: list, first=()) -> list:
-    """``proposals`` with the fused kernels alike but for their epilogue (``_unfused_key``) that the
-    layers' candidates hold of two or more epilogues one kernel of OPTIONAL_RELU_FUSIONS computes
-    each replaced by that kernel (``fusion.fused``; where ``everything`` holds it and it serves the layer): one compile
-    for them all. The set's measured choices (``first``) are compiled anyway, so they stay."""
+    """``proposals`` with the fused kernels alike but for their epilogue (``unfused_key``) that the
+    layers' candidates hold of two or more epilogues a kernel of OPTIONAL_RELU computes (those with a
+    residual add apart from those without) each replaced by that kernel (``stand_in_of``, where
+    ``everything`` holds it and it serves the layer): one compile for them all. The set's measured
+    choices (``first``) are compiled anyway, so they stay."""
     keep, by_name = {k.name for k in first}, None
     epilogues = {}
     for proposal in proposals:
         for _, kernel in proposal.ranked:
-            key = _unfused_key(kernel) if kernel.name not in keep else None
+            key = unfused_key(kernel) if kernel.name not in keep else None
             if key is not None:
                 epilogues.setdefault(key, set()).add(kernel.fusion)
     if not any(len(e) > 1 for e in epilogues.values()):
         return proposals
-    by_name = {k.name: k for k in everything if getattr(k, "fusion", "") in OPTIONAL_RELU_FUSIONS}
+    by_name = {k.name: k for k in everything if getattr(k, "fusion", "") == OPTIONAL_RELU}
     out, stand_ins = [], {}  # key -> the kernel of OPTIONAL_RELU made first for it (of its launch)
     for proposal in proposals:
         ranked = []
         for ms, kernel in proposal.ranked:
-            key = _unfused_key(kernel) if kernel.name not in keep else None
+            key = unfused_key(kernel) if kernel.name not in keep else None
             if key is not None and len(epilogues.get(key, ())) > 1:
                 if key not in stand_ins:
-                    stand_ins[key] = by_name.get(fused(replace(kernel, fusion=""), key[-1]).name)
+                    stand_ins[key] = stand_in_of(kernel, key[-1], by_name)
                 stand_in = stand_ins[key]
                 if stand_in is not None and serves(stand_in, proposal.problem) is None:
                     kernel = stand_in

@@ -10,18 +10,17 @@ after the activation is refused (``refuses``). Its name is the plain kernel's wi
 epilogue's suffix (``_ebias_add_relu``), its op ``<op>:<epilogue>`` (ops.common.fused_ops): it
 serves the layers of that epilogue only, and the plain kernels serve none of them.
 
-A kernel of fusion ``optional_relu`` (``_eoptional_relu``) computes the epilogues of steps bias
-and relu, one of ``add+optional_relu`` (``_eadd_optional_relu``, reading C) those of steps bias,
-add and relu, the add before the ReLU: each applies the ReLU or none as the launch says
-(profiler/optional_relu.h). A build compiles one where the layers' candidates hold fused kernels
+A kernel of fusion ``optional_relu`` (``_eoptional_relu``) computes the epilogues of steps bias,
+add and relu, the add before the ReLU, applying the ReLU or none as the launch says
+(profiler/optional_relu.h); one without a source operand C (``source = "void"``) those without
+the add. A build compiles one where the layers' candidates hold fused kernels
 alike but for their epilogue, two epilogues or more it computes (``candidates.merged``): one
 compile in place of several.
 """
 
 from dataclasses import fields, replace
 
-from .ops.common import (ACTIVATIONS, OPTIONAL_RELU_FUSIONS, add_after_activation, epilogue_suffix,
-                         optional_relu_fusion)
+from .ops.common import ACTIVATIONS, OPTIONAL_RELU, add_after_activation, epilogue_suffix, optional_relu_computes
 from .ops.common import epilogue_steps as steps
 from .vocab import DATA_TYPES
 
@@ -44,19 +43,19 @@ FP16_FUNCTORS = {"gelu": "kernelgen::GeluF16x2"}
 # header (profiler/) of an activation that is its own, only there (a header is part of a kernel's hash).
 FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h")
 ACTIVATION_HEADERS = {"gelu": ("fused_activation.h",), "silu": ("tanh_activation.h",), "sigmoid": ("tanh_activation.h",),
-                      **{f: ("optional_relu_adapter_3x.h",) for f in OPTIONAL_RELU_FUSIONS}}
-# The activation functor of OPTIONAL_RELU_FUSIONS' kernels: ReLU or none, a select an element.
+                      OPTIONAL_RELU: ("optional_relu_adapter_3x.h",)}
+# The activation functor of OPTIONAL_RELU's kernels: ReLU or none, a select an element.
 OPTIONAL_RELU_FUNCTOR = "kernelgen::OptionalRelu"
 
 def includes(epilogue: str) -> tuple:
     """The headers a fused kernel of ``epilogue`` includes; none for a plain kernel ("")."""
-    if epilogue in OPTIONAL_RELU_FUSIONS:
-        return FUSED_INCLUDES + ACTIVATION_HEADERS[epilogue]
+    if epilogue == OPTIONAL_RELU:
+        return FUSED_INCLUDES + ACTIVATION_HEADERS[OPTIONAL_RELU]
     return (FUSED_INCLUDES + ACTIVATION_HEADERS.get(activation(epilogue), ())) if epilogue else ()
 
 
 def optional_relu_adapter(adapter: str) -> str:
-    """The adapter of an OPTIONAL_RELU_FUSIONS kernel of a fused adapter (profiler/optional_relu_adapter_3x.h):
+    """The adapter of an OPTIONAL_RELU kernel of a fused adapter (profiler/optional_relu_adapter_3x.h):
     kernelgen::FusedX -> kernelgen::FusedOptionalReluX."""
     assert adapter.startswith("kernelgen::Fused"), adapter
     return "kernelgen::FusedOptionalRelu" + adapter[len("kernelgen::Fused"):]
@@ -106,7 +105,7 @@ def fusible_part(epilogue: str, groups: int = 1, channels: tuple = (), dtype: st
 def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str) -> str:
     """The C++ fusion operation of ``epilogue`` for a kernel of these C++ types (``source``: C's,
     void for none): the last argument of CUTLASS's SM90 epilogue CollectiveBuilder."""
-    if epilogue in OPTIONAL_RELU_FUSIONS:
+    if epilogue == OPTIONAL_RELU:
         functor = OPTIONAL_RELU_FUNCTOR
     else:
         act = activation(epilogue)
@@ -116,14 +115,25 @@ def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str) -> str
 
 
 def epilogue_cpp(epilogue: str) -> str:
-    """The initializer of the header's best_kernels::Epilogue for ``epilogue`` ("{}" for none; of
-    OPTIONAL_RELU_FUSIONS, what its kernels read: the bias, and the residual of add+optional_relu's)."""
+    """The initializer of the header's best_kernels::Epilogue for ``epilogue`` ("{}" for none)."""
     if not epilogue:
         return "{}"
-    if epilogue in OPTIONAL_RELU_FUSIONS:
-        return f"{{true, {'true' if adds(epilogue) else 'false'}, Activation::kNone}}"
     bias = "true" if "bias" in steps(epilogue) else "false"
     return f"{{{bias}, {'true' if adds(epilogue) else 'false'}, Activation::{ACTIVATION_ENUMERATORS[activation(epilogue)]}}}"
+
+
+def reads_c(kernel) -> bool:
+    """Whether a fused kernel has a source operand C (the residual it adds)."""
+    return getattr(kernel, "source", None) != "void"
+
+
+def launcher_epilogue_cpp(kernel) -> str:
+    """``epilogue_cpp`` of what ``kernel`` computes, for the launcher: of an OPTIONAL_RELU kernel, what
+    it reads (the bias, and the residual where it has C)."""
+    fusion = getattr(kernel, "fusion", "")
+    if fusion == OPTIONAL_RELU:
+        return f"{{true, {'true' if reads_c(kernel) else 'false'}, Activation::kNone}}"
+    return epilogue_cpp(fusion)
 
 
 def fusible(kernel) -> bool:
@@ -186,15 +196,16 @@ def epilogues(problems) -> list:
 
 
 def with_fused(kernels: list, problems, variants: dict | None = None) -> list:
-    """``kernels`` and, for each epilogue of ``problems`` (``epilogues``) and each of
-    OPTIONAL_RELU_FUSIONS that computes one of them, the fused variant of each fusible one, sorted by name; a variant two kernels
+    """``kernels`` and, for each epilogue of ``problems`` (``epilogues``) and OPTIONAL_RELU where it
+    computes one of them, the fused variant of each fusible one, sorted by name; a variant two kernels
     give (one of no source operand, one whose C is never read) once. ``variants``, where given,
     keeps each epilogue's variants of these same ``kernels`` for the next call (sets of other
     epilogues share those they have in common)."""
     wanted = epilogues(problems)
     if not wanted:
         return kernels
-    wanted += sorted({optional_relu_fusion(e) for e in wanted} - {""})
+    if any(optional_relu_computes(e) for e in wanted):
+        wanted.append(OPTIONAL_RELU)
     by_name = {k.name: k for k in kernels}
     for epilogue in wanted:
         made = None if variants is None else variants.get(epilogue)

@@ -23,8 +23,8 @@ import pandas as pd
 
 from . import inputs, outputs, render, results
 from .errors import ResultsError
-from .fusion import epilogue_cpp
-from .ops.common import OPTIONAL_RELU_FUSIONS
+from .fusion import epilogue_cpp, launcher_epilogue_cpp
+from .ops.common import OPTIONAL_RELU
 from .ops import OPS, check_header_keys, check_served, kernel_ops, serves
 from .targets import TARGETS
 from .vocab import DATA_TYPES, VERIFY_TOLERANCE, verify_tolerance
@@ -257,8 +257,8 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
                   cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
                   timing=results.timing_text(first["timing"]), device_target=device_target, **sections)
     banner = render.BANNER.format(source=comment(f"scons best_kernels.h from {source}"))
-    launchers = [{"name": n, "epilogue": epilogue_cpp(getattr(kernels_by_name[n], "fusion", "")),
-                  "optional_relu": getattr(kernels_by_name[n], "fusion", "") in OPTIONAL_RELU_FUSIONS} for n in order]
+    launchers = [{"name": n, "epilogue": launcher_epilogue_cpp(kernels_by_name[n]),
+                  "optional_relu": getattr(kernels_by_name[n], "fusion", "") == OPTIONAL_RELU} for n in order]
     return {
         "best_kernels.h": render.render(
             templates, "best_kernels.h.mako", "best_kernels.h", banner=banner, set_name=comment(set_name),

@@ -64,12 +64,10 @@ def epilogue_suffix(epilogue: str) -> str:
     return f"_e{epilogue.replace('+', '_')}" if epilogue else ""
 
 
-# The fusions of the kernels that apply a ReLU or none as the launch says (kernelgen.fusion,
-# profiler/optional_relu.h): OPTIONAL_RELU computes the epilogues of steps bias and relu, ADD_OPTIONAL_RELU
-# those with a residual add besides (before the ReLU), reading C.
+# The fusion of the kernels that apply a ReLU or none as the launch says (kernelgen.fusion,
+# profiler/optional_relu.h): the epilogues of steps bias, add and relu, the add before the ReLU (a
+# kernel without a source operand C: those without the add).
 OPTIONAL_RELU = "optional_relu"
-ADD_OPTIONAL_RELU = "add+optional_relu"
-OPTIONAL_RELU_FUSIONS = (OPTIONAL_RELU, ADD_OPTIONAL_RELU)
 
 
 def add_after_activation(epilogue: str) -> bool:
@@ -82,20 +80,18 @@ def add_after_activation(epilogue: str) -> bool:
 def fused_ops(ops: tuple, epilogue: str) -> tuple:
     """The kernel ops that run a problem of ``epilogue``: ``<op>:<epilogue>`` for each of ``ops`` (a
     fused kernel computes its epilogue; the plain ones serve the problems of none), and
-    ``<op>:<fusion>`` of the kernels of OPTIONAL_RELU_FUSIONS that compute it (``optional_relu_fusion``)."""
+    ``<op>:optional_relu`` where a kernel of OPTIONAL_RELU computes it (``optional_relu_computes``)."""
     if not epilogue:
         return ops
-    at_launch = optional_relu_fusion(epilogue)
-    return tuple(f"{op}:{epilogue}" for op in ops) + (tuple(f"{op}:{at_launch}" for op in ops) if at_launch else ())
+    extra = tuple(f"{op}:{OPTIONAL_RELU}" for op in ops) if optional_relu_computes(epilogue) else ()
+    return tuple(f"{op}:{epilogue}" for op in ops) + extra
 
 
-def optional_relu_fusion(epilogue: str) -> str:
-    """The fusion of OPTIONAL_RELU_FUSIONS that computes ``epilogue`` (steps of bias, add and relu,
-    the add first: ADD_OPTIONAL_RELU where it adds a residual), or ""."""
+def optional_relu_computes(epilogue: str) -> bool:
+    """Whether a kernel of OPTIONAL_RELU computes ``epilogue``: steps of bias, add and relu, the add
+    first (one that adds, where the kernel reads C)."""
     steps = set(epilogue_steps(epilogue))
-    if epilogue in OPTIONAL_RELU_FUSIONS or not steps or not steps <= {"bias", "add", "relu"} or add_after_activation(epilogue):
-        return ""
-    return ADD_OPTIONAL_RELU if "add" in steps else OPTIONAL_RELU
+    return bool(steps) and steps <= {"bias", "add", "relu"} and not add_after_activation(epilogue)
 
 
 @functools.cache
