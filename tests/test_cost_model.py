@@ -469,7 +469,7 @@ def test_candidates_are_the_top_of_each_layer_and_their_union(everything):
 def test_a_build_compiles_one_of_twins_where_it_serves(everything):
     """Two layers proposing kernels alike but for their launch take the one the set chose, or
     else the first layer's, and a build compiles one; kernels of other output alignments, fused
-    operations or tiles stay apart."""
+    operations or tiles, and a kernel without a source operand and one with, stay apart."""
     k = next(k for k in everything if k.name == "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16_f16nhwc_128x128x64_1x1x1_0"
              "_align8_warpspecialized_pingpong_epi_tma")
     pdl, void = (next(t for t in everything if t.name == replace(k, **change).name)
@@ -479,10 +479,12 @@ def test_a_build_compiles_one_of_twins_where_it_serves(everything):
               Conv2dProblem(8, 10, 10, 512, 512, 3, 3, 1, 1)]
     proposals = [candidates.Proposal(layers[0], [(0.02, pdl)]), candidates.Proposal(layers[1], [(0.01, k), (0.02, narrow)]),
                  candidates.Proposal(layers[2], [(0.01, void)])]
-    assert [[t.name for _, t in p.ranked] for p in candidates.shared(proposals)] == [[pdl.name], [pdl.name, narrow.name], [pdl.name]]
-    assert [[t.name for _, t in p.ranked] for p in candidates.shared(proposals, [void])] == [[void.name], [void.name, narrow.name], [void.name]]
+    assert [[t.name for _, t in p.ranked] for p in candidates.shared(proposals)] == [[pdl.name], [pdl.name, narrow.name], [void.name]]
+    assert [[t.name for _, t in p.ranked] for p in candidates.shared(proposals, [k])] == [[k.name], [k.name, narrow.name], [void.name]]
     assert [p.ranked[0][0] for p in candidates.shared(proposals)] == [0.02, 0.01, 0.01], "each layer's own prediction"
-    assert candidates.union(candidates.shared(proposals)) == sorted([pdl.name, narrow.name])
+    assert candidates.union(candidates.shared(proposals)) == sorted([pdl.name, narrow.name, void.name])
+    pdl_void = next(t for t in everything if t.name == replace(void, launch="pdl").name)
+    assert [[t.name for _, t in p.ranked] for p in candidates.shared(proposals[2:], [pdl_void])] == [[pdl_void.name]]
 
 
 def test_a_build_compiles_one_kernel_of_epilogue_optional_relu_for_a_tiles_relu_epilogues(everything):

@@ -246,10 +246,13 @@ def measured(frames: dict, tolerances: dict) -> tuple:
 
 def shared(proposals: list, first=()) -> list:
     """``proposals`` with each candidate that has a twin in the build already (a kernel alike but
-    for its launch or its epilogue's source operand: ``variant_of``, at the same output alignment)
-    replaced by that twin where it serves the layer: the twins differ by a microsecond at most,
-    and each costs the build a compile. The twins taken are ``first``'s (the set's measured
-    choices), then the layers' in their order."""
+    for its launch, or for its epilogue's source operand where both have one: ``variant_of``, at
+    the same output alignment) replaced by that twin where it serves the layer: the twins differ
+    by a microsecond at most, and each costs the build a compile. A kernel without a source
+    operand C is no twin of one with C: C's buffers take the main loop's stages (a kernel with C
+    in place of one without ran ResNet-50's downsampling layers 1.15 and 1.45 times as long,
+    docs/results.md). The twins taken are ``first``'s (the set's measured choices), then the
+    layers' in their order."""
     built = {}
     for kernel in first:
         built.setdefault(_twin_key(kernel), kernel)
@@ -266,7 +269,7 @@ def shared(proposals: list, first=()) -> list:
 
 
 def _twin_key(kernel) -> tuple:
-    return variant_of(kernel), getattr(kernel, "k_alignment", None)
+    return variant_of(kernel), getattr(kernel, "k_alignment", None), getattr(kernel, "source", None) == "void"
 
 
 def unfused_key(kernel) -> tuple | None:
