@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .cost_model import MEASURED_TOP, measured_by_rank, serves, theta_group
 from .errors import WorkloadError
-from .fusion import fused
+from .fusion import fused, reads_c
 from .ops.common import OPTIONAL_RELU, epilogue_steps, epilogue_suffix, optional_relu_computes
 from .ops import serves as serves_op
 from .families.conv2d_2x import Conv2dFprop2x
@@ -269,7 +269,7 @@ def shared(proposals: list, first=()) -> list:
 
 
 def _twin_key(kernel) -> tuple:
-    return variant_of(kernel), getattr(kernel, "k_alignment", None), getattr(kernel, "source", None) == "void"
+    return variant_of(kernel), getattr(kernel, "k_alignment", None), reads_c(kernel)
 
 
 def unfused_key(kernel) -> tuple | None:
@@ -303,22 +303,21 @@ def merged(proposals: list, everything: list, first=()) -> list:
     residual add apart from those without) each replaced by that kernel (``stand_in_of``, where
     ``everything`` holds it and it serves the layer): one compile for them all. The set's measured
     choices (``first``) are compiled anyway, so they stay."""
-    keep, by_name = {k.name for k in first}, None
+    keep = {k.name for k in first}
+    keys = [[unfused_key(k) if k.name not in keep else None for _, k in p.ranked] for p in proposals]
     epilogues = {}
-    for proposal in proposals:
-        for _, kernel in proposal.ranked:
-            key = unfused_key(kernel) if kernel.name not in keep else None
+    for proposal, proposal_keys in zip(proposals, keys):
+        for (_, kernel), key in zip(proposal.ranked, proposal_keys):
             if key is not None:
                 epilogues.setdefault(key, set()).add(kernel.fusion)
     if not any(len(e) > 1 for e in epilogues.values()):
         return proposals
     by_name = {k.name: k for k in everything if getattr(k, "fusion", "") == OPTIONAL_RELU}
     out, stand_ins = [], {}  # key -> the kernel of OPTIONAL_RELU made first for it (of its launch)
-    for proposal in proposals:
+    for proposal, proposal_keys in zip(proposals, keys):
         ranked = []
-        for ms, kernel in proposal.ranked:
-            key = unfused_key(kernel) if kernel.name not in keep else None
-            if key is not None and len(epilogues.get(key, ())) > 1:
+        for (ms, kernel), key in zip(proposal.ranked, proposal_keys):
+            if key is not None and len(epilogues[key]) > 1:
                 if key not in stand_ins:
                     stand_ins[key] = stand_in_of(kernel, key[-1], by_name)
                 stand_in = stand_ins[key]

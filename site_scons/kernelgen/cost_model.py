@@ -61,6 +61,7 @@ from .families.grouped_direct import GroupedDirect
 from .families.grouped_mma import GroupedMma
 from .kept import ByIdentity
 from .ops import serves as serves_op
+from .fusion import reads_c
 from .ops.common import OPTIONAL_RELU, epilogue_steps
 
 # numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
@@ -90,7 +91,7 @@ def serves(kernel, problem) -> str | None:
         epilogue = getattr(problem, "epilogue", "")
         return (f"a {kernel.op} kernel, not for {problem.op}" + (f" with groups={groups}" if groups > 1 else "")
                 + (f" with epilogue={epilogue}" if epilogue else ""))
-    if getattr(kernel, "fusion", "") == OPTIONAL_RELU and getattr(kernel, "source", None) == "void" \
+    if getattr(kernel, "fusion", "") == OPTIONAL_RELU and not reads_c(kernel) \
             and "add" in epilogue_steps(getattr(problem, "epilogue", "")):
         return "an optional_relu kernel without a source operand C: for epilogues without a residual add"
     conv = problem.as_conv()
@@ -157,7 +158,7 @@ def _serves_key(kernel) -> tuple | None:
     if type(kernel) not in _SERVED_BY_KEY:
         return None
     return (type(kernel), kernel.element, kernel.op, kernel.alignment, getattr(kernel, "k_alignment", kernel.alignment),
-            getattr(kernel, "pad_channels", False), getattr(kernel, "source", None) == "void")
+            getattr(kernel, "pad_channels", False), reads_c(kernel))
 
 
 def _few_channels_fit(kernel, conv) -> str | None:

@@ -42,21 +42,24 @@ FP16_FUNCTORS = {"gelu": "kernelgen::GeluF16x2"}
 # What a fused kernel includes: CUTLASS's epilogue visitor tree and activations, and the project's
 # header (profiler/) of an activation that is its own, only there (a header is part of a kernel's hash).
 FUSED_INCLUDES = ("cutlass/epilogue/fusion/operations.hpp", "cutlass/epilogue/thread/activation.h")
-ACTIVATION_HEADERS = {"gelu": ("fused_activation.h",), "silu": ("tanh_activation.h",), "sigmoid": ("tanh_activation.h",),
-                      OPTIONAL_RELU: ("optional_relu_adapter_3x.h",)}
-# The activation functor of OPTIONAL_RELU's kernels: ReLU or none, a select an element.
+ACTIVATION_HEADERS = {"gelu": ("fused_activation.h",), "silu": ("tanh_activation.h",), "sigmoid": ("tanh_activation.h",)}
+# OPTIONAL_RELU's kernels: their activation functor (ReLU or none, a select an element) and header.
 OPTIONAL_RELU_FUNCTOR = "kernelgen::OptionalRelu"
+OPTIONAL_RELU_HEADERS = ("optional_relu_adapter_3x.h",)
 
 def includes(epilogue: str) -> tuple:
     """The headers a fused kernel of ``epilogue`` includes; none for a plain kernel ("")."""
     if epilogue == OPTIONAL_RELU:
-        return FUSED_INCLUDES + ACTIVATION_HEADERS[OPTIONAL_RELU]
+        return FUSED_INCLUDES + OPTIONAL_RELU_HEADERS
     return (FUSED_INCLUDES + ACTIVATION_HEADERS.get(activation(epilogue), ())) if epilogue else ()
 
 
-def optional_relu_adapter(adapter: str) -> str:
-    """The adapter of an OPTIONAL_RELU kernel of a fused adapter (profiler/optional_relu_adapter_3x.h):
-    kernelgen::FusedX -> kernelgen::FusedOptionalReluX."""
+def fused_adapter(fusion: str, adapter: str) -> str:
+    """The adapter of a kernel of ``fusion`` whose family's fused kernels run through ``adapter``:
+    that one, or of OPTIONAL_RELU its own (profiler/optional_relu_adapter_3x.h): kernelgen::FusedX
+    -> kernelgen::FusedOptionalReluX."""
+    if fusion != OPTIONAL_RELU:
+        return adapter
     assert adapter.startswith("kernelgen::Fused"), adapter
     return "kernelgen::FusedOptionalRelu" + adapter[len("kernelgen::Fused"):]
 
@@ -123,7 +126,7 @@ def epilogue_cpp(epilogue: str) -> str:
 
 
 def reads_c(kernel) -> bool:
-    """Whether a fused kernel has a source operand C (the residual it adds)."""
+    """Whether a kernel has a source operand C (a fused kernel's residual); none of ``source = "void"``."""
     return getattr(kernel, "source", None) != "void"
 
 
@@ -146,7 +149,7 @@ def fused(kernel, epilogue: str):
     """``kernel`` with ``epilogue`` fused: an epilogue that adds a residual reads C, of the
     output's type (a kernel of no source operand gets one)."""
     changes = {"fusion": epilogue}
-    if adds(epilogue) and getattr(kernel, "source", None) == "void":
+    if adds(epilogue) and not reads_c(kernel):
         changes["source"] = None
     variant = _replaced(kernel, changes)
     if len(changes) == 1 and getattr(kernel, "name_ends_with_fusion", False) and not kernel.fusion:

@@ -9,7 +9,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..fusion import OPTIONAL_RELU, optional_relu_adapter, fusion_cpp, includes as fused_includes
+from ..fusion import fused_adapter, fusion_cpp, includes as fused_includes
 from ..ops.common import epilogue_suffix, fused_op
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
@@ -86,9 +86,8 @@ class Conv2dFpropSm90:
     @property
     def adapter(self) -> str:
         """The profiler's adapter template."""
-        if self.fusion == OPTIONAL_RELU:
-            return optional_relu_adapter("kernelgen::FusedConv2dOperation3x")
-        return "kernelgen::FusedConv2dOperation3x" if self.fusion else "kernelgen::Conv2dOperation3x"
+        return fused_adapter(self.fusion, "kernelgen::FusedConv2dOperation3x") if self.fusion else \
+            "kernelgen::Conv2dOperation3x"
 
     @property
     def adapter_header(self) -> str:

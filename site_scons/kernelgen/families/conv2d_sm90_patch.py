@@ -11,7 +11,7 @@ The spec is conv2d_sm90's (types, schedule, epilogue, stages, tiles x clusters).
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..fusion import OPTIONAL_RELU, optional_relu_adapter
+from ..fusion import fused_adapter
 from ..ops.common import epilogue_suffix
 from .conv2d_sm90 import Conv2dFpropSm90, expand as expand_sm90, family_table
 
@@ -54,9 +54,8 @@ class Conv2dFpropSm90Patch(Conv2dFpropSm90):
 
     @property
     def adapter(self) -> str:
-        if self.fusion == OPTIONAL_RELU:
-            return optional_relu_adapter("kernelgen::FusedPatchConv2dOperation3x")
-        return "kernelgen::FusedPatchConv2dOperation3x" if self.fusion else "kernelgen::PatchConv2dOperation3x"
+        return fused_adapter(self.fusion, "kernelgen::FusedPatchConv2dOperation3x") if self.fusion else \
+            "kernelgen::PatchConv2dOperation3x"
 
     @cached_property
     def name(self) -> str:

@@ -29,7 +29,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..fusion import OPTIONAL_RELU, optional_relu_adapter, fusion_cpp, includes as fused_includes
+from ..fusion import fused_adapter, fusion_cpp, includes as fused_includes
 from ..ops.common import epilogue_suffix, fused_op
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
@@ -150,7 +150,7 @@ class GemmSm90:
         kernel's (profiler/fused_adapter_3x.h; of fusion OPTIONAL_RELU, profiler/optional_relu_adapter_3x.h)."""
         if self.fusion:
             adapter, header = self.fused_stream_k_adapter if self.scheduler == "stream_k" else self.fused_adapter
-            return (optional_relu_adapter(adapter), header) if self.fusion == OPTIONAL_RELU else (adapter, header)
+            return fused_adapter(self.fusion, adapter), header
         return self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter
 
     @property
