@@ -672,8 +672,11 @@ def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):
     (["SPACES={tmp}/spaces"], "spaces/mine.toml, entry axes[0], key 'tile_m': 512 is outside [64, 256]"),
     (["SPACES={tmp}/spaces", "TOP=listed", "KERNELS=nothing*"], "selects no kernel of"),
     (["BUILD={tmp}/spaces", "SPACES={tmp}/spaces"], "holds SPACES"),
+    (["TOP=all", "WORKLOADS=resnet50"], "scons candidates: TOP=all ranks nothing (a build of TOP=all measures every "
+                                        "kernel of the space that serves a layer)"),
+    (["TOP=listed", "WORKLOADS=resnet50"], "TOP=listed ranks nothing (a build of TOP=listed measures every listed"),
 ], ids=["top-zero", "top-word", "top-float", "top-5000-digits", "model-of-another-gpu", "nothing-serves",
-        "bad-space-file", "empty-selection", "build-is-spaces"])
+        "bad-space-file", "empty-selection", "build-is-spaces", "top-all", "top-listed"])
 def test_scons_candidates_refuses_in_one_line(tmp_path, args, message):
     (tmp_path / "spaces").mkdir()
     (tmp_path / "spaces" / "mine.toml").write_text(HEAD + AXES.replace("tile_m = [64]", "tile_m = [512]"))

@@ -1,5 +1,6 @@
 """The direct grouped kernels (profiler/direct_conv.h; site_scons/kernelgen/families/depthwise_narrow.py
-for depthwise layers of C not a multiple of 8, grouped_direct.py for any channels a group): each
+for depthwise layers of C not a multiple of 8, depthwise_rows.py (profiler/depthwise_rows.h) for
+those at one stride, grouped_direct.py for any channels a group): each
 spec refuses what its family cannot build, naming file, entry and key; names say every parameter
 that changes the code; ``serves`` refuses what can_implement refuses and takes any stride, padding
 and dilation; the layers no other kernel serves (ShuffleNetV2's 58 channels, groups of 12 and 20
@@ -9,6 +10,7 @@ every kernel verifies on those layers where it says it serves them and reports t
 unsupported."""
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +19,7 @@ from conftest import (ROOT, assert_family_refused, assert_kernels_compile, asser
 from kernelgen import candidates, render
 from kernelgen.cost_model import load_model, serves
 from kernelgen.families.depthwise_narrow import DepthwiseNarrow
+from kernelgen.families.depthwise_rows import DepthwiseRows
 from kernelgen.families.grouped_direct import GroupedDirect
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_catalog, load_family
@@ -24,8 +27,9 @@ from kernelgen.workloads import parse_workloads
 
 FAMILIES = ROOT / "kernel_specs" / "families"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
-SPECS = {"depthwise_narrow": FAMILIES / "depthwise_narrow.toml", "grouped_direct": FAMILIES / "grouped_direct.toml"}
-CLASSES = {"depthwise_narrow": DepthwiseNarrow, "grouped_direct": GroupedDirect}
+SPECS = {"depthwise_narrow": FAMILIES / "depthwise_narrow.toml", "depthwise_rows": FAMILIES / "depthwise_rows.toml",
+         "grouped_direct": FAMILIES / "grouped_direct.toml"}
+CLASSES = {"depthwise_narrow": DepthwiseNarrow, "depthwise_rows": DepthwiseRows, "grouped_direct": GroupedDirect}
 
 
 def family(tmp_path, kind, entry):
@@ -40,6 +44,10 @@ def family(tmp_path, kind, entry):
     ("depthwise_narrow", "{ filter = 3, vector = 4, columns = 2 }", "vector", "4 is not one of 1, 2"),
     ("depthwise_narrow", "{ filter = 3, vector = 2, columns = 9 }", "columns", "9 is outside [1, 8]"),
     ("depthwise_narrow", "{ filter = 3, vector = 2 }", "columns", "missing"),
+    ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4, stride = 3 }", "stride", "3 is not one of 1, 2"),
+    ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4 }", "stride", "missing"),
+    ("depthwise_rows", "{ filter = 3, vector = 4, columns = 4, stride = 1 }", "vector", "4 is not one of 1, 2"),
+    ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4, stride = 1, dilation = 2 }", "dilation", "unknown key"),
     ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
     ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
@@ -53,11 +61,15 @@ def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, kind, entry
 def test_names_are_unique_and_say_every_parameter():
     kernels = [cls("t", f, v, q, element=e) for cls in (DepthwiseNarrow, GroupedDirect) for f in (3, 5, 7)
                for v in (1, 2) for q in (1, 2, 4, 8) for e in ("f16", "bf16")]
+    kernels += [DepthwiseRows("t", f, v, q, element=e, stride=st) for f in (3, 5, 7) for v in (1, 2)
+                for q in (1, 2, 4, 8) for e in ("f16", "bf16") for st in (1, 2)]
     assert len({k.name for k in kernels}) == len(kernels)
     templates = render.lookup(TEMPLATES)
     types = {render.type_definition(templates, k).replace(k.name, "NAME") for k in kernels}
     assert len(types) == len(kernels), "two names of one type"
     assert DepthwiseNarrow("t", 5, 2, 4).name == "kernelgen_sm80_simt_dwconv_narrow_f16nhwc_f16nhwc_f32_f16nhwc_5x5_v2_q4"
+    assert DepthwiseRows("t", 7, 2, 4, stride=2).name == \
+        "kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_7x7_stride2_v2_q4"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
 
 
@@ -77,6 +89,21 @@ def test_the_narrow_kernels_serve_depthwise_layers_of_any_even_or_odd_c():
     assert "not for conv2d_fprop" in serves(pair, conv(groups=1))
 
 
+def test_the_row_kernels_serve_depthwise_layers_of_their_stride_and_dilation_1():
+    pair, single, strided = DepthwiseRows("t", 3, 2, 4, stride=1), DepthwiseRows("t", 3, 1, 4), DepthwiseRows("t", 3, 2, 4, stride=2)
+    for layer in (conv(), conv(c=162), conv(pad=0), conv(pad=3), conv(c=64)):
+        assert serves(pair, layer) is None and serves(single, layer) is None, layer
+    assert serves(pair, conv(c=27)) == "C must be a multiple of 2" and serves(single, conv(c=27)) is None
+    assert serves(pair, conv(stride=2)) == "built for stride 1" and serves(strided, conv(stride=2)) is None
+    assert serves(strided, conv()) == "built for stride 2"
+    assert serves(pair, conv(dilation=2, pad=2)) == "built for dilation 1"
+    assert serves(pair, conv(r=5, pad=2)) == "built for 3x3 filters"
+    assert serves(pair, conv(groups=29)) == serves(pair, conv(k=116)) == "a depthwise kernel: needs groups = C = K"
+    huge = Conv2dProblem(2048, 512, 512, 16, 16, 3, 3, 1, 1, 1, 1, groups=16)  # 2^30 items of 4 columns, 2 channels
+    assert serves(pair, replace(huge, n=2047)) is None
+    assert serves(pair, huge) == "2^30 work items or more (32-bit indices)"
+
+
 def test_the_grouped_kernels_serve_any_channels_a_group():
     four, one = GroupedDirect("t", 3, 4, 2), GroupedDirect("t", 3, 1, 4)
     for layer in (conv(448, groups=8), conv(336, groups=7), conv(448, groups=8, stride=2),
@@ -89,17 +116,20 @@ def test_the_grouped_kernels_serve_any_channels_a_group():
     assert serves(four, conv(448, groups=6)) == "needs groups (at least 2) dividing C and K"
 
 
-@pytest.mark.parametrize("c, groups, kind", [(58, 58, "depthwise_narrow"), (116, 116, "depthwise_narrow"),
+@pytest.mark.parametrize("c, groups, kind", [(58, 58, "depthwise_rows"), (116, 116, "depthwise_rows"),
                                              (36, 3, "grouped_direct"), (240, 12, "grouped_direct")])
 def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, groups, kind):
     """ShuffleNetV2's depthwise layers (58, 116 channels), groups of 12 and 20 channels (neither a
-    tensor-core kernel's group nor a multiple of 8): no other kernel serves them; the committed specs' direct kernels do (a
-    depthwise layer: the narrow ones and the grouped one of one output channel a thread), and the
-    committed model proposes kernels of these families for them."""
+    tensor-core kernel's group nor a multiple of 8): no other kernel serves them; the committed specs'
+    direct kernels do (a depthwise layer at stride 1: the narrow ones, the row ones and the grouped
+    one of one output channel a thread), and the committed model proposes kernels of these families
+    for them (for the depthwise layers the row kernels, measured faster than the narrow ones)."""
     layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, 1, 1, groups=groups)
     catalog = load_catalog(FAMILIES)
     served = [k for k in catalog if serves(k, layer) is None]
     assert {k.family for k in served} <= set(SPECS) and any(k.family == kind for k in served)
+    if groups == c:
+        assert {k.family for k in served} == set(SPECS)
     proposal, = candidates.propose([layer], catalog, load_model("nvidia_h200"), 3)
     assert {k.family for _, k in proposal.ranked} <= set(SPECS) and any(k.family == kind for _, k in proposal.ranked)
 
@@ -131,6 +161,11 @@ LAYERS = [
     "n=1 h=12 w=13 c=40 k=40 r=3 s=3 pad=0 stride=2 groups=40",
     "n=1 h=1 w=33 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=4",
     "n=2 h=8 w=8 c=32 k=64 r=1 s=1 pad=0 stride=1 groups=4",
+    "n=2 h=9 w=13 c=162 k=162 r=3 s=3 pad=1 stride=1 groups=162",
+    "n=1 h=11 w=10 c=38 k=38 r=5 s=5 pad=2 stride=2 groups=38",
+    "n=2 h=7 w=7 c=18 k=18 r=7 s=7 pad=3 stride=1 groups=18",
+    "n=1 h=9 w=9 c=21 k=21 r=3 s=3 pad=0 stride=2 groups=21",
+    "n=1 h=10 w=19 c=50 k=50 r=3 s=3 pad=1 stride=2 groups=50",
 ]
 
 
@@ -143,6 +178,7 @@ CPU_CHECK = r"""
 #include <cstdlib>
 #include <vector>
 
+#include "depthwise_rows.h"
 #include "direct_conv.h"
 
 using kernelgen::Conv2dProblem;
@@ -197,8 +233,10 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
         c = problem.as_conv()
         fields = (c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w)
         for k in kernels:
-            item = f"kernelgen::direct::{'NarrowItem' if k.kernel_type == 'DepthwiseNarrow' else 'GroupedItem'}" \
-                   f"<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}>"
+            item = {"DepthwiseNarrow": "direct::NarrowItem", "GroupedDirect": "direct::GroupedItem",
+                    "DepthwiseRows": "rows::RowsItem"}[k.kernel_type]
+            item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
+                   + (f", {k.stride}>" if isinstance(k, DepthwiseRows) else ">")
             calls.append(f"  bad += check<kernelgen::DirectConv<{item}>, {item}>("
                          f"Conv2dProblem{{{', '.join(map(str, fields))}}}, {c.groups}, \"{k.name}\");")
     source = tmp_path / "cpu_check.cu"
@@ -219,5 +257,6 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
     kernels = {k.name: k for spec in SPECS.values() for k in load_family(spec)}
     for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_narrow_*,"
+                                                           "kernelgen_sm80_simt_dwconv_rows_*,"
                                                            "kernelgen_sm80_simt_gconv_direct_*"):
         assert_served_rows_verify(problem, frame, kernels)

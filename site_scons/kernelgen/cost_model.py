@@ -55,7 +55,7 @@ from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
 from .families.depthwise_mma import DepthwiseMma
 from .families.depthwise_cutlass import DepthwiseCutlass
-from .families.depthwise_narrow import DepthwiseNarrow
+from .families.common import DirectKernel
 from .families.gemv import SHARED_MEMORY, Gemv
 from .families.grouped_direct import GroupedDirect
 from .families.grouped_mma import GroupedMma
@@ -97,7 +97,7 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DepthwiseNarrow, GroupedDirect, DepthwiseMma,
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma,
                            Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
@@ -309,7 +309,8 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         launches = float(math.ceil(conv.groups / GROUPED_STREAMS))
     # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
     tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(tiled_n / tn) // cn) * cn * grids
-    if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels):
+    few_channels_2x = isinstance(kernel, Conv2dFprop2x) and kernel.iterator == "few_channels"
+    if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels) and not few_channels_2x:
         # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
         # under a K tile of 64 is half a tile a tap, as many iterations as C = 64
         iterations = conv.r * conv.s * math.ceil(conv.c // conv.groups / tk)
@@ -317,6 +318,8 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         if isinstance(kernel, Conv2dFpropGrouped2x) and kernel.group_mode == "multiple" and per_group < tn:
             iterations *= tn // per_group  # a CTA of whole groups walks each group's channels in turn
     else:
+        # CUTLASS's few-channels iterator packs the taps of a layer of a few channels into its K
+        # tiles: R * S * C in K tiles, as a GEMM's K
         iterations = math.ceil(k / tk)
     cluster = cm * cn
     slots = max(cluster, sms // cluster * cluster) * per_sm

@@ -1,0 +1,72 @@
+"""Depthwise convolution kernels for the channel counts the 16-byte kernels (depthwise.py) cannot
+take, at one stride (profiler/depthwise_rows.h: DepthwiseRows): groups = C = K with C a multiple of
+``vector`` (2: two channels a thread in 4-byte accesses, ReXNet's 162, 228 or 300; 1: any C), NHWC,
+K x R x S filters, fp16 or bf16 in and out, fp32 accumulation, any padding, stride ``stride`` (1 or
+2), dilation 1.
+
+No shared memory, as depthwise_narrow.py's kernels (which serve any stride and dilation): a thread
+computes ``columns`` consecutive output columns of one output row for ``vector`` channels; here it
+reads each input column of a filter row's window once into registers, keeps its channels' taps
+for every item it computes (the walk's step is a whole number of channel rows) and indexes in 32
+bits. A spec lists entries of ``filter`` (R = S: 3, 5 or 7), ``vector``, ``columns`` (1 to 8) and
+``stride``. Other filters, strides and dilations, C not a multiple of ``vector``, a channel
+multiplier (K = m*C) and layers of 2^30 items or more are ``unsupported``.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .. import spec_schema as S
+from .common import DirectKernel, expand_fixed_type_entries, fixed_type_family
+
+KIND = "depthwise_rows"
+TEMPLATE = "depthwise_rows.mako"
+TYPES = DirectKernel.types
+
+FAMILY = fixed_type_family(KIND)
+ENTRY = S.Table((
+    S.Key("filter", S.one_of((3, 5, 7))),
+    S.Key("vector", S.one_of((1, 2))),
+    S.Key("columns", S.integer(1, 8)),
+    S.Key("stride", S.one_of((1, 2))),
+))
+MOST_ITEMS = 1 << 30  # depthwise_rows.h's kMostItems: 32-bit indices
+
+
+@dataclass(frozen=True)
+class DepthwiseRows(DirectKernel):
+    stride: int = 1
+    kernel_type = "DepthwiseRows"
+    name_stem = "dwconv_rows"
+    template = TEMPLATE
+    includes = ("depthwise_rows.h",)
+    adapter_header = "depthwise_rows.h"
+
+    @cached_property
+    def name(self) -> str:
+        t = self.element
+        return (f"kernelgen_sm80_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}"
+                f"_stride{self.stride}_v{self.vector}_q{self.columns}")
+
+    def item_refuses(self, conv) -> str | None:
+        if not conv.groups == conv.c == conv.k:
+            return "a depthwise kernel: needs groups = C = K"
+        if conv.c % self.vector:
+            return f"C must be a multiple of {self.vector}"
+        if (conv.stride_h, conv.stride_w) != (self.stride, self.stride):
+            return f"built for stride {self.stride}"
+        if (conv.dilation_h, conv.dilation_w) != (1, 1):
+            return "built for dilation 1"
+        items = conv.n * conv.p * -(-conv.q // self.columns) * (conv.k // self.vector)
+        return "2^30 work items or more (32-bit indices)" if items >= MOST_ITEMS else None
+
+    def values(self) -> dict:
+        return {**super().values(), "stride": self.stride}
+
+
+def check(path, entry, kernel) -> None:
+    """Every entry the schema takes builds (7x7, 2 channels, 4 columns: 164 registers, no spills)."""
+
+
+def expand(path, raw: dict) -> list:
+    return expand_fixed_type_entries(DepthwiseRows, FAMILY, ENTRY, path, raw, TYPES, check)
