@@ -97,8 +97,12 @@ class DirectKernel(GroupedKernel):
     @cached_property
     def name(self) -> str:
         t = self.element
-        return (f"kernelgen_sm80_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}"
+        return (f"kernelgen_sm80_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.name_shape()}"
                 f"_v{self.vector}_q{self.columns}")
+
+    def name_shape(self) -> str:
+        """The name's part after the types: the filter (a subclass adds what else its code is built for)."""
+        return f"{self.filter}x{self.filter}"
 
     def refuses(self, conv) -> str | None:
         """Why the kernel's can_implement (DirectConv's, then its item's) refuses ``conv``, or None."""

@@ -14,22 +14,17 @@ multiplier (K = m*C) and layers of 2^30 items or more are ``unsupported``.
 """
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from .. import spec_schema as S
 from .common import DirectKernel, expand_fixed_type_entries, fixed_type_family
+from .depthwise_narrow import ENTRY as NARROW_ENTRY
 
 KIND = "depthwise_rows"
 TEMPLATE = "depthwise_rows.mako"
 TYPES = DirectKernel.types
 
 FAMILY = fixed_type_family(KIND)
-ENTRY = S.Table((
-    S.Key("filter", S.one_of((3, 5, 7))),
-    S.Key("vector", S.one_of((1, 2))),
-    S.Key("columns", S.integer(1, 8)),
-    S.Key("stride", S.one_of((1, 2))),
-))
+ENTRY = S.Table((*NARROW_ENTRY.keys, S.Key("stride", S.one_of((1, 2)))))  # the narrow kernels' keys, and the stride
 MOST_ITEMS = 1 << 30  # depthwise_rows.h's kMostItems: 32-bit indices
 
 
@@ -42,11 +37,8 @@ class DepthwiseRows(DirectKernel):
     includes = ("depthwise_rows.h",)
     adapter_header = "depthwise_rows.h"
 
-    @cached_property
-    def name(self) -> str:
-        t = self.element
-        return (f"kernelgen_sm80_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}"
-                f"_stride{self.stride}_v{self.vector}_q{self.columns}")
+    def name_shape(self) -> str:
+        return f"{super().name_shape()}_stride{self.stride}"
 
     def item_refuses(self, conv) -> str | None:
         if not conv.groups == conv.c == conv.k:
