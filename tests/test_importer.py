@@ -452,14 +452,27 @@ class SdpaAttention(nn.Module):
         return F.scaled_dot_product_attention(x, x, x)
 
 
+class GateAttn(nn.Module):
+    """Named as an attention, as ResNeSt's SplitAttn: a gate of sigmoids over a 1x1 convolution of
+    the pooled input; no product of two activations, its convolution recorded."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x):
+        return x * self.fc(x.mean((2, 3), keepdim=True)).sigmoid()
+
+
 class Hidden(nn.Module):
     def __init__(self):
         super().__init__()
+        self.gate = GateAttn()
         self.conv = nn.Conv2d(3, 16, 4, stride=4)
         self.blocks = nn.ModuleList([AttentionBlock(), AttentionBlock(), SdpaAttention()])
 
     def forward(self, x):
-        x = self.conv(x).flatten(2).transpose(1, 2)
+        x = self.conv(self.gate(x)).flatten(2).transpose(1, 2)
         for block in self.blocks:
             x = block(x)
         return x
@@ -599,8 +612,10 @@ def test_an_attention_module_that_runs_no_product_the_recorder_sees_is_named_in_
     assert "# attention modules that ran no matrix product the recorder sees (if they compute one, a fused or " \
            "compiled kernel does, and its FLOPs are not in this file): OpaqueAttention count=2" in text
     assert "AttentionBlock" not in text and "SdpaAttention" not in text  # the block holds the one reported
-    assert "; 2 calls of attention modules whose products it cannot see (listed at the end)." in text
-    assert "1 in 1 distinct conv2d_fprop line below, 0 the tool cannot profile" in text
+    assert "compiled kernel does, and its FLOPs are not in this file): GateAttn (its convolutions and linear " \
+           "layers are in the lines above) count=1" in text  # its 1x1 convolution is a line
+    assert "; 3 calls of attention modules whose products it cannot see (listed at the end)." in text
+    assert "2 in 2 distinct conv2d_fprop lines below, 0 the tool cannot profile" in text
 
 
 def test_a_timm_model_is_imported_through_its_factory_its_fused_attention_listed(torch_nets, tmp_path):

@@ -1071,7 +1071,8 @@ def _watch_attention_modules(model, calls: list) -> list:
     """Hooks on each module whose class name says it is an attention (``_ATTENTION_MODULE``): a call
     of one that ran no product the recorder sees (an ``ATTENTION`` or ``MATMUL`` call), nor an
     attention already reported so inside it, adds an ``UNSEEN`` call naming its class (a fused or
-    compiled kernel, or a C++ extension, computes what the file cannot count). The hooks' handles."""
+    compiled kernel, or a C++ extension, computes what the file cannot count), and saying whether it
+    ran recorded convolutions or linear layers. The hooks' handles."""
     named = getattr(model, "named_modules", None)
     if named is None:
         return []
@@ -1083,7 +1084,11 @@ def _watch_attention_modules(model, calls: list) -> list:
     def after(module, args, result):
         start = starts[id(module)].pop()
         if not any(c.op in (ATTENTION, MATMUL, UNSEEN) for c in calls[start:]):
-            calls.append(Call(UNSEEN, (), (), module=type(module).__name__))
+            # one that ran convolutions or linear layers (ResNeSt's SplitAttn: its attention is a
+            # softmax over their outputs) says so: those are lines of the file
+            layers = any(c.op in CONV_OPS or c.op == "linear" for c in calls[start:])
+            calls.append(Call(UNSEEN, (), (), module=type(module).__name__
+                              + (" (its convolutions and linear layers are in the lines above)" if layers else "")))
 
     for _, module in named():
         if not _ATTENTION_MODULE.search(type(module).__name__):
