@@ -662,6 +662,20 @@ def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):
     assert not list(tmp_path.glob("kernels/*")), "ranking compiles nothing"
 
 
+def test_scons_candidates_says_how_many_of_the_space_are_fused_variants_of_the_sets_epilogues(tmp_path):
+    """A fused set's space holds the fused variants of its epilogues (``fusion.with_fused``), so its
+    count differs from an unfused set's: the summary says how many of them are such variants, and
+    says nothing of them for a set without epilogues (the test above)."""
+    out = scons_candidates(tmp_path, "WORKLOADS=resnet50_b1_fused", "TOP=2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = re.search(r"(\d+) kernels in the space and the listed families \((\d+) of them fused variants for "
+                        r"the set's epilogues\), \d+ for resnet50_b1_fused", out.stdout)
+    plain = scons_candidates(tmp_path / "plain", "WORKLOADS=resnet50_b1", "TOP=2")
+    unfused = re.search(r"(\d+) kernels in the space and the listed families, \d+ for resnet50_b1 ", plain.stdout)
+    assert summary and unfused, out.stdout + plain.stdout
+    assert int(summary.group(1)) - int(summary.group(2)) == int(unfused.group(1)) > 0 < int(summary.group(2))
+
+
 @pytest.mark.parametrize("args, message", [
     (["TOP=0"], "TOP='0': expected a positive integer"),
     (["TOP=best"], "TOP='best': expected a positive integer"),

@@ -43,11 +43,14 @@ def empty_plan() -> plan_module.BuildPlan:
     return plan_module.BuildPlan([], {}, {}, "", "")
 
 
-def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config, searched: int) -> str:
+def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config, searched: list) -> str:
     """What ``scons candidates`` writes (BUILD/candidates.csv and .txt, a kernel list for KERNELS=@)
-    and says, as the JSON of a Value."""
+    and says, as the JSON of a Value; ``searched`` is the build's catalog (``catalog``)."""
     unranked = sorted({k.family for p in proposals for _, k in p.ranked if k.name in p.unranked})
-    summary = (f"{searched} kernels in the space and the listed families, {len(plan.kernels)} for "
+    fused = sum(1 for k in searched if getattr(k, "fusion", ""))  # the set's epilogues' variants
+    summary = (f"{len(searched)} kernels in the space and the listed families"
+               + (f" ({fused} of them fused variants for the set's epilogues)" if fused else "")
+               + f", {len(plan.kernels)} for "
                f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, "
                + (f"every kernel of {', '.join(unranked)} that serves a layer (the model has no rows of it), "
                   if unranked else "") + "and what it chose before)")
