@@ -16,12 +16,12 @@ multiplier (K = m*C) and layers of 2^30 items or more are ``unsupported``.
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import DirectKernel, expand_fixed_type_entries, fixed_type_family
-from .depthwise_narrow import ENTRY as NARROW_ENTRY
+from .common import expand_fixed_type_entries, fixed_type_family
+from .depthwise_narrow import ENTRY as NARROW_ENTRY, DepthwiseNarrow
 
 KIND = "depthwise_rows"
 TEMPLATE = "depthwise_rows.mako"
-TYPES = DirectKernel.types
+TYPES = DepthwiseNarrow.types
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((*NARROW_ENTRY.keys, S.Key("stride", S.one_of((1, 2)))))  # the narrow kernels' keys, and the stride
@@ -29,7 +29,7 @@ MOST_ITEMS = 1 << 30  # depthwise_rows.h's kMostItems: 32-bit indices
 
 
 @dataclass(frozen=True)
-class DepthwiseRows(DirectKernel):
+class DepthwiseRows(DepthwiseNarrow):  # the narrow kernels' layers, at one stride
     stride: int = 1
     kernel_type = "DepthwiseRows"
     name_stem = "dwconv_rows"
@@ -41,10 +41,9 @@ class DepthwiseRows(DirectKernel):
         return f"{super().name_shape()}_stride{self.stride}"
 
     def item_refuses(self, conv) -> str | None:
-        if not conv.groups == conv.c == conv.k:
-            return "a depthwise kernel: needs groups = C = K"
-        if conv.c % self.vector:
-            return f"C must be a multiple of {self.vector}"
+        narrow = super().item_refuses(conv)
+        if narrow is not None:
+            return narrow
         if (conv.stride_h, conv.stride_w) != (self.stride, self.stride):
             return f"built for stride {self.stride}"
         if (conv.dilation_h, conv.dilation_w) != (1, 1):
