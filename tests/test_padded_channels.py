@@ -12,6 +12,7 @@ from kernelgen.specs import load_catalog, load_family
 
 FAMILIES = ROOT / "kernel_specs" / "families"
 SPEC = FAMILIES / "conv2d_fprop_sm90_persistent_padded.toml"
+NOSMEM = FAMILIES / "conv2d_fprop_sm90_persistent_padded_nosmem.toml"  # and D stored from registers: odd K too
 GLOBS = "cutlass3x_sm90_tensorop_fprop_*_padc"
 
 
@@ -24,6 +25,11 @@ def test_the_kernels_pad_c_and_serve_only_what_needs_it():
     assert serves(kernels[0], odd_c) is None
     assert serves(kernels[0], aligned) == "pads C to a multiple of 8: for C no multiple of 8 only"
     assert "K of the output's 8" in serves(kernels[0], odd_k)
+    both = load_family(NOSMEM)
+    assert both and all(k.name.endswith("_epi_nosmem_padc") and k.c_alignment == 1 and k.k_alignment == 1 for k in both)
+    assert all(k.adapter == "kernelgen::PaddedConv2dPersistentOperation3x" and not k.fusible for k in both)
+    assert serves(both[0], odd_c) is None and serves(both[0], odd_k) is None
+    assert serves(both[0], aligned) == "pads C to a multiple of 8: for C no multiple of 8 only"
 
 
 def test_the_model_proposes_padded_kernels_for_odd_input_channels():
@@ -37,7 +43,7 @@ def test_the_model_proposes_padded_kernels_for_odd_input_channels():
 
 @requires_nvcc
 def test_a_padded_kernel_compiles_for_sm90a_through_the_rendering(tmp_path):
-    assert_kernels_compile(tmp_path, load_family(SPEC)[:1])
+    assert_kernels_compile(tmp_path, load_family(SPEC)[:1] + load_family(NOSMEM)[:1])
 
 
 # Odd C (45, 21, 921, 3 x 5) over aligned K; strided, padded, a temporal view's 3x1 filter; and an
@@ -48,11 +54,13 @@ LAYERS = [
     "n=1 h=9 w=9 c=21 k=64 r=3 s=3 pad=1 stride=2",
     "n=3 h=11 w=13 c=15 k=128 r=3 s=3 pad=1 stride=1",
     "n=2 h=7 w=7 c=64 k=64 r=3 s=3 pad=1 stride=1",
+    "n=2 h=9 w=9 c=27 k=162 r=1 s=1 pad=0 stride=1",
+    "n=1 h=7 w=7 c=1044 k=185 r=1 s=1 pad=0 stride=1",
 ]
 
 
 @requires_gpu
 def test_each_padded_kernel_verifies_on_the_odd_layers_and_refuses_the_aligned_one(tmp_path):
-    kernels = {k.name: k for k in load_family(SPEC)}
+    kernels = {k.name: k for k in load_family(SPEC) + load_family(NOSMEM)}
     for problem, frame in profile_layers(tmp_path, LAYERS, GLOBS):
         assert_served_rows_verify(problem, frame, kernels)
