@@ -74,7 +74,7 @@ def test_catalog_holds_each_family():
     assert len(dw_narrow) == 7 and {(k.filter, k.vector) for k in dw_narrow} == {(f, v) for f in (3, 5, 7) for v in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in dw_narrow)
     dw_rows = [k for k in kernels if k.family == "depthwise_rows"]
-    assert len(dw_rows) == 8 and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
+    assert len(dw_rows) == 12 and {k.rows for k in dw_rows} == {1, 2, 4} and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_rows.h" for k in dw_rows)
     direct = [k for k in kernels if k.family == "grouped_direct"]
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
@@ -168,9 +168,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 594
-    assert len(select(kernels, "*", parse_arch("90"))) == 412, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 373
+    assert len(select(kernels, "*", parse_arch("90a"))) == 598
+    assert len(select(kernels, "*", parse_arch("90"))) == 416, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 377
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
