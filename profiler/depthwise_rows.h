@@ -1,12 +1,13 @@
 // Depthwise convolutions (groups = C = K) of channel counts the 16-byte kernels cannot take, at one
-// stride and dilation 1: kernelgen::DepthwiseRows<T, R, S, V, TQ, STRIDE>. C a multiple of V (2: two
-// channels in one 4-byte access, ReXNet's 162, 228, 300, ...; 1: any C).
+// stride and dilation 1: kernelgen::DepthwiseRows<T, R, S, V, TQ, STRIDE, TP>. C a multiple of V (2:
+// two channels in one 4-byte access, ReXNet's 162, 228, 300, ...; 1: any C).
 //
 // direct_conv.h's DepthwiseNarrow serves the same layers at any stride and dilation, reading the
 // TQ * S columns of each filter row's window one by one and its taps again for every item, its
-// place found by 64-bit divisions. Here an item (TQ output columns of one output row for V
-// channels, channels innermost) reads each of the (TQ - 1) * STRIDE + S input columns of a filter
-// row once, into registers, and a thread keeps its channels for its every item: the walk's step is
+// place found by 64-bit divisions. Here an item (TQ output columns of TP output rows for V
+// channels, channels innermost) reads each of the (TQ - 1) * STRIDE + S input columns of each of
+// its (TP - 1) * STRIDE + R input rows once, into registers (each input row added to every output
+// row whose filter it meets), and a thread keeps its channels for its every item: the walk's step is
 // a multiple of the channel vectors, so the taps are read once a thread, and its indices are 32-bit
 // (a layer of 2^30 items or more is refused).
 //
@@ -22,18 +23,22 @@ namespace rows {
 
 constexpr long long kMostItems = 1LL << 30;  // 32-bit indices: the walk adds a step to an index
 
-template <typename T_, int R, int S, int V, int TQ, int STRIDE>
+template <typename T_, int R, int S, int V, int TQ, int STRIDE, int TP = 1>
 struct RowsItem {
   using T = T_;
   static_assert(V == 1 || V == 2, "V channels a thread: 1 or 2");
   static_assert(TQ >= 1 && TQ <= 8, "TQ output columns a thread: 1 to 8");
+  static_assert(TP >= 1 && TP <= 8, "TP output rows a thread: 1 to 8");
   static_assert(STRIDE == 1 || STRIDE == 2, "stride 1 or 2");
   static constexpr int kR = R, kS = S, kV = V;
   static constexpr int kWindow = (TQ - 1) * STRIDE + S;  // the input columns of an item's filter row
+  static constexpr int kRows = (TP - 1) * STRIDE + R;    // the input rows of an item's TP output rows
   using Narrow = direct::NarrowItem<T, R, S, V, TQ>;     // its V-channel loads and stores
 
+  // Items of TP output rows x TQ output columns x V channels: channels innermost, then column tiles,
+  // row tiles, images.
   static long long items(const Conv2dProblem& p, const direct::Shape& shape) {
-    return direct::Items<V, TQ>::items(p, shape);
+    return (long long)p.n * ((shape.P + TP - 1) / TP) * ((shape.Q + TQ - 1) / TQ) * (p.c / V);
   }
 
   static std::string can_implement(const Conv2dProblem& p, int groups) {
@@ -56,44 +61,54 @@ struct RowsItem {
     }
   }
 
-  // Item `tile` of channels c .. c + V - 1: the tile-th run of TQ output columns (of a row, then rows,
-  // then images).
+  // Item `tile` of channels c .. c + V - 1: the tile-th block of TP output rows x TQ output columns
+  // (column tiles of a row tile, then row tiles, then images). Each of its kRows input rows is read
+  // once, into a window of kWindow columns, and added to the output rows whose filter it meets.
   __host__ __device__ static void run_tile(const Conv2dProblem& p, const direct::Shape& shape, int c, int tile,
                                            const float (&tap)[V][R * S], const T* x, T* y) {
-    const int tiles_q = (shape.Q + TQ - 1) / TQ;
+    const int tiles_q = (shape.Q + TQ - 1) / TQ, tiles_p = (shape.P + TP - 1) / TP;
     const int q0 = (tile % tiles_q) * TQ, rest = tile / tiles_q;
-    const int out_p = rest % shape.P, n = rest / shape.P;
-    const int col0 = q0 * STRIDE - p.pad_w;
-    float sums[TQ][V] = {};
+    const int p0 = (rest % tiles_p) * TP, n = rest / tiles_p;
+    const int col0 = q0 * STRIDE - p.pad_w, row0 = p0 * STRIDE - p.pad_h;
+    float sums[TP][TQ][V] = {};
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int h = out_p * STRIDE - p.pad_h + r;
+    for (int i = 0; i < kRows; ++i) {
+      const int h = row0 + i;
       if (h < 0 || h >= p.h) continue;
       const T* row = x + ((size_t)n * p.h + h) * p.w * p.c + c;
       float window[kWindow][V];
 #pragma unroll
-      for (int i = 0; i < kWindow; ++i) {
-        const int col = col0 + i;
+      for (int u = 0; u < kWindow; ++u) {
+        const int col = col0 + u;
         if (col >= 0 && col < p.w) {
-          Narrow::load(row + (size_t)col * p.c, window[i]);
+          Narrow::load(row + (size_t)col * p.c, window[u]);
         } else {
 #pragma unroll
-          for (int v = 0; v < V; ++v) window[i][v] = 0.0f;
+          for (int v = 0; v < V; ++v) window[u][v] = 0.0f;
         }
       }
 #pragma unroll
-      for (int j = 0; j < TQ; ++j) {
+      for (int t = 0; t < TP; ++t) {
+        const int r = i - t * STRIDE;  // the filter row input row i is to output row p0 + t
+        if (r < 0 || r >= R) continue;
 #pragma unroll
-        for (int s = 0; s < S; ++s) {
+        for (int j = 0; j < TQ; ++j) {
 #pragma unroll
-          for (int v = 0; v < V; ++v) sums[j][v] += window[j * STRIDE + s][v] * tap[v][r * S + s];
+          for (int s = 0; s < S; ++s) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) sums[t][j][v] += window[j * STRIDE + s][v] * tap[v][r * S + s];
+          }
         }
       }
     }
-    T* out = y + (((size_t)n * shape.P + out_p) * shape.Q) * p.c + c;
 #pragma unroll
-    for (int j = 0; j < TQ; ++j) {
-      if (q0 + j < shape.Q) Narrow::store(out + (size_t)(q0 + j) * p.c, sums[j]);
+    for (int t = 0; t < TP; ++t) {
+      if (p0 + t >= shape.P) continue;
+      T* out = y + (((size_t)n * shape.P + p0 + t) * shape.Q) * p.c + c;
+#pragma unroll
+      for (int j = 0; j < TQ; ++j) {
+        if (q0 + j < shape.Q) Narrow::store(out + (size_t)(q0 + j) * p.c, sums[t][j]);
+      }
     }
   }
 
@@ -126,9 +141,9 @@ __global__ void __launch_bounds__(direct::kThreads) walk(Conv2dProblem p, direct
 
 // A kernel type for direct_conv.h's DirectOperation: DirectConv's checks (filter, groups, output,
 // then the item's), its own walk.
-template <typename T, int R, int S, int V, int TQ, int STRIDE>
-struct DepthwiseRows : DirectConv<rows::RowsItem<T, R, S, V, TQ, STRIDE>> {
-  using Item = rows::RowsItem<T, R, S, V, TQ, STRIDE>;
+template <typename T, int R, int S, int V, int TQ, int STRIDE, int TP = 1>
+struct DepthwiseRows : DirectConv<rows::RowsItem<T, R, S, V, TQ, STRIDE, TP>> {
+  using Item = rows::RowsItem<T, R, S, V, TQ, STRIDE, TP>;
 
   // The CTAs a launch uses on the current device (as many as it runs at once).
   static int configure(std::string& why) {

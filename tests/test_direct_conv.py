@@ -48,6 +48,7 @@ def family(tmp_path, kind, entry):
     ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4 }", "stride", "missing"),
     ("depthwise_rows", "{ filter = 3, vector = 4, columns = 4, stride = 1 }", "vector", "4 is not one of 1, 2"),
     ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4, stride = 1, dilation = 2 }", "dilation", "unknown key"),
+    ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4, stride = 1, rows = 9 }", "rows", "9 is outside [1, 8]"),
     ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
     ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
@@ -61,8 +62,8 @@ def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, kind, entry
 def test_names_are_unique_and_say_every_parameter():
     kernels = [cls("t", f, v, q, element=e) for cls in (DepthwiseNarrow, GroupedDirect) for f in (3, 5, 7)
                for v in (1, 2) for q in (1, 2, 4, 8) for e in ("f16", "bf16")]
-    kernels += [DepthwiseRows("t", f, v, q, element=e, stride=st) for f in (3, 5, 7) for v in (1, 2)
-                for q in (1, 2, 4, 8) for e in ("f16", "bf16") for st in (1, 2)]
+    kernels += [DepthwiseRows("t", f, v, q, element=e, stride=st, rows=tp) for f in (3, 5, 7) for v in (1, 2)
+                for q in (1, 2, 4, 8) for e in ("f16", "bf16") for st in (1, 2) for tp in (1, 2, 4)]
     assert len({k.name for k in kernels}) == len(kernels)
     templates = render.lookup(TEMPLATES)
     types = {render.type_definition(templates, k).replace(k.name, "NAME") for k in kernels}
@@ -70,6 +71,8 @@ def test_names_are_unique_and_say_every_parameter():
     assert DepthwiseNarrow("t", 5, 2, 4).name == "kernelgen_sm80_simt_dwconv_narrow_f16nhwc_f16nhwc_f32_f16nhwc_5x5_v2_q4"
     assert DepthwiseRows("t", 7, 2, 4, stride=2).name == \
         "kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_7x7_stride2_v2_q4"
+    assert DepthwiseRows("t", 3, 2, 8, stride=1, rows=2).name == \
+        "kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_p2_v2_q8"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
 
 
@@ -101,6 +104,7 @@ def test_the_row_kernels_serve_depthwise_layers_of_their_stride_and_dilation_1()
     assert serves(pair, conv(groups=29)) == serves(pair, conv(k=116)) == "a depthwise kernel: needs groups = C = K"
     huge = Conv2dProblem(2048, 512, 512, 16, 16, 3, 3, 1, 1, 1, 1, groups=16)  # 2^30 items of 4 columns, 2 channels
     assert serves(pair, replace(huge, n=2047)) is None
+    assert serves(DepthwiseRows("t", 3, 2, 4, stride=1, rows=2), huge) is None  # half the items
     assert serves(pair, huge) == "2^30 work items or more (32-bit indices)"
 
 
@@ -236,7 +240,7 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
             item = {"DepthwiseNarrow": "direct::NarrowItem", "GroupedDirect": "direct::GroupedItem",
                     "DepthwiseRows": "rows::RowsItem"}[k.kernel_type]
             item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
-                   + (f", {k.stride}>" if isinstance(k, DepthwiseRows) else ">")
+                   + (f", {k.stride}, {k.rows}>" if isinstance(k, DepthwiseRows) else ">")
             calls.append(f"  bad += check<kernelgen::DirectConv<{item}>, {item}>("
                          f"Conv2dProblem{{{', '.join(map(str, fields))}}}, {c.groups}, \"{k.name}\");")
     source = tmp_path / "cpu_check.cu"

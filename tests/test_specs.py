@@ -74,7 +74,7 @@ def test_catalog_holds_each_family():
     assert len(dw_narrow) == 7 and {(k.filter, k.vector) for k in dw_narrow} == {(f, v) for f in (3, 5, 7) for v in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in dw_narrow)
     dw_rows = [k for k in kernels if k.family == "depthwise_rows"]
-    assert len(dw_rows) == 8 and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
+    assert len(dw_rows) == 12 and {k.rows for k in dw_rows} == {1, 2, 4} and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_rows.h" for k in dw_rows)
     direct = [k for k in kernels if k.family == "grouped_direct"]
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
@@ -118,15 +118,12 @@ def test_catalog_holds_each_family():
     nosmem = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_narrow_output"]
     assert len(nosmem) == 9 and all(k.store == "nosmem" and k.k_alignment == 1 and not k.fusible for k in nosmem)
     assert all(k.name.endswith("_epi_nosmem") and k.values()["output_alignment"] == 1 for k in nosmem)
+    assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem)
     padded = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_padded"]
     assert len(padded) == 6 and all(k.pad_channels and k.name.endswith("_padc") and k.c_alignment == 1 for k in padded)
-    padded_nosmem = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_padded_nosmem"]
-    assert len(padded_nosmem) == 4 and all(k.pad_channels and k.store == "nosmem" and k.c_alignment == k.k_alignment == 1
-                                           and k.name.endswith("_epi_nosmem_padc") for k in padded_nosmem)
-    assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem + padded_nosmem)
-    assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
+    assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
@@ -171,9 +168,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 598
-    assert len(select(kernels, "*", parse_arch("90"))) == 412, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 373
+    assert len(select(kernels, "*", parse_arch("90a"))) == 602
+    assert len(select(kernels, "*", parse_arch("90"))) == 416, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 377
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
