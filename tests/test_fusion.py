@@ -14,10 +14,11 @@ import sys
 
 import pytest
 
-from conftest import ROOT, requires_gpu, requires_nvcc
+from conftest import ROOT, assert_kernels_compile, requires_gpu, requires_nvcc
 from kernelgen import fusion, render
 from kernelgen.cost_model import serves
 from kernelgen.families.conv2d_sm90 import Conv2dFpropSm90
+from kernelgen.families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from kernelgen.families.gemm_sm90 import GemmSm90
 from kernelgen.ops import conv2d_fprop, gemm, serves as serves_op
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
@@ -510,6 +511,42 @@ def test_on_the_gpu_every_fused_kernel_computes_its_epilogue(tmp_path):
     ok = frame[frame["status"] == "ok"]
     assert set(ok["workload"]) == set(frame["workload"]), "every layer has a fused kernel that ran it"
     assert (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()
+
+
+def test_a_transposed_kernels_fused_variant_adds_its_bias_one_value_a_row():
+    """A transposed kernel computes D^T, its output channels the GEMM's M: its fused variants take
+    CUTLASS's per-row bias (the others' per-column one), through the persistent kernels' fused
+    adapters, named as the plain kernel and the epilogue."""
+    plain = first(Conv2dFpropSm90Transposed)
+    assert fusion.fusible(plain)
+    for epilogue in ("bias+relu", "bias+add+relu", fusion.OPTIONAL_RELU):
+        kernel = fusion.fused(plain, epilogue)
+        source = render.type_definition(TEMPLATES, kernel)
+        assert "LinCombPerRowBiasEltAct<" in source and "LinCombPerColBiasEltAct" not in source
+        assert kernel.name == plain.name + fusion.epilogue_suffix(epilogue) and kernel.name.endswith(
+            "_transposed" + fusion.epilogue_suffix(epilogue))
+        assert kernel.adapter.startswith(("kernelgen::FusedConv2dPersistentOperation3x",
+                                          "kernelgen::FusedOptionalReluConv2dPersistentOperation3x"))
+    assert "LinCombPerColBiasEltAct<" in render.type_definition(TEMPLATES, fusion.fused(first(GemmSm90), "bias+relu"))
+
+
+@requires_nvcc
+def test_a_fused_transposed_kernel_compiles_for_sm90a_through_the_rendering(tmp_path):
+    plain = first(Conv2dFpropSm90Transposed)
+    assert_kernels_compile(tmp_path, [fusion.fused(plain, "bias+add+relu"), fusion.fused(plain, fusion.OPTIONAL_RELU)])
+
+
+# Fused transposed kernels on a 1x1 and a 3x3 layer and a GEMM of each epilogue: their bias is a row's.
+TRANSPOSED = "cutlass3x_sm90_tensorop_fprop_*_transposed_e*"
+
+
+@requires_gpu
+def test_on_the_gpu_every_fused_transposed_kernel_computes_its_epilogue(tmp_path):
+    _, frame = profile_epilogues(tmp_path, ("bias+relu", "bias+add+relu", "bias+gelu"), "TOP=all", f"KERNELS={TRANSPOSED}")
+    bad = frame[(frame["status"] != "ok") & (frame["status"] != "unsupported")]
+    assert bad.empty, bad[["workload", "kernel", "status", "message"]].to_string()
+    ok = frame[frame["status"] == "ok"]
+    assert not ok.empty and (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()
 
 
 # Kernels of epilogue optional_relu without and with C: a GEMM, a persistent conv and a stream-K conv

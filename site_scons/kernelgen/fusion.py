@@ -105,15 +105,16 @@ def fusible_part(epilogue: str, groups: int = 1, channels: tuple = (), dtype: st
     return epilogue, ""
 
 
-def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str) -> str:
+def fusion_cpp(epilogue: str, output: str, accumulator: str, source: str, per_row: bool = False) -> str:
     """The C++ fusion operation of ``epilogue`` for a kernel of these C++ types (``source``: C's,
-    void for none): the last argument of CUTLASS's SM90 epilogue CollectiveBuilder."""
+    void for none): the last argument of CUTLASS's SM90 epilogue CollectiveBuilder. ``per_row``: the
+    output channels are the GEMM's M (a transposed kernel's D), so the bias is one value a row."""
     if epilogue == OPTIONAL_RELU:
         functor = OPTIONAL_RELU_FUNCTOR
     else:
         act = activation(epilogue)
         functor = (FP16_FUNCTORS.get(act) if output == "cutlass::half_t" else None) or ACTIVATION_FUNCTORS[act]
-    return (f"cutlass::epilogue::fusion::LinCombPerColBiasEltAct<{functor}, "
+    return (f"cutlass::epilogue::fusion::LinCombPer{'Row' if per_row else 'Col'}BiasEltAct<{functor}, "
             f"{output}, {accumulator}, {output}, {source}, {accumulator}>")
 
 

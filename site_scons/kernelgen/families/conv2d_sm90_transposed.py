@@ -26,7 +26,7 @@ class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
     template = TEMPLATE
     family_includes = INCLUDES
     name_suffix = "_transposed"
-    fuses = False  # its own adapter (conv_sm90_transposed.h) takes no epilogue operands
+    channels_along_m = True  # D^T: a fused epilogue's bias is one value a row (LinCombPerRowBiasEltAct)
     stores = ("tma",)  # its D is column-major: channels along M
     pads_channels = False  # its own adapter (conv_sm90_transposed.h)
 

@@ -121,6 +121,7 @@ class GemmSm90:
     fused_stream_k_adapter = "kernelgen::FusedGemmStreamKOperation3x", "fused_adapter_3x.h"
 
     fuses = True  # its template and adapters take a fusion operation (kernelgen.fusion)
+    channels_along_m = False  # D's output channels are the GEMM's M (a bias one value a row), not its N
     name_ends_with_fusion = True  # its name is its unfused twin's and epilogue_suffix(fusion): fusion.fused
     stores = tuple(STORES)  # the stores its template and adapters build
     pads_channels = False  # whether it has an adapter that pads C (``pad_channels``)
@@ -230,7 +231,8 @@ class GemmSm90:
             "splits": None if self.scheduler != "stream_k" else (self.splits or 0),
             "pdl": self.launch == "pdl",  # the device operator wrapped in kernelgen::DependentLaunch
             # the epilogue's fusion operation (kernelgen.fusion); None: CUTLASS's default, D = alpha acc + beta C
-            "fusion": fusion_cpp(self.fusion, output, DATA_TYPES[self.accumulator].cpp, source) if self.fusion else None,
+            "fusion": fusion_cpp(self.fusion, output, DATA_TYPES[self.accumulator].cpp, source,
+                                 per_row=self.channels_along_m) if self.fusion else None,
         }
 
 
