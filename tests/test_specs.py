@@ -118,12 +118,15 @@ def test_catalog_holds_each_family():
     nosmem = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_narrow_output"]
     assert len(nosmem) == 9 and all(k.store == "nosmem" and k.k_alignment == 1 and not k.fusible for k in nosmem)
     assert all(k.name.endswith("_epi_nosmem") and k.values()["output_alignment"] == 1 for k in nosmem)
-    assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem)
     padded = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_padded"]
     assert len(padded) == 6 and all(k.pad_channels and k.name.endswith("_padc") and k.c_alignment == 1 for k in padded)
-    assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded)
+    padded_nosmem = [k for k in kernels if k.family == "conv2d_fprop_sm90_persistent_padded_nosmem"]
+    assert len(padded_nosmem) == 4 and all(k.pad_channels and k.store == "nosmem" and k.c_alignment == k.k_alignment == 1
+                                           and k.name.endswith("_epi_nosmem_padc") for k in padded_nosmem)
+    assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem + padded_nosmem)
+    assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded)
+    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
