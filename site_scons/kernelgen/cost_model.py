@@ -344,10 +344,17 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     size = 2
     # a tile shared by several CTAs is reduced by the last: it reads the others' fp32 partials
     partials = (pieces - 1) * tm * tn * 4 / 1e3
+    # an epilogue that stores D from registers writes each thread's elements apart, 2 bytes at a
+    # time: a warp's store fills a quarter of each 32-byte sector it touches
+    scatter = STORE_SCATTER if getattr(kernel, "store", "tma") == "nosmem" else 1
+    if getattr(kernel, "pad_channels", False) and conv is not None:
+        # the copy launched before the kernel reads C and writes C padded to 8, which the mainloop reads
+        memory += conv.n * conv.h * conv.w * (conv.c + 2 * -(-conv.c // 8) * 8) * size / 1e6
+        launches += 1
     return [
         busiest * tm * tn * tk * 2 / 1e6 * per_sm,
         busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm,
-        waves * tm * tn * size / 1e3 * per_sm + partials,
+        waves * tm * tn * size / 1e3 * per_sm * scatter + partials,
         waves * per_sm,
         busiest * per_sm,
         memory,
@@ -443,6 +450,7 @@ def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> l
 
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
+STORE_SCATTER = 4  # the store traffic of an epilogue that stores D from registers, per byte of D
 RIDGE = 10.0  # the corrections' ridge penalty (the regret changed by under 0.1% between 1 and 30)
 REGIMES = ((0.005, "tiny"), (0.02, "small"), (0.1, "mid"), (math.inf, "large"))  # by the base prediction, ms
 
