@@ -411,6 +411,8 @@ VARIABLES = [
     ("escape sequence in WORKLOADS", {"WORKLOADS": "\x1b[2J"}, r"WORKLOADS='\\x1b\[2J': holds the control"),
     ("non-ASCII ARCH", {"ARCH": "\u0669\u0660a"}, r"ARCH='\u0669\u0660a': expected a compute capability"),
     ("E2 set name", {"WORKLOADS": ".."}, r"the set name '\.\.' is not a plain name"),
+    ("a list of sets", {"WORKLOADS": "resnet50,vgg16_b1"}, r"resnet50,vgg16_b1: no such set or workload file: WORKLOADS= takes one set or file a call, not a list"),
+    ("a list of files", {"WORKLOADS": "{tmp}/a.txt,{tmp}/b.txt"}, r"b\.txt: no such set or workload file: .* not a list"),
 ]
 
 

@@ -81,6 +81,9 @@ def parse_workloads(text: str, path="<workloads>") -> list:
 def resolve_workload_file(spec: str, sets_dir: Path) -> tuple[str, Path]:
     """Map ``WORKLOADS=`` (a set name or a file path) to (set name, file)."""
     candidate = Path(spec)
+    if "," in spec and inputs.file_kind(candidate) == "missing":
+        raise WorkloadError(spec, "no such set or workload file: WORKLOADS= takes one set or file a call, not a list "
+                            "(run scons once for each set)")
     if candidate.suffix or "/" in spec:
         if inputs.file_kind(candidate) == "missing":
             raise WorkloadError(spec, "no such workload file")
