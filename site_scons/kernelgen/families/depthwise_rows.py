@@ -10,8 +10,9 @@ reads each input column of a filter row's window once into registers, keeps its 
 for every item it computes (the walk's step is a whole number of channel rows) and indexes in 32
 bits. A thread may compute ``rows`` output rows (1 to 8, default 1), each input row of their
 window read once for all of them. A spec lists entries of ``filter`` (R = S: 3, 5 or 7),
-``vector``, ``columns`` (1 to 8), ``stride`` and ``rows``. Other filters, strides and dilations, C not a multiple of ``vector``, a channel
-multiplier (K = m*C) and layers of 2^30 items or more are ``unsupported``.
+``vector``, ``columns`` (1 to 8), ``stride`` and ``rows``. Other filters, strides and dilations,
+C not a multiple of ``vector``, a channel multiplier (K = m*C) and layers of 2^30 items or more
+are ``unsupported``.
 """
 
 from dataclasses import dataclass
