@@ -17,12 +17,12 @@ from test_hostile_build import FAKE_PATH, KERNELS, LAYERS, fake_build, scons_arg
 from test_hostile_input import no_traceback
 
 
-def scons(project, tmp_path, *args, gpus="NVIDIA H200"):
-    """scons with a fake nvidia-smi that lists ``gpus`` (comma-separated names)."""
-    folder = tmp_path / f"smi-{abs(hash(gpus))}"
+def scons(project, tmp_path, *args, gpus="NVIDIA H200", driver="580.159.04"):
+    """scons with a fake nvidia-smi that lists ``gpus`` (comma-separated names) of ``driver``."""
+    folder = tmp_path / f"smi-{abs(hash((gpus, driver)))}"
     folder.mkdir(exist_ok=True)
     smi = folder / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' exec {FAKES / 'nvidia-smi'} \"$@\"\n")
+    smi.write_text(f"#!/bin/sh\nFAKE_GPUS='{gpus}' FAKE_DRIVER='{driver}' exec {FAKES / 'nvidia-smi'} \"$@\"\n")
     smi.chmod(0o755)
     out = scons_runs.run(scons_args(*args), cwd=project, env=dict(os.environ, PATH=f"{folder}{os.pathsep}{FAKE_PATH}"),
                          timeout=300)
@@ -60,6 +60,36 @@ def test_two_gpus_each_measure_their_share_and_give_the_csvs_of_one(fake_build, 
     assert set(one_devices) == {"0 GPU-fake-0"}, "a row says which GPU of its machine measured it"
     share = dict(zip(shares[0] + shares[1], ["0 GPU-fake-0", "1 GPU-fake-1"]))
     assert list(two_devices) == [share[k] for k in two_rows["kernel"]]
+
+
+def test_after_a_driver_change_old_rows_aside_moves_the_rows_a_narrower_build_would_lose(fake_build, tmp_path):
+    """A build of one kernel after a driver change is refused (its rows of the other kernel would be
+    lost); with OLD_ROWS=aside, on two GPUs, the old rows move to the GPU folder's aside/ and the
+    CSVs hold the new driver's rows alone."""
+    project, toolchain = fake_build
+    common = ["profile", "WORKLOADS=pair", f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'build'}",
+              f"RESULTS={tmp_path / 'r'}"]
+    first = scons(project, tmp_path, *common)
+    assert first.returncode == 0, first.stdout + first.stderr
+    folder = tmp_path / "r" / "pair" / "nvidia_h200"
+    old = {p.name: p.read_bytes() for p in sorted(folder.glob("*.csv"))}
+    narrow = [*common, f"KERNELS={KERNELS[0]}"]
+    refused = scons(project, tmp_path, *narrow, driver="590.10")
+    assert refused.returncode != 0 and "or profile with OLD_ROWS=aside" in refused.stderr, refused.stderr
+    assert {p.name: p.read_bytes() for p in sorted(folder.glob("*.csv"))} == old
+    moved = scons(project, tmp_path, *narrow, "OLD_ROWS=aside", "GPUS=0,1", gpus="NVIDIA H200,NVIDIA H200",
+                  driver="590.10")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert moved.stdout.count("(OLD_ROWS=aside)") == len(old)
+    aside = folder / "aside"
+    assert sorted(p.name for p in aside.glob("*.csv")) == sorted(old)
+    for name in old:
+        was = results.read_csv(aside / name)
+        assert len(was) == 2 and set(was["driver"]) == {"580.159.04"} and set(was["kernel"]) == set(KERNELS)
+        now = results.read_csv(folder / name)
+        assert list(now["kernel"]) == [KERNELS[0]] and set(now["driver"]) == {"590.10"}
+    bad = scons(project, tmp_path, *common, "OLD_ROWS=keep")
+    assert bad.returncode != 0 and "OLD_ROWS='keep': expected 'aside'" in bad.stderr
 
 
 def test_gpus_of_two_models_or_a_gpu_not_there_are_refused_naming_them(fake_build, tmp_path):

@@ -411,6 +411,7 @@ VARIABLES = [
     ("escape sequence in WORKLOADS", {"WORKLOADS": "\x1b[2J"}, r"WORKLOADS='\\x1b\[2J': holds the control"),
     ("non-ASCII ARCH", {"ARCH": "\u0669\u0660a"}, r"ARCH='\u0669\u0660a': expected a compute capability"),
     ("E2 set name", {"WORKLOADS": ".."}, r"the set name '\.\.' is not a plain name"),
+    ("OLD_ROWS unknown", {"OLD_ROWS": "keep"}, r"OLD_ROWS='keep': expected 'aside' \(rows of another GPU stack"),
     ("a list of sets", {"WORKLOADS": "resnet50,vgg16_b1"}, r"resnet50,vgg16_b1: no such set or workload file: WORKLOADS= takes one set or file a call, not a list"),
     ("a list of files", {"WORKLOADS": "{tmp}/a.txt,{tmp}/b.txt"}, r"b\.txt: no such set or workload file: .* not a list"),
 ]
@@ -500,6 +501,7 @@ def test_d3_a_selection_after_a_driver_change_is_refused_before_anything_is_lost
                       r"3 row\(s\) were measured with GPU NVIDIA H200, driver 580\.159\.04, CUDA 13\.0, CUTLASS "
                       r"4\.2\.0, timed by graph, and 2 of their kernels are not in this build \(e\.g\. kernel_b\) \(1 more CSV\(s\) alike\)")
     assert "Nothing was profiled" in message and "without KERNELS=" in message and "move the file aside" in message
+    assert "or profile with OLD_ROWS=aside (they move to " in message
     listed = tmp_path / f"remeasure-{workload_file.stem}.txt"  # beside the manifest, in BUILD
     assert f"3 kernels: scons profile TOP=all KERNELS=@{listed}" in message
     assert listed.read_text() == "kernel_a\nkernel_b\nkernel_c\n", "every kernel of the rows it would lose"
@@ -510,6 +512,51 @@ def test_d3_a_selection_after_a_driver_change_is_refused_before_anything_is_lost
     profile_run(tmp_path, workload_file)  # every kernel: each old row gets its replacement
     for text in results_of(tmp_path, workload_file).values():
         assert text.count(b",590.10,") == 3 and b",580.159.04," not in text
+
+
+def test_d3_old_rows_aside_moves_the_rows_a_selection_would_lose_and_profiles(tmp_path, fake_gpu, workload_file,
+                                                                               monkeypatch):
+    """OLD_ROWS=aside: rows of another stack of kernels the build would not measure again move to
+    the GPU folder's aside/ (joined to the rows there, none twice: a run stopped between its two
+    writes leaves them in both files), the CSVs keep this stack's rows and gain the build's."""
+    profile_run(tmp_path, workload_file)
+    folder = tmp_path / "results" / workload_file.stem / "nvidia_h200"
+    old = {p.name: results.read_rows(p) for p in sorted(folder.glob("*.csv"))}
+    monkeypatch.setenv("FAKE_DRIVER", "590.10")
+    manifest = write_manifest(tmp_path / "kernels.json", {"kernel_a": "aaaa"})
+    logs = []
+
+    def run():
+        profile(manifest, FAKES / "profiler", str(workload_file), tmp_path, tmp_path / "results", timeout=20.0,
+                log=logs.append, old_rows="aside")
+    run()
+    assert sum("row(s) measured with GPU NVIDIA H200, driver 580.159.04" in m and "(OLD_ROWS=aside)" in m
+               for m in logs) == len(old)
+
+    def keys(rows):
+        return sorted(tuple(repr(r[c]) for c in results.COLUMNS) for r in rows)
+    aside = {p.name: results.read_rows(p) for p in sorted((folder / "aside").glob("*.csv"))}
+    assert {name: keys(rows) for name, rows in aside.items()} == {name: keys(rows) for name, rows in old.items()}
+    for path in folder.glob("*.csv"):
+        assert [(r["kernel"], r["driver"]) for r in results.read_rows(path)] == [("kernel_a", "590.10")]
+    name = sorted(old)[0]  # stopped after the first write: the old rows in both files
+    shutil.copy(folder / "aside" / name, folder / name)
+    run()
+    assert keys(results.read_rows(folder / "aside" / name)) == keys(old[name]), "none twice"
+    assert [(r["kernel"], r["driver"]) for r in results.read_rows(folder / name)] == [("kernel_a", "590.10")]
+
+
+def test_d3_old_rows_that_cannot_be_set_aside_stay_where_they_are(tmp_path, fake_gpu, workload_file, monkeypatch):
+    profile_run(tmp_path, workload_file)
+    before = results_of(tmp_path, workload_file)
+    folder = tmp_path / "results" / workload_file.stem / "nvidia_h200"
+    (folder / "aside").write_text("a file where the folder goes\n")
+    monkeypatch.setenv("FAKE_DRIVER", "590.10")
+    manifest = write_manifest(tmp_path / "kernels.json", {"kernel_a": "aaaa"})
+    refused(lambda: profile(manifest, FAKES / "profiler", str(workload_file), tmp_path, tmp_path / "results",
+                            timeout=20.0, log=lambda m: None, old_rows="aside"), KernelgenError,
+            r"aside/conv2d_fprop_\S+\.csv: cannot write \(.+\); \S+\.csv is as it was$")
+    assert results_of(tmp_path, workload_file) == before
 
 
 def test_d3_rows_of_kernels_no_build_can_hold_are_named_and_their_files_are_to_be_moved_aside(tmp_path, fake_gpu,
@@ -539,10 +586,14 @@ def test_the_profile_command_tells_the_driver_where_the_catalog_is(tmp_path):
     from kernelgen import commands
     config = types.SimpleNamespace(profile_timeout=30.0, specs_dir=tmp_path / "specs", spaces_dir=tmp_path / "spaces",
                              shard=None, gpus=None, profile_args=[], build_path=tmp_path / "build",
-                             results_root=tmp_path / "results")
+                             results_root=tmp_path / "results", old_rows="")
     argv = commands.profile_command(config)
     assert argv[argv.index("--specs") + 1] == str(tmp_path / "specs")
     assert argv[argv.index("--spaces") + 1] == str(tmp_path / "spaces")
+    assert "--old-rows" not in argv
+    config.old_rows = "aside"
+    argv = commands.profile_command(config)
+    assert argv[argv.index("--old-rows") + 1] == "aside"
 
 
 def interrupt_after(records: int):

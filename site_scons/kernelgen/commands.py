@@ -226,6 +226,8 @@ def profile_command(config: Config) -> list:
         extra += ["--shard", f"{config.shard[0]}/{config.shard[1]}"]
     if config.gpus:
         extra += ["--gpus", config.gpus]
+    if config.old_rows:
+        extra += ["--old-rows", config.old_rows]
     if config.profile_args:
         extra += ["--", *config.profile_args]
     return _tool_command("kernelgen.profile", config, extra)

@@ -55,6 +55,7 @@ class Config:
     cache_note: str | None = None  # why CACHE= is not used this run (a folder that cannot be written)
     shard: tuple | None = None  # SHARD=i/n as (i, n); None: every kernel
     gpus: str = ""  # GPUS=: 'all' or comma-separated indices; empty: the one GPU CUDA gives
+    old_rows: str = ""  # OLD_ROWS=: "aside", or empty (a profile that would lose rows of another stack is refused)
     header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
 
 
@@ -122,7 +123,7 @@ def machine_gpu() -> str | None:
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD", "GPUS")
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD", "GPUS", "OLD_ROWS")
                        if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
@@ -162,6 +163,10 @@ def resolve(env) -> Config:
     if gpus and gpus != "all" and not all(p.strip().isdigit() and p.strip().isascii() and len(p.strip()) <= 3
                                           for p in gpus.split(",")):
         raise KernelgenError(f"GPUS={shorten(gpus)!r}: expected 'all' or comma-separated GPU indices, e.g. GPUS=0,1")
+    old_rows = str(env.get("OLD_ROWS", "")).strip()
+    if old_rows not in ("", "aside"):
+        raise KernelgenError(f"OLD_ROWS={shorten(old_rows)!r}: expected 'aside' (rows of another GPU stack that the "
+                             "build would not measure again move to RESULTS/<set>/<gpu>/aside/) or nothing")
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
@@ -173,7 +178,7 @@ def resolve(env) -> Config:
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
         results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, cache_note=cache_note,
-        shard=shard, gpus=gpus)
+        shard=shard, gpus=gpus, old_rows=old_rows)
 
 
 def parse_shard(text) -> tuple | None:

@@ -169,6 +169,14 @@ class ProfilerProcess:
         return f"profiler exited with status {code}" + (f": {tail}" if tail else "")
 
 
+ASIDE = "aside"  # the folder of a GPU's results where OLD_ROWS=aside moves rows of another stack
+
+
+def _row_key(row: dict) -> tuple:
+    """A row as a key: its every value (NaN as NaN's repr, equal to itself)."""
+    return tuple(repr(row[c]) for c in results.COLUMNS)
+
+
 class Runner:
     def __init__(self, manifest: dict, profiler: Path, results_dir: Path, timeout: float, extra_args: list[str],
                  log=print):
@@ -187,6 +195,7 @@ class Runner:
         self.holds_gpu = False
         self.only: set | None = None  # GPUS=: the kernels this process measures (of the manifest's)
         self.remeasure: Path | None = None  # where a refused plan lists the kernels to measure again
+        self.old_rows = ""  # OLD_ROWS=: "aside" moves rows of another stack a plan would lose to ASIDE
         # the names of every kernel a build of this checkout can hold (called on a refusal only), or None
         self.catalog = None
 
@@ -232,6 +241,12 @@ class Runner:
                        if name not in measured and serves(self.kernels[name], problem)
                        and (self.only is None or name in self.only) and (wanted is None or name in wanted)]
             states.append(WorkloadState(problem, path, kept, pending))
+        if losses and self.old_rows == "aside":
+            for path, foreign, _ in losses:
+                moved, count = self.set_aside(path)
+                self.log(f"  {path}: {count} row(s) measured with {_stack(foreign[0])} moved to {moved} "
+                         "(OLD_ROWS=aside)")
+            losses = []
         if losses:
             path, foreign, unmeasured = losses[0]
             more = f" ({len(losses) - 1} more CSV(s) alike)" if len(losses) > 1 else ""
@@ -249,8 +264,26 @@ class Runner:
                     f"{held[0]}) to keep their rows, then profile")
             again = self._list_remeasure(lost)
             raise KernelgenError(stated + f"profile every kernel of those rows ({again}), or move the file aside to "
-                                 "keep them")
+                                 f"keep them, or profile with OLD_ROWS=aside (they move to {self.results_dir / ASIDE})")
         return states
+
+    def set_aside(self, path: Path) -> tuple:
+        """Move the rows of ``path`` measured with another stack to the file of its name in the GPU
+        folder's ASIDE folder, joined to the rows already there (a row there already is not added
+        twice); ``path`` keeps its other rows. Written there first: a run stopped between the two
+        writes leaves the rows in both files, never in neither. (That file, how many rows moved.)"""
+        aside = self.results_dir / ASIDE / path.name
+        try:
+            with results.locked(self.results_dir):
+                rows = self.on_disk(path)
+                foreign = [row for row in rows if not self.device.matches(row)]
+                there = self.on_disk(aside)
+                seen = {_row_key(row) for row in there}
+                results.write_csv(aside, there + [row for row in foreign if _row_key(row) not in seen])
+                results.write_csv(path, [row for row in rows if self.device.matches(row)])
+        except OSError as e:
+            raise KernelgenError(f"{aside}: cannot write ({e.strerror or e}); {path} is as it was") from None
+        return aside, len(foreign)
 
     def _list_remeasure(self, kernels: list) -> str:
         """How to measure ``kernels`` (every kernel of the rows a plan would lose) again: a list of
@@ -543,14 +576,19 @@ def balance(kernels: list, pairs: dict, count: int) -> list:
     return [sorted(share) for share in shares]
 
 
-def pending_pairs(manifest_path, profiler, workloads, sets_dir, results_root, extra_args, resolved_file) -> dict:
-    """Kernel -> the pairs a run would measure (``Runner.plan`` on the CSVs as they are now)."""
+def pending_pairs(manifest_path, profiler, workloads, sets_dir, results_root, extra_args, resolved_file,
+                  old_rows="") -> dict:
+    """Kernel -> the pairs a run would measure (``Runner.plan`` on the CSVs as they are now; with
+    ``old_rows="aside"``, the rows of another stack it would lose moved aside first)."""
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, _, problems = load_set_of(workloads, sets_dir, resolved_file)
     _, driver = query_gpu()
     device = device_of(profiler, driver, list(extra_args))
-    runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, device.gpu), 0, [], lambda m: None)
+    # silent (each GPU's process says what it plans) but for the rows it moves aside, which no process sees after
+    runner = Runner(manifest, profiler, results.gpu_dir(results_root, set_name, device.gpu), 0, [],
+                    lambda m: print(m, flush=True) if m.endswith("(OLD_ROWS=aside)") else None)
     runner.device = device
+    runner.old_rows = old_rows
     counts = {}
     for state in runner.plan(problems):
         for name in state.pending:
@@ -632,11 +670,12 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=prin
 
 
 def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print,
-            resolved_file=None, shard=None, only=None, catalog=None):
+            resolved_file=None, shard=None, only=None, catalog=None, old_rows=""):
     """Measure what the set's CSVs lack of the build's (workload, kernel) pairs. ``catalog``, where
     given, is a function of the set's problems returning the names of every kernel a build of this
     checkout can hold: a plan refused for rows of another stack says which of their kernels no build
-    can measure again."""
+    can measure again. ``old_rows="aside"``: such rows move to the GPU folder's ASIDE folder instead,
+    and the plan goes on."""
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     if shard is None:  # a shard's kernels (SHARD=) serve the workloads they serve; the others, other shards
@@ -650,6 +689,7 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
                     list(extra_args), log)
     runner.device = device
     runner.remeasure = Path(manifest_path).with_name(f"remeasure-{set_name}.txt")
+    runner.old_rows = old_rows
     if catalog is not None:
         runner.catalog = lambda: catalog(problems)
     device.device = device_label()
@@ -712,6 +752,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", help="a file of the kernels this process measures (one per line)")
     parser.add_argument("--specs", help="the families' specs (with --spaces: which kernels a build can hold)")
     parser.add_argument("--spaces", help="the generated spaces' files")
+    parser.add_argument("--old-rows", choices=["aside"], default="",
+                        help="aside: move rows of another stack the build would not measure again to <gpu>/aside/ (OLD_ROWS=)")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parser.parse_args(argv)
     if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
@@ -726,7 +768,7 @@ def main(argv=None) -> int:
             if len(gpus) > 1:
                 kernels = sorted(json.loads(Path(args.manifest).read_text())["kernels"])
                 pairs = pending_pairs(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results,
-                                      args.profiler_args, args.resolved)
+                                      args.profiler_args, args.resolved, args.old_rows)
                 rest = list(argv if argv is not None else sys.argv[1:])
                 at = rest.index("--gpus")
                 del rest[at:at + 2]
@@ -740,7 +782,7 @@ def main(argv=None) -> int:
                 return {k.name for k in kernel_catalog(Path(args.specs), Path(args.spaces), problems)}
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
                 args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved,
-                shard=args.shard, only=only, catalog=catalog)
+                shard=args.shard, only=only, catalog=catalog, old_rows=args.old_rows)
     except NoGpuError as e:
         print(f"scons profile: no CUDA GPU is usable here ({e}). Profiling needs one; "
               "`scons best_kernels.h` builds the header from the results already measured.", file=sys.stderr)

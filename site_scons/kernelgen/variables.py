@@ -56,6 +56,9 @@ def variables(arguments) -> Variables:
                   "compiles and measures this share's only; scons merge FROM= joins the shards' results", ""),
         ("GPUS", "scons profile: 'all' or GPU indices (0,1): one profiler process per GPU, of one model, each "
                  "measuring its share of the kernels; default: the one GPU CUDA gives", ""),
+        ("OLD_ROWS", "scons profile: 'aside' moves the rows of the set's CSVs measured with another GPU stack "
+                     "(driver, CUDA, CUTLASS, timing) that the build would not measure again to "
+                     "RESULTS/<set>/<gpu>/aside/, and profiles; default: such a profile is refused", ""),
         ("FROM", "scons merge: comma-separated results roots (each as RESULTS) whose rows join RESULTS's", ""),
         ("CACHE", "a folder of compiled objects shared by builds, machines and clones (SCons's CacheDir): an "
                   "object is taken from it when its source, project headers, flags, nvcc and CUTLASS match", ""),
