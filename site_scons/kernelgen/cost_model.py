@@ -44,6 +44,7 @@ from .errors import KernelgenError, one_line, shorten
 from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels
+from .families.conv2d_packed import Conv2dFpropPacked
 from .families.conv2d_sm90 import Conv2dFpropSm90
 from .families.conv2d_sm90_grouped import STREAMS as GROUPED_STREAMS, Conv2dFpropSm90Grouped
 from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
@@ -97,7 +98,7 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma,
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, Conv2dFpropPacked,
                            Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
@@ -182,7 +183,7 @@ def _few_channels_fit(kernel, conv) -> str | None:
 def _few_channels_columns(kernel, conv) -> int:
     """The reduction columns a few-channels kernel walks for ``conv``: S*C rounded up to 8 a filter
     row (im2col), S*4 rounded up to 16 (rows)."""
-    if kernel.mode == "im2col":
+    if kernel.mode != "rows":  # im2col, and the packed kernels' 1x1 layers
         return conv.r * -(-conv.s * conv.c // 8) * 8
     return conv.r * -(-conv.s * 4 // 16) * 16
 
