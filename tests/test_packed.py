@@ -3,20 +3,14 @@ layers it serves and refuses (the profiler's `unsupported`, mirrored for the cos
 shared memory, the kernels compiled through the rendering, and on a GPU the kernels verified on
 small odd layers."""
 
-import os
-import shutil
-import subprocess
-import sys
-
 import pytest
 
-from conftest import ROOT, assert_family_refused, assert_kernels_compile, requires_gpu, requires_nvcc
-from kernelgen import cost_model, results
+from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
+                      requires_gpu, requires_nvcc)
+from kernelgen import cost_model
 from kernelgen.families import conv2d_packed as packed
-from kernelgen.profile import query_gpu
 from kernelgen.specs import load_family
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
-from kernelgen.workloads import parse_workloads
 
 SPEC = ROOT / "kernel_specs" / "families" / "conv2d_fprop_packed.toml"
 PREFIX = "kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_packed_"
@@ -99,42 +93,21 @@ def test_the_committed_kernels_compile_for_sm90a_through_the_rendering(tmp_path)
     assert_kernels_compile(tmp_path, load_family(SPEC))
 
 
-# Small odd layers, each computed by every kernel (ok, verified against the reference) or refused
-# (unsupported, with a word of the reason): partial pixel tiles, odd C and odd K, K over a slice
-# (the 64-channel slices of 162, 228 and 263: 4-byte and 2-byte stores), K within one (the tile's
-# contiguous run, its last piece partial), C of one chunk and of several, and the layers refused.
-ALL = "*"
-LAYERS = {
-    "n=2 h=7 w=9 c=27 k=162 r=1 s=1": {},
-    "n=3 h=5 w=11 c=38 k=228 r=1 s=1": {},
-    "n=1 h=9 w=9 c=13 k=37 r=1 s=1": {},
-    "n=2 h=6 w=7 c=5 k=263 r=1 s=1": {},
-    "n=2 h=8 w=8 c=162 k=38 r=1 s=1": {"k128": "too large"},
-    "n=1 h=3 w=5 c=300 k=61 r=1 s=1": {"k128": "too large", "k256": "too large"},
-    "n=2 h=4 w=4 c=8 k=12 r=1 s=1": {},
-    "n=2 h=4 w=4 c=64 k=64 r=1 s=1": {ALL: "multiples of 8"},
-    "n=2 h=6 w=6 c=27 k=30 r=3 s=3 pad=1": {ALL: "1x1 filters"},
-}
+# Small odd layers, each computed by every kernel that the cost model says serves it (ok, verified
+# against the reference) and refused by the others (`unsupported`): partial pixel tiles, odd C and
+# odd K, K over a slice (the 64-channel slices of 162, 228 and 263: 4-byte and 2-byte stores), K
+# within one (the tile's contiguous run, its last piece partial), C of one chunk and of several,
+# and layers no kernel takes (C and K multiples of 8, a 3x3 filter).
+LAYERS = ["n=2 h=7 w=9 c=27 k=162 r=1 s=1", "n=3 h=5 w=11 c=38 k=228 r=1 s=1", "n=1 h=9 w=9 c=13 k=37 r=1 s=1",
+          "n=2 h=6 w=7 c=5 k=263 r=1 s=1", "n=2 h=8 w=8 c=162 k=38 r=1 s=1", "n=1 h=3 w=5 c=300 k=61 r=1 s=1",
+          "n=2 h=4 w=4 c=8 k=12 r=1 s=1", "n=2 h=4 w=4 c=64 k=64 r=1 s=1", "n=2 h=6 w=6 c=27 k=30 r=3 s=3 pad=1"]
 
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
-    kernels = sorted(k.name for k in load_family(SPEC))
-    text = "".join(f"conv2d_fprop {layer}\n" for layer in LAYERS)
-    workloads = tmp_path / "odd.txt"
-    workloads.write_text(text)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
-    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
-                          "TOP=all", f"KERNELS={PREFIX}*", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=3600)
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
-    for layer, problem in zip(LAYERS, parse_workloads(text)):
-        frame = results.read_csv(results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0]) / f"{problem.name}.csv")
-        assert sorted(frame["kernel"]) == kernels
-        for row in frame.itertuples():
-            word = next((w for part, w in LAYERS[layer].items() if part == ALL or f"_{part}_" in row.kernel), None)
-            if word is None:
-                assert row.status == "ok", (layer, row.kernel, row.message)
-                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (layer, row.kernel)
-            else:
-                assert row.status == "unsupported" and word in row.message, (layer, row.kernel, row.message)
+    kernels = {k.name: k for k in load_family(SPEC)}
+    served = 0
+    for problem, frame in profile_layers(tmp_path, LAYERS, PREFIX + "*"):
+        assert_served_rows_verify(problem, frame, kernels)
+        served += (frame["status"] == "ok").sum()
+    assert served >= 20
