@@ -1,7 +1,8 @@
-// Conv2d fprop kernels for 1x1 layers whose input or output channels are no multiple of 8
-// (ReXNet's 27 -> 162 and 162 -> 38, ShuffleNetV2's 24 -> 58): stride 1, no padding, any C up to
-// the reduction a kernel holds, any K; fp16 NHWC in and out, KRSC (here K x C) filters, fp32
-// accumulation, SM80's ldmatrix and mma.sync (which SM90 runs too).
+// Conv2d fprop kernels for 1x1 layers of few channels, memory-bound, whether or not their channels
+// are multiples of 8 (ReXNet's 27 -> 162 and 162 -> 38, ShuffleNetV2's 24 -> 58, MobileNetV3's
+// 16 -> 16 on 112x112): stride 1, no padding, any C up to the reduction a kernel holds, any K;
+// fp16 NHWC in and out, KRSC (here K x C) filters, fp32 accumulation, SM80's ldmatrix and mma.sync
+// (which SM90 runs too).
 //
 // With a 1x1 filter at stride 1 a tile of BM consecutive output pixels reads one contiguous run
 // of BM*C input halves and writes one contiguous run of BM*K output halves (where one filter slice
@@ -174,7 +175,6 @@ struct PackedPointwiseFprop {
       return "needs positive extents and dilations";
     if (r != 1 || s != 1 || stride_h != 1 || stride_w != 1 || pad_h != 0 || pad_w != 0)
       return "built for 1x1 filters at stride 1 without padding";
-    if (c % 8 == 0 && k % 8 == 0) return "C and K are multiples of 8: kernels of 16-byte accesses take the layer";
     if (few_channels::reduction_columns(1, 1, c) > MaxReduction)
       return "C is too large: the filter slice and A tile would not fit this kernel's shared memory";
     if ((long long)n * h * w >= INT_MAX) return "the tensors are too large for this kernel's index arithmetic";

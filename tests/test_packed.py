@@ -27,7 +27,8 @@ kernels = [
 
 def test_the_committed_spec_builds_kernels_named_by_tile_reduction_warps_and_blocks():
     kernels = load_family(SPEC)
-    assert {k.name for k in kernels} == {PREFIX + "64x64_k320_warps2x2_blocks4", PREFIX + "128x128_k256_warps4x2_blocks2",
+    assert {k.name for k in kernels} == {PREFIX + "64x64_k320_warps2x2_blocks4", PREFIX + "128x64_k128_warps4x1_blocks4",
+                                         PREFIX + "128x128_k256_warps4x2_blocks2",
                                          PREFIX + "64x192_k128_warps2x4_blocks2", PREFIX + "64x256_k128_warps2x4_blocks2"}
     assert all(k.includes == ("conv_packed.h",) and k.adapter_header == "few_channels_adapter.h" and k.arch == 80
                for k in kernels)
@@ -63,7 +64,7 @@ SERVED = [
     (Conv2dProblem(32, 28, 28, 24, 58, 1, 1), "64x64_k320", None),
     (Conv2dProblem(32, 28, 28, 64, 58, 1, 1), "64x64_k320", None),    # K odd alone
     (Conv2dProblem(32, 28, 28, 58, 64, 1, 1), "64x64_k320", None),    # C odd alone
-    (Conv2dProblem(32, 28, 28, 64, 64, 1, 1), "64x64_k320", "multiples of 8"),
+    (Conv2dProblem(32, 112, 112, 16, 16, 1, 1), "128x64_k128", None),  # C and K multiples of 8 too
     (Conv2dProblem(32, 28, 28, 27, 162, 3, 3, 1, 1), "64x192_k128", "1x1 filters"),
     (Conv2dProblem(32, 28, 28, 27, 162, 1, 1, 0, 0, 2, 2), "64x192_k128", "stride 1"),
     (Conv2dProblem(32, 28, 28, 27, 162, 1, 1, 1, 1), "64x192_k128", "without padding"),
@@ -97,7 +98,7 @@ def test_the_committed_kernels_compile_for_sm90a_through_the_rendering(tmp_path)
 # against the reference) and refused by the others (`unsupported`): partial pixel tiles, odd C and
 # odd K, K over a slice (the 64-channel slices of 162, 228 and 263: 4-byte and 2-byte stores), K
 # within one (the tile's contiguous run, its last piece partial), C of one chunk and of several,
-# and layers no kernel takes (C and K multiples of 8, a 3x3 filter).
+# channels multiples of 8, and a layer no kernel takes (a 3x3 filter).
 LAYERS = ["n=2 h=7 w=9 c=27 k=162 r=1 s=1", "n=3 h=5 w=11 c=38 k=228 r=1 s=1", "n=1 h=9 w=9 c=13 k=37 r=1 s=1",
           "n=2 h=6 w=7 c=5 k=263 r=1 s=1", "n=2 h=8 w=8 c=162 k=38 r=1 s=1", "n=1 h=3 w=5 c=300 k=61 r=1 s=1",
           "n=2 h=4 w=4 c=8 k=12 r=1 s=1", "n=2 h=4 w=4 c=64 k=64 r=1 s=1", "n=2 h=6 w=6 c=27 k=30 r=3 s=3 pad=1"]

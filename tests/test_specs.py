@@ -55,7 +55,7 @@ def test_catalog_holds_each_family():
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
     assert len(few) == 9
     packed = [k for k in kernels if k.family == "conv2d_fprop_packed"]
-    assert len(packed) == 4 and all(k.includes == ("conv_packed.h",) and "_packed_" in k.name for k in packed)
+    assert len(packed) == 5 and all(k.includes == ("conv_packed.h",) and "_packed_" in k.name for k in packed)
     split = [k for k in kernels if k.family.endswith("split_k")]
     assert len(split) == 5 and all(k.scheduler == "stream_k" and k.schedule == "cooperative" for k in split)
     assert {k.splits for k in split} == {None, 2}
@@ -173,9 +173,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 606
-    assert len(select(kernels, "*", parse_arch("90"))) == 420, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 381
+    assert len(select(kernels, "*", parse_arch("90a"))) == 607
+    assert len(select(kernels, "*", parse_arch("90"))) == 421, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 382
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

@@ -1,7 +1,8 @@
-"""Packed 1x1 conv2d fprop for layers whose input or output channels are no multiple of 8
-(profiler/conv_packed.h: PackedPointwiseFprop): a 1x1 filter at stride 1 without padding, any C up
-to the kernel's ``reduction`` (C rounded up to 8, then 16), any K; fp16 NHWC in and out, fp32
-accumulation, SM80's ldmatrix and mma.sync (which SM90 runs too: arch 80).
+"""Packed 1x1 conv2d fprop for memory-bound layers of few channels, above all those whose input or
+output channels are no multiple of 8 (profiler/conv_packed.h: PackedPointwiseFprop): a 1x1 filter
+at stride 1 without padding, any C up to the kernel's ``reduction`` (C rounded up to 8, then 16),
+any K; fp16 NHWC in and out, fp32 accumulation, SM80's ldmatrix and mma.sync (which SM90 runs
+too: arch 80).
 
 A tile of ``tile[0]`` consecutive pixels reads one contiguous run of its pixels' inputs and, where
 the kernel's ``tile[1]`` output channels hold every K, writes one contiguous run of their outputs:
@@ -9,9 +10,8 @@ the kernel loads the run by 16-byte chunks and stores it in 16-byte pieces whate
 where kernels of 2- and 4-byte accesses scatter a warp's stores over rows. The few-channels
 kernels' persistent CTA (conv2d_few_channels.py: a filter slice kept in shared memory, ldmatrix
 and mma.sync on an A tile built there); a spec lists the same ``tile``, ``warps``, ``reduction``
-and ``blocks``, refused alike. Layers of C and K both multiples of 8 (the 16-byte kernels'), other
-filters, strides or padding, and C over the reduction are ``unsupported``. Kernels are named
-``..._packed_<tile>_k<reduction>_...``.
+and ``blocks``, refused alike. Other filters, strides or padding and C over the reduction are
+``unsupported``. Kernels are named ``..._packed_<tile>_k<reduction>_...``.
 """
 
 from dataclasses import dataclass
@@ -66,8 +66,6 @@ class Conv2dFpropPacked(Conv2dFpropFewChannels):
         """Why the kernel cannot compute ``conv`` (PackedPointwiseFprop::unsupported), or None."""
         if (conv.r, conv.s, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w) != (1, 1, 1, 1, 0, 0):
             return "built for 1x1 filters at stride 1 without padding"
-        if conv.c % PIECE == 0 and conv.k % PIECE == 0:
-            return "C and K are multiples of 8: kernels of 16-byte accesses take the layer"
         if reduction_columns(conv.c) > self.reduction:
             return f"C = {conv.c} takes {reduction_columns(conv.c)} reduction columns, more than the kernel's {self.reduction}"
         if conv.n * conv.h * conv.w >= INT_MAX:
