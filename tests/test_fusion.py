@@ -475,9 +475,9 @@ def test_the_profiler_refuses_a_bad_epilogue_or_hold_in_one_line_before_asking_t
 EPILOGUES = ("bias+relu", "bias+add+relu", "bias+add", "bias+silu", "bias+gelu", "bias+hardswish", "bias+sigmoid")
 
 
-def profile_epilogues(tmp_path, epilogues, *options) -> tuple:
-    """(lines, the rows) of `scons profile` with ``options`` on a GPU, of a 1x1 and a 3x3 layer and a
-    GEMM for each of ``epilogues``."""
+def profile_epilogues(tmp_path, epilogues, *options, gemm=True) -> tuple:
+    """(lines, the rows) of `scons profile` with ``options`` on a GPU, of a 1x1 and a 3x3 layer and
+    (``gemm``) a GEMM for each of ``epilogues``."""
     import pandas as pd
 
     from kernelgen import results
@@ -486,8 +486,8 @@ def profile_epilogues(tmp_path, epilogues, *options) -> tuple:
     lines = []
     for epilogue in epilogues:
         lines += [f"conv2d_fprop n=4 h=14 w=14 c=64 k=128 r=1 s=1 epilogue={epilogue}",
-                  f"conv2d_fprop n=4 h=15 w=15 c=32 k=64 r=3 s=3 pad=1 stride=2 epilogue={epilogue}",
-                  f"gemm m=200 n=256 k=64 epilogue={epilogue}"]
+                  f"conv2d_fprop n=4 h=15 w=15 c=32 k=64 r=3 s=3 pad=1 stride=2 epilogue={epilogue}"]
+        lines += [f"gemm m=200 n=256 k=64 epilogue={epilogue}"] if gemm else []
     workloads = tmp_path / "fused.txt"
     workloads.write_text("\n".join(lines) + "\n")
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
@@ -536,17 +536,33 @@ def test_a_fused_transposed_kernel_compiles_for_sm90a_through_the_rendering(tmp_
     assert_kernels_compile(tmp_path, [fusion.fused(plain, "bias+add+relu"), fusion.fused(plain, fusion.OPTIONAL_RELU)])
 
 
-# Fused transposed kernels on a 1x1 and a 3x3 layer and a GEMM of each epilogue: their bias is a row's.
-TRANSPOSED = "cutlass3x_sm90_tensorop_fprop_*_transposed_e*"
+# Fused transposed kernels of each epilogue on a 1x1 and a 3x3 layer (they compute convolutions
+# only): their bias is a row's. Named, not globbed: with TOP=all a glob takes the space's hundreds.
+TRANSPOSED_KERNELS = tuple("cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_" + rest for rest in (
+    "void_f16nhwc_64x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_pdl_transposed_ebias_relu",
+    "void_f16nhwc_64x128x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_pdl_transposed_ebias_gelu",
+    "f16_f16nhwc_128x128x64_2x1x1_0_align8_warpspecialized_pingpong_epi_tma_transposed_ebias_add_relu",
+    "void_f16nhwc_128x192x64_1x1x1_0_align8_warpspecialized_pingpong_epi_tma_64x96_pdl_transposed_eoptional_relu"))
+
+
+def test_the_fused_transposed_kernels_the_gpu_check_names_are_variants_of_the_spaces_kernels():
+    from kernelgen.space import load_space, merged
+
+    plain = [k for k in merged(CATALOG, load_space(ROOT / "kernel_specs" / "spaces")) if isinstance(k, Conv2dFpropSm90Transposed)]
+    named = {fusion.fused(k, epilogue).name for k in plain
+             for epilogue in ("bias+relu", "bias+gelu", "bias+add+relu", fusion.OPTIONAL_RELU)}
+    assert set(TRANSPOSED_KERNELS) <= named
 
 
 @requires_gpu
 def test_on_the_gpu_every_fused_transposed_kernel_computes_its_epilogue(tmp_path):
-    _, frame = profile_epilogues(tmp_path, ("bias+relu", "bias+add+relu", "bias+gelu"), "TOP=all", f"KERNELS={TRANSPOSED}")
+    _, frame = profile_epilogues(tmp_path, ("bias+relu", "bias+add+relu", "bias+gelu"), "TOP=all",
+                                 f"KERNELS={','.join(TRANSPOSED_KERNELS)}", gemm=False)
     bad = frame[(frame["status"] != "ok") & (frame["status"] != "unsupported")]
     assert bad.empty, bad[["workload", "kernel", "status", "message"]].to_string()
     ok = frame[frame["status"] == "ok"]
-    assert not ok.empty and (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()
+    assert set(ok["kernel"]) == set(TRANSPOSED_KERNELS) and set(ok["workload"]) == set(frame["workload"])
+    assert (ok["rel_l2_error"] <= 1e-3).all() and (ok["rel_max_error"] <= 1e-3).all()
 
 
 # Kernels of epilogue optional_relu without and with C: a GEMM, a persistent conv and a stream-K conv
