@@ -521,6 +521,10 @@ def _kernel_attributes_of(kernel) -> list:
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
                 f"{name}:schedule={kernel.schedule}"]
+    if getattr(kernel, "fusion", ""):
+        # what an epilogue costs, by the kernels weighed alike: a class of no fused rows (RetinaNet's
+        # fused transposed kernels, held out) takes what it costs the GEMM kernels of its schedule
+        out.append(f"{theta_group(kernel)}:fusion={kernel.fusion}")
     if isinstance(kernel, (GemmSm90, Conv2dFpropSm90)):
         out.append(f"cluster={kernel.cluster[0]}x{kernel.cluster[1]}")
     if isinstance(kernel, GemmSm90):
