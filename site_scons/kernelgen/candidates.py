@@ -21,7 +21,6 @@ from .ops.common import OPTIONAL_RELU, epilogue_steps, epilogue_suffix, optional
 from .ops import serves as serves_op
 from .families.conv2d_2x import Conv2dFprop2x
 from .families.gemm_sm90 import GemmSm90
-from .space import SPACE_SUFFIX
 from .vocab import verify_tolerance
 
 
@@ -70,12 +69,6 @@ def distinct(ranked: list, top: int, taken=()) -> list:
             if len(out) == top:
                 break
     return sorted(out, key=lambda t: (t[0], t[1].name)) if by_name else out
-
-
-def listed(kernel) -> bool:
-    """Whether ``kernel`` is one of the listed families' (``space.merged`` keeps those), whose
-    kinds of tile the committed measurements calibrate."""
-    return not kernel.family.endswith(SPACE_SUFFIX)
 
 
 @functools.cache
@@ -145,13 +138,23 @@ def unfitted(model, kernel) -> bool:
     return getattr(kernel, "measure_unfitted", False) and theta_group(kernel) not in model.theta
 
 
+def chosen_for(ranked: list, model, top: int) -> tuple:
+    """(candidates, the names of those proposed as ``unfitted``) of a layer from ``ranked``
+    [(predicted ms, kernel)], fastest first: its ``top`` best-ranked distinct kernels
+    (``distinct``) of those the model can order, and the ``unfitted`` ones besides (their guessed
+    times would push the model's proposals out)."""
+    unranked = frozenset(k.name for _, k in ranked if unfitted(model, k))
+    chosen = distinct([(ms, k) for ms, k in ranked if k.name not in unranked], top)
+    if unranked:
+        chosen = sorted(chosen + [(ms, k) for ms, k in ranked if k.name in unranked],
+                        key=lambda t: (t[0], t[1].name))
+    return chosen, unranked
+
+
 def propose(problems, kernels, model, top: int, workload_file="", refused=None, memo=None) -> list:
-    """Each problem's ``top`` best-ranked distinct kernels (``distinct``) of those the model can
-    order, the ``unfitted`` ones that serve it besides, and as many of the listed kernels' best as those hold fewer than half of
-    ``top``: the model ranks the listed tiles from their measurements and the space's others by
-    extrapolation, so a layer always has candidates of both; kernels ``refused`` (workload name ->
-    kernel names that ran on it and did not pass) are left out. A problem no kernel serves is an
-    error naming it and why each kernel refused it."""
+    """Each problem's candidates (``chosen_for``) of the kernels that serve it; kernels ``refused``
+    (workload name -> kernel names that ran on it and did not pass) are left out. A problem no
+    kernel serves is an error naming it and why each kernel refused it."""
     # OPTIONAL_RELU's kernels are no layer's proposal: they stand in for the proposals (``merged``)
     proposals, rank = [], model.ranking([k for k in kernels if getattr(k, "fusion", "") != OPTIONAL_RELU])
     if memo is not None:
@@ -175,17 +178,7 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             why = "; ".join(f"{n} {reason}" for reason, n in (near.most_common(4) + far.most_common(4))[:4])
             raise WorkloadError(workload_file or problem.name, f"no kernel of the space serves {problem.name} "
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
-        # the top of the kernels the model can order; the unfitted ones beside them, not in their place
-        # (their guessed times would push the model's proposals out)
-        unranked = frozenset(k.name for _, k in ranked if unfitted(model, k))
-        chosen = distinct([(ms, k) for ms, k in ranked if k.name not in unranked], top)
-        if unranked:
-            chosen = sorted(chosen + [(ms, k) for ms, k in ranked if k.name in unranked],
-                            key=lambda t: (t[0], t[1].name))
-        wanted = (top + 1) // 2 - sum(listed(k) for _, k in chosen)
-        if wanted > 0:
-            extra = distinct([(ms, k) for ms, k in ranked if listed(k)], wanted, chosen)
-            chosen = sorted(chosen + extra, key=lambda t: (t[0], t[1].name))
+        chosen, unranked = chosen_for(ranked, model, top)
         if memo is not None:
             memo.put(key, chosen, unranked)
         proposals.append(Proposal(problem, chosen, unranked))
@@ -205,6 +198,22 @@ def measured_pairs(proposals: list, kernels: list, model, top: int = MEASURED_TO
     return {p.problem.name: sorted({k.name for _, k in p.ranked}
                                    | {k.name for k in measured_by_rank([k for _, k in rank(p.problem)], built, top)})
             for p in proposals}
+
+
+def build_measures(layers: list, model, top: int, measured_top: int = MEASURED_TOP) -> list:
+    """For each layer of a set (its measured rows as [(predicted ms, (kernel, problem, ms))],
+    ranked by ``model``, fastest first), the rows a build of ``top`` candidates a layer measures on
+    it: its candidates as ``propose`` chooses them (``chosen_for``) and of the kernels other
+    layers' candidates hold, those ``measured_by_rank`` takes; chosen among the rows measured on
+    the layer (the kernels no such build compiles among them: a floor on what a build measures).
+    ``cost_model.record``'s "a build measures" column."""
+    own = [{k.name for _, k in chosen_for([(ms, row[0]) for ms, row in ranked], model, top)[0]} for ranked in layers]
+    built = set().union(*own)
+    out = []
+    for ranked, mine in zip(layers, own):
+        kept = mine | {k.name for k in measured_by_rank([row[0] for _, row in ranked], built, measured_top)}
+        out.append([row for _, row in ranked if row[0].name in kept])
+    return out
 
 
 def union(proposals: list) -> list:

@@ -908,13 +908,14 @@ MEASURED_TOP = 15  # of the build's kernels, those the model ranks this high for
 # (and the first of each group after them: ``measured_by_rank``)
 
 
-def record(model_for, samples: list) -> list:
+def record(model_for, samples: list, top: int | None = None) -> list:
     """Per set: [set, layers, then per k of RECORD_TOPS (layers whose measured winner is in the
     model's top k among the kernels measured on it, regret: the best measured of that top k
     against the best measured, summed over the set's calls, in % of the best), the same for what a
-    build of the default TOP measures (``build_measures``), and the median rank of the winners.
-    ``model_for(set)`` is the model that ranks the set's layers."""
+    build of ``top`` (default: the default TOP) measures (``candidates.build_measures``), and the
+    median rank of the winners. ``model_for(set)`` is the model that ranks the set's layers."""
     import numpy as np
+    from .candidates import build_measures
     from .variables import DEFAULT_TOP
     by_layer = {}
     for kernel, problem, ms, stem in samples:
@@ -922,12 +923,14 @@ def record(model_for, samples: list) -> list:
     ranked_layers = {}
     for (stem, _), rows in sorted(by_layer.items()):
         model, problem = model_for(stem), rows[0][1]
-        ranked_layers.setdefault(stem, []).append(sorted(rows, key=lambda r: (model.predict(r[0], problem), r[0].name)))
+        predicted = sorted(((model.predict(r[0], problem), r[0].name, r) for r in rows), key=lambda t: t[:2])
+        ranked_layers.setdefault(stem, []).append([(ms, r) for ms, _, r in predicted])
     out = []
     for stem, layers in ranked_layers.items():
-        built = build_measures(layers, int(DEFAULT_TOP), MEASURED_TOP)
+        built = build_measures(layers, model_for(stem), int(DEFAULT_TOP) if top is None else top)
         entry = {"best": 0.0, "ranks": [], **{k: [0, 0.0] for k in (*RECORD_TOPS, "build")}}
-        for ranked, measured in zip(layers, built):
+        for predicted, measured in zip(layers, built):
+            ranked = [r for _, r in predicted]
             count, best = ranked[0][1].count, min(r[2] for r in ranked)
             winner = next(i for i, r in enumerate(ranked) if r[2] == best)
             entry["best"] += best * count
@@ -950,20 +953,6 @@ def measured_by_rank(ranked: list, built, top: int = MEASURED_TOP) -> list:
         if kernel.name in built and (rank < top or group(kernel) not in groups):
             out.append(kernel)
             groups.add(group(kernel))
-    return out
-
-
-def build_measures(layers: list, top: int, measured_top: int) -> list:
-    """For each layer of a set (its measured rows, ranked by the model), the rows a build of ``top``
-    candidates a layer measures on it (candidates.measured_pairs): its own top, and the kernels
-    other layers propose that ``measured_by_rank`` takes (ranked among the rows measured on the
-    layer, the kernels no such build compiles among them: a floor on what a build measures); the
-    record counts only measured rows, so each layer's ranking is of the kernels measured on it."""
-    built = {r[0].name for ranked in layers for r in ranked[:top]}
-    out = []
-    for ranked in layers:
-        kept = {id(k) for k in measured_by_rank([r[0] for r in ranked], built, measured_top)}
-        out.append(ranked[:top] + [r for r in ranked[top:] if id(r[0]) in kept])
     return out
 
 

@@ -22,9 +22,9 @@ from .targets import DEFAULT_ARCH
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_NVCCFLAGS = "-std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr"
 
-# Candidates per layer a build compiles (TOP=): docs/search.md, "Compile units", says what 4 and 5
-# cost and lose on networks no set held.
-DEFAULT_TOP = "4"
+# Candidates per layer a build compiles (TOP=): docs/search.md, "A cold build's time", says what 4
+# and 5 cost and what a build of each measures on networks no set held.
+DEFAULT_TOP = "5"
 
 
 def default_cutlass_root() -> str:
