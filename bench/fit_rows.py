@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site_scons"))
 
-from kernelgen import cost_model  # noqa: E402
+from kernelgen import cost_model, record  # noqa: E402
 from kernelgen.specs import load_catalog  # noqa: E402
 
 TOPS = (3, 5)
@@ -34,12 +34,12 @@ def main() -> int:
     every = cost_model.measured_samples(results, sets, cost_model.measured_kernels(families, spaces), args.gpu)
     listed_rows = cost_model.measured_samples(results, sets, listed, args.gpu)
     stems = sorted({s[3] for s in every})
-    fits = {"listed rows": cost_model.fit_held_out(listed_rows, stems, args.gpu),
-            "listed and space rows": cost_model.fit_held_out(every, stems, args.gpu)}
-    records = {name: {row[0]: row for row in cost_model.record(models.__getitem__, every)} for name, models in fits.items()}
+    fits = {"listed rows": record.fit_held_out(listed_rows, stems, args.gpu),
+            "listed and space rows": record.fit_held_out(every, stems, args.gpu)}
+    records = {name: {row[0]: row for row in record.record(models.__getitem__, every)} for name, models in fits.items()}
     print(f"{len(every)} measured rows ({len(listed_rows)} of listed kernels), {len(stems)} sets, each ranked by models "
           "fitted without it\n")
-    top = cost_model.RECORD_TOPS
+    top = record.RECORD_TOPS
     print("| set | layers | " + " | ".join(f"{name}: top 3 winner in, regret; top 5 regret" for name in fits) + " |")
     print("|---|---|" + "---|" * len(fits))
     for stem in stems:

@@ -3,7 +3,10 @@ record on the committed measurements, and the candidates it proposes."""
 
 import collections
 from dataclasses import replace
+import os
 import re
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -778,3 +781,40 @@ def test_a_kernel_storing_from_registers_or_padding_c_is_counted_for_its_extra_t
     assert f[padded.name][memory] == pytest.approx(f[tma.name][memory] + copy)
     assert (f[padded.name][launch], f[tma.name][launch]) == (2.0, 1.0)
     assert f[padded_nosmem.name][memory] == pytest.approx(f[padded.name][memory])
+
+
+def test_the_record_counts_each_layers_winner_in_the_top_k_and_in_what_a_build_measures():
+    """record.record: per set, the layers whose fastest measured kernel the model ranks in its top k
+    and the regret of that top (summed over each layer's calls), the same for what a build of
+    ``top`` measures, and the winners' median rank."""
+    from kernelgen import record
+
+    a, b, c, d = (SimpleNamespace(name=n) for n in "abcd")
+    predicted = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}
+    model = SimpleNamespace(theta={}, predict=lambda kernel, problem: predicted[kernel.name])
+    twice, once = SimpleNamespace(name="l1", count=2), SimpleNamespace(name="l2", count=1)
+    samples = [(k, twice, ms, "set") for k, ms in ((a, 3.0), (b, 2.0), (c, 1.0), (d, 5.0))]
+    samples += [(k, once, ms, "set") for k, ms in ((a, 1.0), (b, 2.0), (c, 3.0), (d, 4.0))]
+    (row,) = record.record(lambda stem: model, samples, top=2)
+    tops = dict(zip(record.RECORD_TOPS, row[2:]))
+    assert row[:2] == ["set", 2] and row[-1] == 2.0, "the winners rank 3rd and 1st"
+    assert tops[1] == (1, pytest.approx(100 * (3.0 - 1.0) * 2 / 3.0)), "a in place of c, on both calls of l1"
+    assert tops[3] == tops[5] == (2, 0.0)
+    assert row[-2] == (1, pytest.approx(100 * (2.0 - 1.0) * 2 / 3.0)), "a build of TOP=2 measures a and b on l1"
+    assert record.record(lambda stem: model, samples, top=3)[0][-2] == (2, 0.0)
+
+
+@pytest.mark.parametrize("module, args, message", [
+    ("cost_model", ["fit", "--gpu", "nvidia_l4"], "--gpu='nvidia_l4': SM count unknown (known: "),
+    ("record", ["--gpu", "nvidia_l4"], "--gpu='nvidia_l4': SM count unknown (known: "),
+    ("cost_model", ["fit", "--results", "{tmp}"], "{tmp}: no verified ok rows of GPU nvidia_h200"),
+    ("record", ["--results", "{tmp}"], "{tmp}: no verified ok rows of GPU nvidia_h200"),
+], ids=["fit-unknown-gpu", "record-unknown-gpu", "fit-no-rows", "record-no-rows"])
+def test_the_model_commands_refuse_in_one_line(tmp_path, module, args, message):
+    command = [sys.executable, "-m", f"kernelgen.{module}", *(a.replace("{tmp}", str(tmp_path)) for a in args)]
+    if module == "cost_model":
+        command += ["--out", str(tmp_path / "models")]
+    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "site_scons")})
+    assert out.returncode == 1 and out.stderr.startswith(message.replace("{tmp}", str(tmp_path))), out.stderr
+    assert out.stderr.count("\n") == 1 and not (tmp_path / "models").exists(), out.stderr

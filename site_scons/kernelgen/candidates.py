@@ -206,7 +206,7 @@ def build_measures(layers: list, model, top: int, measured_top: int = MEASURED_T
     it: its candidates as ``propose`` chooses them (``chosen_for``) and of the kernels other
     layers' candidates hold, those ``measured_by_rank`` takes; chosen among the rows measured on
     the layer (the kernels no such build compiles among them: a floor on what a build measures).
-    ``cost_model.record``'s "a build measures" column."""
+    ``record.record``'s "a build measures" column."""
     own = [{k.name for _, k in chosen_for([(ms, row[0]) for ms, row in ranked], model, top)[0]} for ranked in layers]
     built = set().union(*own)
     out = []

@@ -903,44 +903,8 @@ def measured_samples(results_root, sets_dir, kernels_by_name: dict, gpu: str) ->
     return samples
 
 
-RECORD_TOPS = (1, 3, 5, 10)
 MEASURED_TOP = 15  # of the build's kernels, those the model ranks this high for a layer are measured on it
 # (and the first of each group after them: ``measured_by_rank``)
-
-
-def record(model_for, samples: list, top: int | None = None) -> list:
-    """Per set: [set, layers, then per k of RECORD_TOPS (layers whose measured winner is in the
-    model's top k among the kernels measured on it, regret: the best measured of that top k
-    against the best measured, summed over the set's calls, in % of the best), the same for what a
-    build of ``top`` (default: the default TOP) measures (``candidates.build_measures``), and the
-    median rank of the winners. ``model_for(set)`` is the model that ranks the set's layers."""
-    import numpy as np
-    from .candidates import build_measures
-    from .variables import DEFAULT_TOP
-    by_layer = {}
-    for kernel, problem, ms, stem in samples:
-        by_layer.setdefault((stem, problem.name), []).append((kernel, problem, ms))
-    ranked_layers = {}
-    for (stem, _), rows in sorted(by_layer.items()):
-        model, problem = model_for(stem), rows[0][1]
-        predicted = sorted(((model.predict(r[0], problem), r[0].name, r) for r in rows), key=lambda t: t[:2])
-        ranked_layers.setdefault(stem, []).append([(ms, r) for ms, _, r in predicted])
-    out = []
-    for stem, layers in ranked_layers.items():
-        built = build_measures(layers, model_for(stem), int(DEFAULT_TOP) if top is None else top)
-        entry = {"best": 0.0, "ranks": [], **{k: [0, 0.0] for k in (*RECORD_TOPS, "build")}}
-        for predicted, measured in zip(layers, built):
-            ranked = [r for _, r in predicted]
-            count, best = ranked[0][1].count, min(r[2] for r in ranked)
-            winner = next(i for i, r in enumerate(ranked) if r[2] == best)
-            entry["best"] += best * count
-            entry["ranks"].append(winner + 1)
-            for k, taken in [(k, ranked[:k]) for k in RECORD_TOPS] + [("build", measured)]:
-                entry[k][0] += any(r[2] == best for r in taken)
-                entry[k][1] += (min(r[2] for r in taken) - best) * count
-        out.append([stem, len(layers), *[(entry[k][0], 100 * entry[k][1] / entry["best"]) for k in (*RECORD_TOPS, "build")],
-                    float(np.median(entry["ranks"]))])
-    return out
 
 
 def measured_by_rank(ranked: list, built, top: int = MEASURED_TOP) -> list:
@@ -956,19 +920,6 @@ def measured_by_rank(ranked: list, built, top: int = MEASURED_TOP) -> list:
     return out
 
 
-def record_markdown(rows: list) -> str:
-    head = ("| set | layers | " + " | ".join(f"top {k}: winner in, regret" for k in RECORD_TOPS)
-            + " | a build measures: winner in, regret | winner's median rank |\n|---|---|"
-            + "---|" * (len(RECORD_TOPS) + 1) + "---|\n")
-    return head + "".join(f"| `{r[0]}` | {r[1]} | " + " | ".join(f"{n}, {reg:.1f}%" for n, reg in r[2:-1])
-                          + f" | {r[-1]:g} |\n" for r in rows)
-
-
-def fit_held_out(samples: list, stems: list, gpu: str) -> dict:
-    """set -> the model fitted to ``samples`` [(kernel, problem, ms, set)] without that set's rows."""
-    return {stem: fit([s[:3] for s in samples if s[3] != stem], gpu, SM_COUNTS[gpu]) for stem in stems}
-
-
 def measured_kernels(specs_dir, spaces_dir) -> dict:
     """name -> descriptor of every kernel whose committed rows the fit and the record take: the
     listed families' and the generated space's (``space.merged``), as a build's catalog holds them."""
@@ -977,41 +928,43 @@ def measured_kernels(specs_dir, spaces_dir) -> dict:
     return {k.name: k for k in merged(load_catalog(specs_dir), load_space(spaces_dir))}
 
 
-def main(argv=None) -> int:
-
+def options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of the commands that read the committed measurements (this module's and
+    ``kernelgen.record``'s): where the results, sets, specs and spaces are, and the GPU."""
     root = Path(__file__).resolve().parents[2]
-    parser = argparse.ArgumentParser(prog="python -m kernelgen.cost_model",
-                                     description="fit the cost model's constants to the committed measurements")
-    parser.add_argument("command", choices=["fit", "record"],
-                        help="fit: write the model; record: how the model ranks the measured kernels of each set, "
-                             "fitted on all sets and fitted without the set it ranks")
     parser.add_argument("--gpu", default="nvidia_h200", help="results folder name of the GPU")
     parser.add_argument("--results", default=str(root / "profile_results"))
     parser.add_argument("--sets-dir", default=str(root / "kernel_specs" / "workloads"))
     parser.add_argument("--specs", default=str(root / "kernel_specs" / "families"))
     parser.add_argument("--spaces", default=str(root / "kernel_specs" / "spaces"))
+    return parser
+
+
+def committed_samples(args) -> list:
+    """``measured_samples`` of the ``options``' folders and GPU; an unknown GPU, a folder that
+    cannot be read or no row is a KernelgenError of one line."""
+    if args.gpu not in SM_COUNTS:
+        raise KernelgenError(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(SM_COUNTS))})")
+    samples = measured_samples(args.results, args.sets_dir, measured_kernels(args.specs, args.spaces), args.gpu)
+    if not samples:
+        raise KernelgenError(f"{args.results}: no verified ok rows of GPU {args.gpu}")
+    return samples
+
+
+def main(argv=None) -> int:
+    parser = options(argparse.ArgumentParser(
+        prog="python -m kernelgen.cost_model",
+        description="fit the cost model's constants to the committed measurements (its record on them: "
+                    "python -m kernelgen.record)"))
+    parser.add_argument("command", choices=["fit"], help="fit: write the model")
     parser.add_argument("--out", default=str(MODELS_DIR))
     args = parser.parse_args(argv)
-    if args.gpu not in SM_COUNTS:
-        print(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(SM_COUNTS))})", file=sys.stderr)
-        return 2
     try:
-        catalog = measured_kernels(args.specs, args.spaces)
-        samples = measured_samples(args.results, args.sets_dir, catalog, args.gpu)
+        samples = committed_samples(args)
     except KernelgenError as e:
         print(e, file=sys.stderr)
         return 1
-    if not samples:
-        print(f"{args.results}: no verified ok rows of GPU {args.gpu}", file=sys.stderr)
-        return 1
     model = fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
-    if args.command == "record":
-        print(f"Fitted on every set ({len(samples)} rows):\n")
-        print(record_markdown(record(lambda stem: model, samples)))
-        held_out = fit_held_out(samples, sorted({s[3] for s in samples}), args.gpu)
-        print("Fitted without the set it ranks:\n")
-        print(record_markdown(record(held_out.__getitem__, samples)))
-        return 0
     out = Path(args.out) / f"{args.gpu}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(model.to_json())
