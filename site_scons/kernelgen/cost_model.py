@@ -929,8 +929,8 @@ def measured_kernels(specs_dir, spaces_dir) -> dict:
 
 
 def options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options of the commands that read the committed measurements (this module's and
-    ``kernelgen.record``'s): where the results, sets, specs and spaces are, and the GPU."""
+    """The options of the commands that fit the model to the committed measurements (this
+    module's and ``kernelgen.record``'s): where the results, sets, specs and spaces are, and the GPU."""
     root = Path(__file__).resolve().parents[2]
     parser.add_argument("--gpu", default="nvidia_h200", help="results folder name of the GPU")
     parser.add_argument("--results", default=str(root / "profile_results"))
@@ -940,15 +940,20 @@ def options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def committed_samples(args) -> list:
-    """``measured_samples`` of the ``options``' folders and GPU; an unknown GPU, a folder that
-    cannot be read or no row is a KernelgenError of one line."""
-    if args.gpu not in SM_COUNTS:
-        raise KernelgenError(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(SM_COUNTS))})")
-    samples = measured_samples(args.results, args.sets_dir, measured_kernels(args.specs, args.spaces), args.gpu)
-    if not samples:
-        raise KernelgenError(f"{args.results}: no verified ok rows of GPU {args.gpu}")
-    return samples
+def committed_fit(parser: argparse.ArgumentParser, argv=None) -> tuple:
+    """(args, samples, model): ``parser``'s arguments (``options``), ``measured_samples`` of their
+    folders and GPU, and the model ``fit`` to them. An unknown GPU, a folder that cannot be read or
+    no row ends the command with a line on stderr (status 1)."""
+    args = parser.parse_args(argv)
+    try:
+        if args.gpu not in SM_COUNTS:
+            raise KernelgenError(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(SM_COUNTS))})")
+        samples = measured_samples(args.results, args.sets_dir, measured_kernels(args.specs, args.spaces), args.gpu)
+        if not samples:
+            raise KernelgenError(f"{args.results}: no verified ok rows of GPU {args.gpu}")
+    except KernelgenError as e:
+        parser.exit(1, f"{one_line(str(e))}\n")
+    return args, samples, fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
 
 
 def main(argv=None) -> int:
@@ -958,13 +963,7 @@ def main(argv=None) -> int:
                     "python -m kernelgen.record)"))
     parser.add_argument("command", choices=["fit"], help="fit: write the model")
     parser.add_argument("--out", default=str(MODELS_DIR))
-    args = parser.parse_args(argv)
-    try:
-        samples = committed_samples(args)
-    except KernelgenError as e:
-        print(e, file=sys.stderr)
-        return 1
-    model = fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
+    args, samples, model = committed_fit(parser, argv)
     out = Path(args.out) / f"{args.gpu}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(model.to_json())

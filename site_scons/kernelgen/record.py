@@ -13,8 +13,7 @@ import sys
 import numpy as np
 
 from .candidates import build_measures
-from .cost_model import SM_COUNTS, committed_samples, fit, options
-from .errors import KernelgenError
+from .cost_model import SM_COUNTS, committed_fit, fit, options
 from .variables import DEFAULT_TOP
 
 RECORD_TOPS = (1, 3, 5, 10)
@@ -70,13 +69,7 @@ def main(argv=None) -> int:
         prog="python -m kernelgen.record",
         description="how the cost model ranks the measured kernels of each set, fitted on every set and "
                     "fitted without the set it ranks"))
-    args = parser.parse_args(argv)
-    try:
-        samples = committed_samples(args)
-    except KernelgenError as e:
-        print(e, file=sys.stderr)
-        return 1
-    model = fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
+    args, samples, model = committed_fit(parser, argv)
     print(f"Fitted on every set ({len(samples)} rows):\n")
     print(record_markdown(record(lambda stem: model, samples)))
     held_out = fit_held_out(samples, sorted({s[3] for s in samples}), args.gpu)
