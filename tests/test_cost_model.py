@@ -804,17 +804,19 @@ def test_the_record_counts_each_layers_winner_in_the_top_k_and_in_what_a_build_m
     assert record.record(lambda stem: model, samples, top=3)[0][-2] == (2, 0.0)
 
 
-@pytest.mark.parametrize("module, args, message", [
-    ("cost_model", ["fit", "--gpu", "nvidia_l4"], "--gpu='nvidia_l4': SM count unknown (known: "),
-    ("record", ["--gpu", "nvidia_l4"], "--gpu='nvidia_l4': SM count unknown (known: "),
-    ("cost_model", ["fit", "--results", "{tmp}"], "{tmp}: no verified ok rows of GPU nvidia_h200"),
-    ("record", ["--results", "{tmp}"], "{tmp}: no verified ok rows of GPU nvidia_h200"),
-], ids=["fit-unknown-gpu", "record-unknown-gpu", "fit-no-rows", "record-no-rows"])
-def test_the_model_commands_refuse_in_one_line(tmp_path, module, args, message):
+@pytest.mark.parametrize("module, args, status, message", [
+    ("cost_model", ["fit", "--gpu", "nvidia_l4"], 1, "--gpu='nvidia_l4': SM count unknown (known: "),
+    ("record", ["--gpu", "nvidia_l4"], 1, "--gpu='nvidia_l4': SM count unknown (known: "),
+    ("cost_model", ["fit", "--results", "{tmp}"], 1, "{tmp}: no verified ok rows of GPU nvidia_h200"),
+    ("record", ["--results", "{tmp}"], 1, "{tmp}: no verified ok rows of GPU nvidia_h200"),
+    ("cost_model", ["record"], 2, "python -m kernelgen.cost_model record: the record is a command of its own, "
+                                  "python -m kernelgen.record"),
+], ids=["fit-unknown-gpu", "record-unknown-gpu", "fit-no-rows", "record-no-rows", "record-of-cost-model"])
+def test_the_model_commands_refuse_in_one_line(tmp_path, module, args, status, message):
     command = [sys.executable, "-m", f"kernelgen.{module}", *(a.replace("{tmp}", str(tmp_path)) for a in args)]
     if module == "cost_model":
         command += ["--out", str(tmp_path / "models")]
     out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "site_scons")})
-    assert out.returncode == 1 and out.stderr.startswith(message.replace("{tmp}", str(tmp_path))), out.stderr
+    assert out.returncode == status and out.stderr.startswith(message.replace("{tmp}", str(tmp_path))), out.stderr
     assert out.stderr.count("\n") == 1 and not (tmp_path / "models").exists(), out.stderr

@@ -963,6 +963,9 @@ def main(argv=None) -> int:
                     "python -m kernelgen.record)"))
     parser.add_argument("command", choices=["fit"], help="fit: write the model")
     parser.add_argument("--out", default=str(MODELS_DIR))
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["record"]:
+        parser.exit(2, "python -m kernelgen.cost_model record: the record is a command of its own, "
+                       "python -m kernelgen.record\n")
     args, samples, model = committed_fit(parser, argv)
     out = Path(args.out) / f"{args.gpu}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
