@@ -518,6 +518,13 @@ def _kernel_attributes_of(kernel) -> list:
         out.append(f"{name}:group_mode={kernel.group_mode}")
     if isinstance(kernel, Conv2dFprop2x) and kernel.split_k_slices > 1:
         out.append(f"{name}:splits={kernel.split_k_slices}")
+    # accesses narrower than 16 bytes along C or K: what they cost a class beyond its counts, shared
+    # by its kernels of that width (held out, CUTLASS 2.x kernels of 2-element accesses had only their
+    # own corrections, and R(2+1)D-18's winners of them were predicted 1.4x their time)
+    for field in ("alignment", "c_alignment", "k_alignment", "output_alignment"):
+        width = getattr(kernel, field, None)
+        if width and width < 8:
+            out.append(f"{name}:{field}={width}")
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
                 f"{name}:schedule={kernel.schedule}"]
