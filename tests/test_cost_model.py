@@ -370,6 +370,19 @@ def test_what_an_epilogue_costs_the_kernels_of_one_weighing_carries_to_those_of_
     assert model.predict(fused(conv, "bias+relu"), layer) / model.predict(conv, layer) / counts == pytest.approx(1.3, abs=0.08)
 
 
+def test_a_2x_kernel_of_narrow_accesses_counts_its_staged_bytes_by_its_copies(catalog):
+    """A CUTLASS 2.x kernel of 2-element accesses issues four copies for each 16 bytes it stages:
+    its operand-bytes feature is 4 times its 16-byte twin's of the same tile, the rest alike."""
+    kernels = [k for k in catalog.values() if k.family == "conv2d_fprop_sm80"]
+    narrow = next(k for k in kernels if k.alignment == 2)
+    wide = next(k for k in kernels if k.alignment == 8 and k.threadblock == narrow.threadblock)
+    layer = Conv2dProblem(n=16, h=28, w=28, c=128, k=128, r=3, s=3, pad_h=1, pad_w=1)
+    a, b = cost_model.features(narrow, layer, 132), cost_model.features(wide, layer, 132)
+    loads = cost_model.FEATURES.index("loads")
+    assert a[loads] == pytest.approx(4 * b[loads]) and b[loads] > 0
+    assert np.delete(a, loads) == pytest.approx(np.delete(b, loads))
+
+
 def test_what_narrow_accesses_cost_a_class_carries_to_a_kernel_of_no_row(catalog):
     """CUTLASS 2.x kernels of 2-element accesses twice as fast as their counts on every row (held
     out, ReXNet-1.0's and R(2+1)D-18's winners of 2- and 4-byte accesses were predicted 2-2.5x
