@@ -83,7 +83,8 @@ def test_a_kernel_of_epilogue_optional_relu_serves_the_epilogues_of_bias_add_and
 def test_a_kernel_of_epilogue_optional_relu_takes_its_relu_at_launch_and_keeps_its_source_operand():
     plain = first(GemmSm90, element="f16", source="void", scheduler="default", store_stages=None)
     optional, with_c = fusion.fused(plain, "optional_relu"), fusion.fused(replace(plain, source=None), "optional_relu")
-    assert optional.name == plain.name + "_eoptional_relu" and optional.op == "gemm:optional_relu"
+    assert optional.name == plain.name + "_eoptional_relu" and optional.op == "gemm:optional_relu:without_c"
+    assert with_c.op == "gemm:optional_relu"
     assert optional.source == "void", "no residual: no C, its shared memory the main loop's"
     assert with_c.name == plain.name.replace("_void_", "_f16_") + "_eoptional_relu" and with_c.source is None
     assert optional.adapter == "kernelgen::FusedOptionalReluGemmOperation3x" and "optional_relu_adapter_3x.h" in optional.includes
@@ -555,6 +556,27 @@ def test_the_fused_transposed_kernels_the_gpu_check_names_are_variants_of_the_sp
     named = {fusion.fused(k, epilogue).name for k in plain
              for epilogue in ("bias+relu", "bias+gelu", "bias+add+relu", fusion.OPTIONAL_RELU)}
     assert set(TRANSPOSED_KERNELS) <= named
+
+
+def test_a_profile_gives_an_optional_relu_kernel_without_c_only_the_layers_that_add_no_residual(tmp_path):
+    """Named with TOP=all, the kernel of no source operand C is measured on the layer of bias+relu and
+    not on the one of bias+add+relu (its output there would be the layer's without the residual)."""
+    import pandas as pd
+
+    from kernelgen import results
+
+    project, tools = make_fake_build(tmp_path)
+    without_c = TRANSPOSED_KERNELS[3]
+    with_c = without_c.replace("_void_", "_f16_").replace("_eoptional_relu", "_ebias_add_relu")
+    (project / "kernel_specs" / "workloads" / "two.txt").write_text(
+        "conv2d_fprop n=4 h=14 w=14 c=64 k=128 r=1 s=1 epilogue=bias+add+relu\n"
+        "conv2d_fprop n=4 h=14 w=14 c=64 k=128 r=1 s=1 epilogue=bias+relu\n")
+    run(project, "profile", "WORKLOADS=two", "TOP=all", f"KERNELS={without_c},{with_c}", "SPECS=kernel_specs/families",
+        f"NVCC={tools.nvcc}", f"BUILD={tmp_path / 'build'}")
+    folder = project / "profile_results" / "two" / "nvidia_h200"
+    frame = pd.concat([results.read_csv(p) for p in sorted(folder.glob("*.csv"))])
+    measured = {(w.split("_e")[-1], k) for w, k in zip(frame["workload"], frame["kernel"])}
+    assert measured == {("bias_add_relu", with_c), ("bias_relu", without_c)}
 
 
 @requires_gpu

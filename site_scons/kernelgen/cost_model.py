@@ -63,7 +63,6 @@ from .families.grouped_mma import GroupedMma
 from .kept import ByIdentity
 from .ops import serves as serves_op
 from .fusion import reads_c
-from .ops.common import OPTIONAL_RELU, epilogue_steps
 
 # numpy is imported where it is used: a run that ranks nothing (a refusal, --help, the header
 # from measured rows) does not wait for it.
@@ -92,9 +91,6 @@ def serves(kernel, problem) -> str | None:
         epilogue = getattr(problem, "epilogue", "")
         return (f"a {kernel.op} kernel, not for {problem.op}" + (f" with groups={groups}" if groups > 1 else "")
                 + (f" with epilogue={epilogue}" if epilogue else ""))
-    if getattr(kernel, "fusion", "") == OPTIONAL_RELU and not reads_c(kernel) \
-            and "add" in epilogue_steps(getattr(problem, "epilogue", "")):
-        return "an optional_relu kernel without a source operand C: for epilogues without a residual add"
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)

@@ -76,8 +76,8 @@ class Conv2dFpropSm90:
 
     @property
     def op(self) -> str:
-        """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_ops)."""
-        return fused_op(self.kernel_op, self.fusion)
+        """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_op)."""
+        return fused_op(self.kernel_op, self.fusion, getattr(self, "source", None) != "void")
 
     @property
     def includes(self) -> tuple:

@@ -135,8 +135,8 @@ class GemmSm90:
 
     @property
     def op(self) -> str:
-        """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_ops)."""
-        return fused_op(self.kernel_op, self.fusion)
+        """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_op)."""
+        return fused_op(self.kernel_op, self.fusion, self.source != "void")
 
     @property
     def adapter(self) -> str:

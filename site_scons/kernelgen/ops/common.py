@@ -68,6 +68,8 @@ def epilogue_suffix(epilogue: str) -> str:
 # profiler/optional_relu.h): the epilogues of steps bias, add and relu, the add before the ReLU (a
 # kernel without a source operand C: those without the add).
 OPTIONAL_RELU = "optional_relu"
+# The op suffix of such a kernel without C: it serves only the epilogues of no residual add.
+WITHOUT_C = "without_c"
 
 
 def add_after_activation(epilogue: str) -> bool:
@@ -80,10 +82,16 @@ def add_after_activation(epilogue: str) -> bool:
 def fused_ops(ops: tuple, epilogue: str) -> tuple:
     """The kernel ops that run a problem of ``epilogue``: ``<op>:<epilogue>`` for each of ``ops`` (a
     fused kernel computes its epilogue; the plain ones serve the problems of none), and
-    ``<op>:optional_relu`` where a kernel of OPTIONAL_RELU computes it (``optional_relu_computes``)."""
+    ``<op>:optional_relu`` where a kernel of OPTIONAL_RELU computes it (``optional_relu_computes``),
+    and ``<op>:optional_relu:without_c`` (such a kernel without a source operand C) where it adds no
+    residual."""
     if not epilogue:
         return ops
-    extra = tuple(f"{op}:{OPTIONAL_RELU}" for op in ops) if optional_relu_computes(epilogue) else ()
+    extra = ()
+    if optional_relu_computes(epilogue):
+        extra = tuple(f"{op}:{OPTIONAL_RELU}" for op in ops)
+        if "add" not in epilogue_steps(epilogue):
+            extra += tuple(f"{op}:{OPTIONAL_RELU}:{WITHOUT_C}" for op in ops)
     return tuple(f"{op}:{epilogue}" for op in ops) + extra
 
 
@@ -95,9 +103,12 @@ def optional_relu_computes(epilogue: str) -> bool:
 
 
 @functools.cache
-def fused_op(op: str, epilogue: str) -> str:
-    """``fused_ops`` of one op, kept: a fused set's catalog asks it of tens of thousands of kernels
-    of a few ops and epilogues."""
+def fused_op(op: str, epilogue: str, reads_c: bool = True) -> str:
+    """The op of a kernel of ``op`` with ``epilogue`` fused (``fused_ops`` of one op; of an
+    OPTIONAL_RELU kernel that does not ``reads_c``, ``<op>:optional_relu:without_c``), kept: a fused
+    set's catalog asks it of tens of thousands of kernels of a few ops and epilogues."""
+    if epilogue == OPTIONAL_RELU and not reads_c:
+        return f"{op}:{OPTIONAL_RELU}:{WITHOUT_C}"
     return fused_ops((op,), epilogue)[0]
 
 
