@@ -78,6 +78,9 @@ def test_catalog_holds_each_family():
     dw_rows = [k for k in kernels if k.family == "depthwise_rows"]
     assert len(dw_rows) == 12 and {k.rows for k in dw_rows} == {1, 2, 4} and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_rows.h" for k in dw_rows)
+    dw_flat = [k for k in kernels if k.family == "depthwise_flat"]
+    assert len(dw_flat) == 5 and {(k.filter, k.rows) for k in dw_flat} == {(3, 1), (3, 2), (3, 4), (5, 2), (7, 2)}
+    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_flat.h" for k in dw_flat)
     direct = [k for k in kernels if k.family == "grouped_direct"]
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
@@ -130,7 +133,7 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_mma) + len(direct) + len(grouped)
+                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -173,9 +176,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 607
-    assert len(select(kernels, "*", parse_arch("90"))) == 421, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 382
+    assert len(select(kernels, "*", parse_arch("90a"))) == 612
+    assert len(select(kernels, "*", parse_arch("90"))) == 426, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 387
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -490,7 +493,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 21
+    assert len(families.FAMILIES) == 22
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):
