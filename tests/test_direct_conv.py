@@ -81,7 +81,7 @@ def test_names_are_unique_and_say_every_parameter():
         "kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_7x7_stride2_v2_q4"
     assert DepthwiseRows("t", 3, 2, 8, stride=1, rows=2).name == \
         "kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_p2_v2_q8"
-    assert DepthwiseFlat("t", 5, rows=2).name == "kernelgen_sm80_simt_dwconv_flat_f16nhwc_f16nhwc_f32_f16nhwc_5x5_p2"
+    assert DepthwiseFlat("t", 5, rows=2).name == "kernelgen_sm80_simt_dwconv_flat_f16nhwc_f16nhwc_f32_f16nhwc_5x5_stride1_p2"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
 
 

@@ -41,7 +41,7 @@ class DepthwiseFlat(DirectKernel):
     @property
     def name(self) -> str:
         t = self.element
-        return f"kernelgen_sm80_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}_p{self.rows}"
+        return f"kernelgen_sm80_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}_stride1_p{self.rows}"
 
     def shared_bytes(self, conv) -> int:
         """depthwise_flat.h's FlatItem::shared_bytes: the band's input rows in whole 16-byte pieces, then the taps."""
