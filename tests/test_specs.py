@@ -79,7 +79,8 @@ def test_catalog_holds_each_family():
     assert len(dw_rows) == 12 and {k.rows for k in dw_rows} == {1, 2, 4} and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_rows.h" for k in dw_rows)
     dw_flat = [k for k in kernels if k.family == "depthwise_flat"]
-    assert len(dw_flat) == 5 and {(k.filter, k.rows) for k in dw_flat} == {(3, 1), (3, 2), (3, 4), (5, 2), (7, 2)}
+    assert len(dw_flat) == 8 and {(k.filter, k.stride, k.rows) for k in dw_flat} == \
+        {(3, 1, 1), (3, 1, 2), (3, 1, 4), (5, 1, 2), (7, 1, 2), (3, 2, 1), (3, 2, 2), (5, 2, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_flat.h" for k in dw_flat)
     direct = [k for k in kernels if k.family == "grouped_direct"]
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
@@ -176,9 +177,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 612
-    assert len(select(kernels, "*", parse_arch("90"))) == 426, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 387
+    assert len(select(kernels, "*", parse_arch("90a"))) == 615
+    assert len(select(kernels, "*", parse_arch("90"))) == 429, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 390
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
