@@ -56,6 +56,8 @@ def test_catalog_holds_each_family():
     assert len(few) == 9
     packed = [k for k in kernels if k.family == "conv2d_fprop_packed"]
     assert len(packed) == 5 and all(k.includes == ("conv_packed.h",) and "_packed_" in k.name for k in packed)
+    rows_packed = [k for k in kernels if k.family == "conv2d_fprop_rows_packed"]
+    assert len(rows_packed) == 3 and all(k.includes == ("conv_rows_packed.h",) and k.mode == "rows" for k in rows_packed)
     split = [k for k in kernels if k.family.endswith("split_k")]
     assert len(split) == 5 and all(k.scheduler == "stream_k" and k.schedule == "cooperative" for k in split)
     assert {k.splits for k in split} == {None, 2}
@@ -133,7 +135,7 @@ def test_catalog_holds_each_family():
     assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
-                            + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(split)
+                            + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_mma) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
     names = [k.name for k in kernels]
@@ -177,9 +179,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 615
-    assert len(select(kernels, "*", parse_arch("90"))) == 429, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 390
+    assert len(select(kernels, "*", parse_arch("90a"))) == 618
+    assert len(select(kernels, "*", parse_arch("90"))) == 432, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 393
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -494,7 +496,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 22
+    assert len(families.FAMILIES) == 23
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):
