@@ -231,6 +231,19 @@ def assert_served_rows_verify(problem, frame, kernels: dict) -> None:
             assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
 
 
+def assert_family_verifies(tmp_path, spec, layers: list, least: int) -> None:
+    """Every kernel of the family ``spec`` profiled on ``layers`` (workload lines) on a GPU: each
+    layer's rows as ``assert_served_rows_verify`` wants them, and at least ``least`` rows ok."""
+    from kernelgen.specs import load_family
+
+    kernels = {k.name: k for k in load_family(spec)}
+    served = 0
+    for problem, frame in profile_layers(tmp_path, layers, ",".join(kernels)):
+        assert_served_rows_verify(problem, frame, kernels)
+        served += (frame["status"] == "ok").sum()
+    assert served >= least
+
+
 def assert_kernels_compile(tmp_path, kernels: list) -> None:
     """The profiler's translation unit of each of ``kernels`` (kernel.cu.mako: the type, the
     operation, the factory), rendered and compiled for sm_90a in one nvcc run: the device code too,

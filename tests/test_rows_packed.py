@@ -8,23 +8,15 @@ import subprocess
 
 import pytest
 
-from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
-                      requires_gpu, requires_nvcc)
+from conftest import ROOT, assert_family_refused, assert_family_verifies, assert_kernels_compile, requires_gpu, requires_nvcc
 from kernelgen import cost_model
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
+from test_packed import FAMILY as PACKED_FAMILY
 
 SPEC = ROOT / "kernel_specs" / "families" / "conv2d_fprop_rows_packed.toml"
 PREFIX = "kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_few_channels_rows_packed_"
-FAMILY = """\
-kind = "conv2d_fprop_rows_packed"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-kernels = [
-  {entry},
-]
-"""
+FAMILY = PACKED_FAMILY.replace('"conv2d_fprop_packed"', '"conv2d_fprop_rows_packed"')
 
 
 def test_the_committed_spec_builds_rows_kernels_named_by_tile_reduction_staged_warps_and_blocks():
@@ -142,9 +134,4 @@ LAYERS = ["n=2 h=23 w=19 c=3 k=45 r=7 s=7 pad=3 stride=2", "n=3 h=9 w=13 c=1 k=1
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
-    kernels = {k.name: k for k in load_family(SPEC)}
-    served = 0
-    for problem, frame in profile_layers(tmp_path, LAYERS, PREFIX + "*"):
-        assert_served_rows_verify(problem, frame, kernels)
-        served += (frame["status"] == "ok").sum()
-    assert served >= 10
+    assert_family_verifies(tmp_path, SPEC, LAYERS, 10)
