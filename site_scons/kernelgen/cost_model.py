@@ -349,13 +349,17 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     # an epilogue that stores D from registers writes each thread's elements apart, 2 bytes at a
     # time: a warp's store fills a quarter of each 32-byte sector it touches
     scatter = STORE_SCATTER if getattr(kernel, "store", "tma") == "nosmem" else 1
+    # a CUTLASS 2.x kernel of A and B accesses of `alignment` elements issues 8 / alignment copies for
+    # each 16 bytes it stages (held out, ReXNet-1.0's 1x1 layers: 59 -> 66 of 76 layers' winners in
+    # what a build measures)
+    narrow = 8 / kernel.alignment if isinstance(kernel, Conv2dFprop2x) else 1
     if getattr(kernel, "pad_channels", False) and conv is not None:
         # the copy launched before the kernel reads C and writes C padded to 8, which the mainloop reads
         memory += conv.n * conv.h * conv.w * (conv.c + 2 * -(-conv.c // 8) * 8) * size / 1e6
         launches += 1
     return [
         busiest * tm * tn * tk * 2 / 1e6 * per_sm,
-        busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm,
+        busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm * narrow,
         waves * tm * tn * size / 1e3 * per_sm * scatter + partials,
         waves * per_sm,
         busiest * per_sm,
@@ -519,6 +523,13 @@ def _kernel_attributes_of(kernel) -> list:
         out.append(f"{name}:group_mode={kernel.group_mode}")
     if isinstance(kernel, Conv2dFprop2x) and kernel.split_k_slices > 1:
         out.append(f"{name}:splits={kernel.split_k_slices}")
+    # accesses narrower than 16 bytes along C or K: what they cost a class beyond its counts, shared
+    # by its kernels of that width (held out, CUTLASS 2.x kernels of 2-element accesses had only their
+    # own corrections, and R(2+1)D-18's winners of them were predicted 1.4x their time)
+    for field in ("alignment", "c_alignment", "k_alignment", "output_alignment"):
+        width = getattr(kernel, field, None)
+        if width and width < 8:
+            out.append(f"{name}:{field}={width}")
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
                 f"{name}:schedule={kernel.schedule}"]
