@@ -84,6 +84,28 @@ def test_a_kernel_serves_the_depthwise_layers_of_its_filter_and_stride():
     assert serves(kernel, layer(k=288)) == "a depthwise kernel: needs groups = C = K"
 
 
+def test_accumulate_f32_keeps_the_fp16_sums_out_of_the_build_and_the_header(tmp_path):
+    """`scons candidates` of a 7x7 depthwise layer proposes every kernel of this family (the model
+    has no rows of it); with ACCUMULATE=f32 none, and the fp32 depthwise kernels still."""
+    import shutil
+    import subprocess
+    import sys
+
+    workloads = tmp_path / "dw.txt"
+    workloads.write_text("conv2d_fprop n=32 h=56 w=56 c=96 k=96 r=7 s=7 pad=3 stride=1 groups=96\n")
+    proposed = {}
+    for accumulate in ("", "f32"):
+        build = tmp_path / f"build{accumulate}"
+        out = subprocess.run([sys.executable, shutil.which("scons"), "-Q", "candidates", f"WORKLOADS={workloads}",
+                              f"BUILD={build}", f"ACCUMULATE={accumulate}"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        proposed[accumulate] = set((build / "candidates.txt").read_text().split())
+    half = {k.name for k in load_family(SPEC) if (k.filter, k.stride) == (7, 1)}
+    assert half <= proposed[""] and not half & proposed["f32"]
+    assert any("_dwconv_f16nhwc_" in name for name in proposed["f32"]), "the fp32 depthwise kernels"
+
+
 @requires_nvcc
 def test_a_kernel_of_each_sums_compiles_as_the_profiler_builds_it(tmp_path):
     kernels = load_family(SPEC)
