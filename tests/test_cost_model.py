@@ -178,7 +178,7 @@ def test_a_split_2x_conv_kernel_walks_every_tap_over_its_share_of_the_channels(c
     head = Conv2dProblem(2, 13, 13, 256, 36, 3, 3, 1, 1)
     one, four = cost_model.features(plain, head, 132), cost_model.features(split, head, 132)
     per_sm = cost_model._tiling(split)[5]
-    assert one[iterations] == 72 * cost_model._tiling(plain)[5] and four[iterations] == 18 * per_sm
+    assert one[iterations] == 72 and four[iterations] == 18 * per_sm  # 6 tiles: one CTA on the busiest SM unsplit
     assert four[stores] > one[stores], "the partial tiles read back"
     assert cost_model.features(split, Conv2dProblem(2, 13, 13, 48, 36, 3, 3, 1, 1), 132)[iterations] == 9 * per_sm
     two = next(k for k in catalog.values() if getattr(k, "split_k_slices", 1) == 2 and k.threadblock == (64, 64, 32))
@@ -381,6 +381,21 @@ def test_a_2x_kernel_of_narrow_accesses_counts_its_staged_bytes_by_its_copies(ca
     loads = cost_model.FEATURES.index("loads")
     assert a[loads] == pytest.approx(4 * b[loads]) and b[loads] > 0
     assert np.delete(a, loads) == pytest.approx(np.delete(b, loads))
+
+
+def test_a_2x_grid_of_fewer_tiles_than_the_sms_hold_counts_the_ctas_its_busiest_sm_runs(catalog):
+    """A 128x128 CUTLASS 2.x tile of 3 stages, four CTAs an SM: on 104 tiles (m = 1568, n = 960)
+    the busiest SM runs one, on 200 tiles two, on 1,232 tiles it holds four at once (3 waves)."""
+    kernel = next(k for k in catalog.values() if k.family == "conv2d_fprop_sm80" and k.alignment == 8
+                  and k.threadblock == (128, 128, 32) and k.stages == 3)
+    tiles = cost_model.FEATURES.index("tiles")
+
+    def counted(n, k):
+        return cost_model.features(kernel, Conv2dProblem(n=n, h=7, w=7, c=160, k=k, r=1, s=1), 132)[tiles]
+
+    assert cost_model._tiling(kernel)[5] == 4
+    assert counted(32, 960) == 1 and counted(64, 960) == 2
+    assert counted(400, 960) == 3 * 4
 
 
 def test_what_narrow_accesses_cost_a_class_carries_to_a_kernel_of_no_row(catalog):

@@ -311,6 +311,16 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         launches = float(math.ceil(conv.groups / GROUPED_STREAMS))
     # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
     tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(tiled_n / tn) // cn) * cn * grids
+    if (type(kernel) is Conv2dFprop2x and kernel.iterator != "few_channels" and kernel.split_k_slices == 1
+            and tiles < sms * per_sm):
+        # a CUTLASS 2.x grid of fewer tiles than the SMs hold runs ceil(tiles / SMs) CTAs on its
+        # busiest SM, not as many as it could hold (held out, ReXNet-1.0's 1x1 layers on 7x7 images,
+        # 104 tiles of 128x128: their 2.x winners were predicted 1.4-1.6 times their time). The
+        # few-channels, grouped and split 2.x kernels keep the count their weights were fitted with
+        # (counted so, R(2+1)D-18's 3 -> 45 stem winner fell from 5th to 19th, ResNeXt-50 b1's regret
+        # 0.6% -> 2.4%, and a split kernel ranked first on RetinaNet's 13x13 box head, 1.5 times the
+        # SM90 kernel's time there)
+        per_sm = max(1, math.ceil(tiles / sms))
     few_channels_2x = isinstance(kernel, Conv2dFprop2x) and kernel.iterator == "few_channels"
     if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels) and not few_channels_2x:
         # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
