@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Benchmark: what a build of each TOP compiles and what it measures on networks the model has not seen.
 
-    python bench/top_policy.py [--tops 3,4,5,6] [--gpu nvidia_h200]
+    python bench/top_policy.py [--tops 3,4,5,6] [--gpu nvidia_h200] [--results ...]
 
 For each TOP, over the committed measurements: the layers whose fastest measured kernel a build of
 that TOP measures, each set ranked by the model fitted without it (``record.record``'s column
 "a build measures", ``candidates.build_measures``), and the largest regret of a set; and the kernels
-such a build compiles (``candidates.pool`` over the whole space, the committed model, each
-committed workload file as a new network: no measured choices), summed over the files, with how
-many are CUTLASS 3.x SM90 kernels (30-50 s of a core each to compile; the others take seconds to
+such a build compiles (``candidates.pool`` over the whole space, the model fitted to every set,
+as ``python -m kernelgen.cost_model fit`` commits it, each committed workload file as a new
+network: no measured choices), summed over the files, with how many are CUTLASS 3.x SM90 kernels (30-50 s of a core each to compile; the others take seconds to
 20 s). The default TOP is chosen from these figures (docs/search.md, "A cold build's time"). About
-6 minutes on 2 cores, most of it fitting a model without each set.
+10 minutes on 2 cores, most of it fitting a model without each set.
 """
 
 import argparse
@@ -36,19 +36,13 @@ def tops_of(text: str) -> list:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cost_model.options(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     parser.add_argument("--tops", type=tops_of, default=[3, 4, 5, 6], help="the TOPs to compare (default 3,4,5,6)")
-    parser.add_argument("--gpu", default="nvidia_h200")
-    args = parser.parse_args()
-    if args.gpu not in cost_model.SM_COUNTS:
-        parser.error(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(cost_model.SM_COUNTS))})")
-    specs, spaces, sets_dir = (ROOT / "kernel_specs" / d for d in ("families", "spaces", "workloads"))
-    samples = cost_model.measured_samples(ROOT / "profile_results", sets_dir,
-                                          cost_model.measured_kernels(specs, spaces), args.gpu)
+    args, samples, model = cost_model.committed_fit(parser)
     held_out = record.fit_held_out(samples, sorted({s[3] for s in samples}), args.gpu)
-    model = cost_model.load_model(args.gpu)
-    files = sorted(sets_dir.glob("*.txt"))
-    print(f"{len(samples)} measured rows of {len({s[3] for s in samples})} sets; kernels over {len(files)} "
+    specs, spaces, sets_dir = Path(args.specs), Path(args.spaces), Path(args.sets_dir)
+    networks = [load_workloads(str(path), sets_dir)[2] for path in sorted(sets_dir.glob("*.txt"))]
+    print(f"{len(samples)} measured rows of {len({s[3] for s in samples})} sets; kernels over {len(networks)} "
           "workload files\n")
     print("| TOP | a build measures the winner (held out) | largest regret of a set | kernels compiled (SM90) |")
     print("|---|---|---|---|")
@@ -57,15 +51,13 @@ def main() -> int:
         layers, won = sum(r[1] for r in rows), sum(r[-2][0] for r in rows)
         worst = max(rows, key=lambda r: r[-2][1])
         kernels = sm90 = 0
-        for path in files:
-            _, _, problems = load_workloads(str(path), sets_dir)
+        for problems in networks:
             _, built = candidates.pool(problems, kernel_catalog(specs, spaces, problems), model, top)
             kernels += len(built)
             sm90 += sum(k.name.startswith("cutlass3x_sm90") for k in built)
         print(f"| {top} | {won:,} of {layers:,} ({100 * won / layers:.1f}%) | {worst[-2][1]:.1f}% (`{worst[0]}`) "
               f"| {kernels:,} ({sm90:,}) |", flush=True)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
