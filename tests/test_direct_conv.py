@@ -1,6 +1,7 @@
 """The direct grouped kernels (profiler/direct_conv.h; site_scons/kernelgen/families/depthwise_narrow.py
 for depthwise layers of C not a multiple of 8, depthwise_rows.py (profiler/depthwise_rows.h) for
-those at one stride, grouped_direct.py for any channels a group): each
+those at one stride, depthwise_flat.py (profiler/depthwise_flat.h) for even C at one stride,
+grouped_direct.py for any channels a group): each
 spec refuses what its family cannot build, naming file, entry and key; names say every parameter
 that changes the code; ``serves`` refuses what can_implement refuses and takes any stride, padding
 and dilation; the layers no other kernel serves (ShuffleNetV2's 58 channels, groups of 12 and 20
@@ -18,6 +19,7 @@ from conftest import (ROOT, assert_family_refused, assert_kernels_compile, asser
                       requires_gpu, requires_nvcc)
 from kernelgen import candidates, render
 from kernelgen.cost_model import load_model, serves
+from kernelgen.families.depthwise_flat import DepthwiseFlat
 from kernelgen.families.depthwise_narrow import DepthwiseNarrow
 from kernelgen.families.depthwise_rows import DepthwiseRows
 from kernelgen.families.grouped_direct import GroupedDirect
@@ -28,8 +30,9 @@ from kernelgen.workloads import parse_workloads
 FAMILIES = ROOT / "kernel_specs" / "families"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
 SPECS = {"depthwise_narrow": FAMILIES / "depthwise_narrow.toml", "depthwise_rows": FAMILIES / "depthwise_rows.toml",
-         "grouped_direct": FAMILIES / "grouped_direct.toml"}
-CLASSES = {"depthwise_narrow": DepthwiseNarrow, "depthwise_rows": DepthwiseRows, "grouped_direct": GroupedDirect}
+         "depthwise_flat": FAMILIES / "depthwise_flat.toml", "grouped_direct": FAMILIES / "grouped_direct.toml"}
+CLASSES = {"depthwise_narrow": DepthwiseNarrow, "depthwise_rows": DepthwiseRows, "depthwise_flat": DepthwiseFlat,
+           "grouped_direct": GroupedDirect}
 
 
 def family(tmp_path, kind, entry):
@@ -49,6 +52,12 @@ def family(tmp_path, kind, entry):
     ("depthwise_rows", "{ filter = 3, vector = 4, columns = 4, stride = 1 }", "vector", "4 is not one of 1, 2"),
     ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4, stride = 1, dilation = 2 }", "dilation", "unknown key"),
     ("depthwise_rows", "{ filter = 3, vector = 2, columns = 4, stride = 1, rows = 9 }", "rows", "9 is outside [1, 8]"),
+    ("depthwise_flat", "{ filter = 4, stride = 1, rows = 2 }", "filter", "4 is not one of 3, 5, 7"),
+    ("depthwise_flat", "{ filter = 3, stride = 1, rows = 0 }", "rows", "0 is outside [1, 8]"),
+    ("depthwise_flat", "{ filter = 3, stride = 1 }", "rows", "missing"),
+    ("depthwise_flat", "{ filter = 3, rows = 1 }", "stride", "missing"),
+    ("depthwise_flat", "{ filter = 3, stride = 3, rows = 1 }", "stride", "3 is not one of 1, 2"),
+    ("depthwise_flat", "{ filter = 3, stride = 1, rows = 2, vector = 2 }", "vector", "unknown key"),
     ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
     ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
@@ -64,6 +73,8 @@ def test_names_are_unique_and_say_every_parameter():
                for v in (1, 2) for q in (1, 2, 4, 8) for e in ("f16", "bf16")]
     kernels += [DepthwiseRows("t", f, v, q, element=e, stride=st, rows=tp) for f in (3, 5, 7) for v in (1, 2)
                 for q in (1, 2, 4, 8) for e in ("f16", "bf16") for st in (1, 2) for tp in (1, 2, 4)]
+    kernels += [DepthwiseFlat("t", f, element=e, rows=tp, stride=st) for f in (3, 5, 7) for e in ("f16", "bf16")
+                for tp in (1, 2, 4, 8) for st in (1, 2)]
     assert len({k.name for k in kernels}) == len(kernels)
     templates = render.lookup(TEMPLATES)
     types = {render.type_definition(templates, k).replace(k.name, "NAME") for k in kernels}
@@ -73,6 +84,9 @@ def test_names_are_unique_and_say_every_parameter():
         "kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_7x7_stride2_v2_q4"
     assert DepthwiseRows("t", 3, 2, 8, stride=1, rows=2).name == \
         "kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_p2_v2_q8"
+    assert DepthwiseFlat("t", 5, rows=2).name == "kernelgen_sm80_simt_dwconv_flat_f16nhwc_f16nhwc_f32_f16nhwc_5x5_stride1_p2"
+    assert DepthwiseFlat("t", 3, rows=1, stride=2).name == \
+        "kernelgen_sm80_simt_dwconv_flat_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride2_p1"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
 
 
@@ -106,6 +120,28 @@ def test_the_row_kernels_serve_depthwise_layers_of_their_stride_and_dilation_1()
     assert serves(pair, replace(huge, n=2047)) is None
     assert serves(DepthwiseRows("t", 3, 2, 4, stride=1, rows=2), huge) is None  # half the items
     assert serves(pair, huge) == "2^30 work items or more (32-bit indices)"
+
+
+def test_the_flat_kernels_serve_depthwise_layers_of_even_c_at_their_stride():
+    three, seven, strided = DepthwiseFlat("t", 3, rows=2), DepthwiseFlat("t", 7, rows=2), DepthwiseFlat("t", 3, rows=1, stride=2)
+    for layer in (conv(), conv(c=162), conv(c=64), conv(pad=0), conv(pad=3)):
+        assert serves(three, layer) is None, layer
+    assert serves(seven, conv(c=18, r=7, pad=3)) is None
+    assert serves(three, conv(c=27)) == "C must be even (two channels a 4-byte access)"
+    assert serves(three, conv(stride=2)) == "built for stride 1" and serves(strided, conv(stride=2)) is None
+    assert serves(strided, conv()) == "built for stride 2"
+    assert serves(three, conv(dilation=2, pad=2)) == "built for dilation 1"
+    assert serves(three, conv(r=5, pad=2)) == "built for 3x3 filters"
+    assert serves(three, conv(groups=29)) == serves(three, conv(k=116)) == "a depthwise kernel: needs groups = C = K"
+    # a band's 4 input rows of 9000 x 2 channels take about 144 KB, of 15,000 x 2 (240 KB) more than 227 KiB
+    assert serves(three, Conv2dProblem(1, 8, 9000, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) is None
+    assert serves(three, Conv2dProblem(1, 8, 15000, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
+        "a band of 4 input rows is more than a CTA's shared memory"
+    assert serves(DepthwiseFlat("t", 3, rows=1), Conv2dProblem(1, 8, 15000, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) is None
+    assert serves(DepthwiseFlat("t", 3, rows=2, stride=2), Conv2dProblem(1, 8, 12000, 2, 2, 3, 3, 1, 1, 2, 2, groups=2)) == \
+        "a band of 5 input rows is more than a CTA's shared memory"
+    assert serves(three, Conv2dProblem(1024, 1024, 1024, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
+        "2^31 elements or more (32-bit indices)"
 
 
 def test_the_grouped_kernels_serve_any_channels_a_group():
@@ -182,6 +218,7 @@ CPU_CHECK = r"""
 #include <cstdlib>
 #include <vector>
 
+#include "depthwise_flat.h"
 #include "depthwise_rows.h"
 #include "direct_conv.h"
 
@@ -238,9 +275,12 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
         fields = (c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w)
         for k in kernels:
             item = {"DepthwiseNarrow": "direct::NarrowItem", "GroupedDirect": "direct::GroupedItem",
-                    "DepthwiseRows": "rows::RowsItem"}[k.kernel_type]
-            item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
-                   + (f", {k.stride}, {k.rows}>" if isinstance(k, DepthwiseRows) else ">")
+                    "DepthwiseRows": "rows::RowsItem", "DepthwiseFlat": "flat::FlatItem"}[k.kernel_type]
+            if isinstance(k, DepthwiseFlat):
+                item = f"kernelgen::{item}<__half, {k.filter}, {k.rows}, {k.stride}>"
+            else:
+                item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
+                       + (f", {k.stride}, {k.rows}>" if isinstance(k, DepthwiseRows) else ">")
             calls.append(f"  bad += check<kernelgen::DirectConv<{item}>, {item}>("
                          f"Conv2dProblem{{{', '.join(map(str, fields))}}}, {c.groups}, \"{k.name}\");")
     source = tmp_path / "cpu_check.cu"
@@ -262,5 +302,6 @@ def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
     kernels = {k.name: k for spec in SPECS.values() for k in load_family(spec)}
     for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_narrow_*,"
                                                            "kernelgen_sm80_simt_dwconv_rows_*,"
+                                                           "kernelgen_sm80_simt_dwconv_flat_*,"
                                                            "kernelgen_sm80_simt_gconv_direct_*"):
         assert_served_rows_verify(problem, frame, kernels)

@@ -412,6 +412,8 @@ VARIABLES = [
     ("non-ASCII ARCH", {"ARCH": "\u0669\u0660a"}, r"ARCH='\u0669\u0660a': expected a compute capability"),
     ("E2 set name", {"WORKLOADS": ".."}, r"the set name '\.\.' is not a plain name"),
     ("OLD_ROWS unknown", {"OLD_ROWS": "keep"}, r"OLD_ROWS='keep': expected 'aside' \(rows of another GPU stack"),
+    ("ACCUMULATE unknown", {"ACCUMULATE": "f64"}, r"ACCUMULATE='f64': expected comma-separated accumulators of bf16, f16, f32"),
+    ("ACCUMULATE a list with an empty", {"ACCUMULATE": "f32,"}, r"ACCUMULATE='f32,': expected comma-separated"),
     ("a list of sets", {"WORKLOADS": "resnet50,vgg16_b1"}, r"resnet50,vgg16_b1: no such set or workload file: WORKLOADS= takes one set or file a call, not a list"),
     ("a list of files", {"WORKLOADS": "{tmp}/a.txt,{tmp}/b.txt"}, r"b\.txt: no such set or workload file: .* not a list"),
 ]

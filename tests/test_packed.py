@@ -5,8 +5,7 @@ small odd layers."""
 
 import pytest
 
-from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
-                      requires_gpu, requires_nvcc)
+from conftest import ROOT, assert_family_refused, assert_family_verifies, assert_kernels_compile, requires_gpu, requires_nvcc
 from kernelgen import cost_model
 from kernelgen.families import conv2d_packed as packed
 from kernelgen.specs import load_family
@@ -106,9 +105,4 @@ LAYERS = ["n=2 h=7 w=9 c=27 k=162 r=1 s=1", "n=3 h=5 w=11 c=38 k=228 r=1 s=1", "
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
-    kernels = {k.name: k for k in load_family(SPEC)}
-    served = 0
-    for problem, frame in profile_layers(tmp_path, LAYERS, PREFIX + "*"):
-        assert_served_rows_verify(problem, frame, kernels)
-        served += (frame["status"] == "ok").sum()
-    assert served >= 20
+    assert_family_verifies(tmp_path, SPEC, LAYERS, 20)

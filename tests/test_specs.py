@@ -56,6 +56,8 @@ def test_catalog_holds_each_family():
     assert len(few) == 9
     packed = [k for k in kernels if k.family == "conv2d_fprop_packed"]
     assert len(packed) == 5 and all(k.includes == ("conv_packed.h",) and "_packed_" in k.name for k in packed)
+    rows_packed = [k for k in kernels if k.family == "conv2d_fprop_rows_packed"]
+    assert len(rows_packed) == 3 and all(k.includes == ("conv_rows_packed.h",) and k.mode == "rows" for k in rows_packed)
     split = [k for k in kernels if k.family.endswith("split_k")]
     assert len(split) == 5 and all(k.scheduler == "stream_k" and k.schedule == "cooperative" for k in split)
     assert {k.splits for k in split} == {None, 2}
@@ -78,11 +80,19 @@ def test_catalog_holds_each_family():
     dw_rows = [k for k in kernels if k.family == "depthwise_rows"]
     assert len(dw_rows) == 12 and {k.rows for k in dw_rows} == {1, 2, 4} and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_rows.h" for k in dw_rows)
+    dw_flat = [k for k in kernels if k.family == "depthwise_flat"]
+    assert len(dw_flat) == 8 and {(k.filter, k.stride, k.rows) for k in dw_flat} == \
+        {(3, 1, 1), (3, 1, 2), (3, 1, 4), (5, 1, 2), (7, 1, 2), (3, 2, 1), (3, 2, 2), (5, 2, 1)}
+    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_flat.h" for k in dw_flat)
     direct = [k for k in kernels if k.family == "grouped_direct"]
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
     dw_mma = [k for k in kernels if k.family == "depthwise_mma"]
     assert len(dw_mma) == 11 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
+    dw_half = [k for k in kernels if k.family == "depthwise_half"]
+    assert len(dw_half) == 13 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
+        ("conv2d_fprop_grouped", 90, "f16", "tma")}
+    assert all(k.accumulator == "f32" for k in kernels if k not in dw_half), "fp16 sums: the half2 kernels alone"
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
     assert len(tensor_grouped) == 164 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
@@ -129,8 +139,8 @@ def test_catalog_holds_each_family():
     assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
-                            + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_mma) + len(direct) + len(grouped)
+                            + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
+                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -173,9 +183,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 607
-    assert len(select(kernels, "*", parse_arch("90"))) == 421, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 382
+    assert len(select(kernels, "*", parse_arch("90a"))) == 631
+    assert len(select(kernels, "*", parse_arch("90"))) == 445, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 393
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -490,7 +500,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 21
+    assert len(families.FAMILIES) == 24
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -8,7 +8,8 @@
 ${banner}
 //
 // Set ${set_name}: for each workload, the fastest kernel whose output matched a reference
-// convolution on the same inputs, as measured on:
+// convolution on the same inputs within its accumulator's tolerance (a few depthwise kernels sum in
+// fp16; a build with ACCUMULATE=f32 keeps to kernels of fp32 sums), as measured on:
 // GPU ${gpu}, driver ${driver}, CUDA ${cuda}, CUTLASS ${cutlass} (${timing}).
 //
 // Use. Include this header (C++17; nvcc or any host compiler, CUDA's include directory on the

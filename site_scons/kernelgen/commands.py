@@ -28,8 +28,12 @@ from .variables import ROOT, scons_text
 def catalog(config: Config) -> list:
     """Every kernel a build may hold: the listed ones (SPECS), and with TOP= other than ``listed``
     the generated space's (SPACES) too, and the fused variants of those for the set's epilogues
-    (``fusion.with_fused``), sorted by name."""
-    return kernel_catalog(config.specs_dir, None if config.top == "listed" else config.spaces_dir, config.problems)
+    (``fusion.with_fused``), sorted by name; with ACCUMULATE=, those of its accumulators only (what
+    the build, the candidates and the header choose among)."""
+    kernels = kernel_catalog(config.specs_dir, None if config.top == "listed" else config.spaces_dir, config.problems)
+    if config.accumulate is None:
+        return kernels
+    return [k for k in kernels if k.accumulator in config.accumulate]
 
 
 def did_not_compile_text(config: Config, name: str) -> str:

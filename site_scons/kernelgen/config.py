@@ -22,6 +22,7 @@ from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
 from .signature import cutlass_version
 from .variables import DEFAULT_TOP, ROOT, check_values, scons_text, split_flags
+from .vocab import VERIFY_TOLERANCE
 from .workloads import load_workloads
 
 
@@ -56,6 +57,7 @@ class Config:
     shard: tuple | None = None  # SHARD=i/n as (i, n); None: every kernel
     gpus: str = ""  # GPUS=: 'all' or comma-separated indices; empty: the one GPU CUDA gives
     old_rows: str = ""  # OLD_ROWS=: "aside", or empty (a profile that would lose rows of another stack is refused)
+    accumulate: tuple | None = None  # ACCUMULATE=: the accumulators a kernel may have; None: any
     header_error: str | None = None  # why no GPU's results can be chosen (reported if the header is built)
 
 
@@ -123,7 +125,7 @@ def machine_gpu() -> str | None:
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD", "GPUS", "OLD_ROWS")
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD", "GPUS", "OLD_ROWS", "ACCUMULATE")
                        if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
@@ -167,6 +169,7 @@ def resolve(env) -> Config:
     if old_rows not in ("", "aside"):
         raise KernelgenError(f"OLD_ROWS={shorten(old_rows)!r}: expected 'aside' (rows of another GPU stack that the "
                              "build would not measure again move to RESULTS/<set>/<gpu>/aside/) or nothing")
+    accumulate = parse_accumulate(env.get("ACCUMULATE", ""))
     return Config(
         root=root, workloads=env["WORKLOADS"], set_name=set_name, workload_file=workload_file.resolve(),
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
@@ -178,7 +181,19 @@ def resolve(env) -> Config:
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
         results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, cache_note=cache_note,
-        shard=shard, gpus=gpus, old_rows=old_rows)
+        shard=shard, gpus=gpus, old_rows=old_rows, accumulate=accumulate)
+
+
+def parse_accumulate(text) -> tuple | None:
+    """ACCUMULATE=: comma-separated accumulators (f32, f16) as a tuple; None when empty (any)."""
+    text = str(text).strip()
+    if not text:
+        return None
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(name in VERIFY_TOLERANCE for name in names):
+        raise KernelgenError(f"ACCUMULATE={shorten(text)!r}: expected comma-separated accumulators of "
+                             f"{', '.join(sorted(VERIFY_TOLERANCE))} (ACCUMULATE=f32: fp32 sums only)")
+    return names
 
 
 def parse_shard(text) -> tuple | None:

@@ -45,6 +45,7 @@ from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels
 from .families.conv2d_packed import Conv2dFpropPacked
+from .families.conv2d_rows_packed import Conv2dFpropRowsPacked
 from .families.conv2d_sm90 import Conv2dFpropSm90
 from .families.conv2d_sm90_grouped import STREAMS as GROUPED_STREAMS, Conv2dFpropSm90Grouped
 from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
@@ -94,7 +95,7 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, Conv2dFpropPacked,
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, Conv2dFpropPacked, Conv2dFpropRowsPacked,
                            Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):

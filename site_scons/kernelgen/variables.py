@@ -49,6 +49,9 @@ def variables(arguments) -> Variables:
         ("SPACES", "directory of generated kernel spaces (*.toml)", "kernel_specs/spaces"),
         ("TOP", "candidates per layer the cost model proposes to compile and profile; 'listed': every "
                 "kernel of SPECS, 'all': SPECS and the whole space (narrow with KERNELS=)", DEFAULT_TOP),
+        ("ACCUMULATE", "the sums a kernel of the build and the header may keep: 'f32' (fp32 accumulation only) "
+                       "or comma-separated accumulators (f16,f32); default: any, each kernel verified within "
+                       "its accumulator's tolerance", ""),
         ("RESULTS", "root of the profile results; CSVs go to RESULTS/<set>/<gpu>/", "profile_results"),
         ("BUILD", "directory for generated sources, objects, the profiler and the header", "generated"),
         ("SHARD", "i/n: this machine's share of the build's kernels, for a job array (SLURM_ARRAY_TASK_ID/"

@@ -1,0 +1,4 @@
+## The C++ type of one fp16-pair depthwise kernel (profiler/depthwise_half.h): groups = C = K, R = S = filter.
+## Inputs: name (the procedural name), v (filter, stride, rows, thread_rows, columns, channel_vectors, stages, threads, sums).
+// Depthwise ${v["filter"]}x${v["filter"]} stride ${v["stride"]} in fp16 pairs (${"each filter row in fp16, the rows in fp32" if v["sums"] == "rows" else "fp16 sums"}), tiles of ${v["rows"]} output rows, ${v["thread_rows"]}x${v["columns"]} outputs a thread, ${8 * v["channel_vectors"]} channels a CTA, ${v["stages"]} stages, CTAs of ${v["threads"]} threads: ${name}
+using ${name} = kernelgen::DepthwiseHalf<${v["filter"]}, ${v["filter"]}, ${v["stride"]}, ${v["rows"]}, ${v["thread_rows"]}, ${v["columns"]}, ${v["channel_vectors"]}, ${v["stages"]}, ${v["threads"]}, kernelgen::depthwise::Sums::${"kRows" if v["sums"] == "rows" else "kHalf"}>;

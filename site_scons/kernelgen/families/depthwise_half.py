@@ -1,0 +1,64 @@
+"""Depthwise convolution kernels that multiply and add in fp16 pairs (profiler/depthwise_half.h:
+DepthwiseHalf): the tensor-copy kernels of depthwise.py (``loader = "tma"``: a CTA's run of tiles of
+one channel block, each tile's window brought by one bulk tensor copy, the taps kept in registers),
+fp16 in and out, whose threads compute their two channels as one ``__half2`` by HFMA2 from the
+window as shared memory holds it: half the multiply-add instructions of the fp32 kernels and no
+conversions, for the 5x5 and 7x7 layers that fp32 multiply-adds bind.
+
+An entry takes depthwise.py's keys but ``loader`` (always ``"tma"``), and ``sums``: ``"f16"``
+(every product added in fp16) or ``"rows"`` (each filter row's products in fp16, the rows in fp32).
+The family's accumulator is f16 either way, and so is its tolerance (vocab.VERIFY_TOLERANCE). Names
+read ``kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_<filter>_..._tma``, ``_rows``
+where the rows are summed in fp32. What depthwise.py's kernels cannot serve, these cannot.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .. import spec_schema as S
+from .common import expand_fixed_type_entries, fixed_type_family
+from .depthwise import ENTRY as DEPTHWISE_ENTRY, Depthwise, check
+
+KIND = "depthwise_half"
+TEMPLATE = "depthwise_half.mako"
+TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
+SUMS = ("f16", "rows")
+BASE_REGISTERS = 44  # pointers, indices, the run's bounds
+
+FAMILY = fixed_type_family(KIND)
+ENTRY = S.Table((*(k for k in DEPTHWISE_ENTRY.keys if k.name != "loader"),
+                 S.Key("sums", S.choice({s: None for s in SUMS}), default="f16")))
+
+
+@dataclass(frozen=True)
+class DepthwiseHalf(Depthwise):
+    sums: str = "f16"  # "rows": each filter row's products in fp16, the rows in fp32
+    loader: str = "tma"
+    accumulator = "f16"
+
+    template = TEMPLATE
+    includes = ("depthwise_half.h",)
+
+    @cached_property
+    def name(self) -> str:
+        return (f"kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_{self.filter}x{self.filter}"
+                f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
+                f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
+                + ("_rows" if self.sums == "rows" else ""))
+
+    def registers(self) -> int:
+        """A thread's registers, about: its TPT x TQ sums of two channels (one register each; and
+        two more each for the fp32 row sums), the R x S taps and a row's window, one register a
+        channel pair, and pointers and indices (ptxas gave 7x7 kernels of 4x4 outputs a thread 111
+        and 141 registers, against the fp32 kernel's 160)."""
+        window = (self.columns - 1) * self.stride + self.filter
+        outputs = self.thread_rows * self.columns
+        sums = outputs * (3 if self.sums == "rows" else 1)
+        return sums + self.filter ** 2 + window + BASE_REGISTERS
+
+    def values(self) -> dict:
+        return {**super().values(), "sums": self.sums}
+
+
+def expand(path, raw: dict) -> list:
+    return expand_fixed_type_entries(DepthwiseHalf, FAMILY, ENTRY, path, raw, TYPES, check)

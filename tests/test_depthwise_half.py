@@ -1,0 +1,121 @@
+"""The depthwise family in fp16 pairs (profiler/depthwise_half.h,
+site_scons/kernelgen/families/depthwise_half.py): its spec checks refuse entries the kernel cannot
+build, naming file, entry and key; its kernels accumulate in fp16 and say so (name, tolerance) and
+serve the layers the fp32 tensor-copy kernels serve; two of them compile as the profiler builds them;
+on a GPU every kernel computes small odd layers (within fp16 accumulation's error) or refuses them."""
+
+import pytest
+
+from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
+                      requires_gpu, requires_nvcc)
+from kernelgen.cost_model import serves
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.specs import load_family
+from kernelgen.vocab import VERIFY_TOLERANCE, verify_tolerance
+from test_depthwise import LAYERS
+
+SPEC = ROOT / "kernel_specs" / "families" / "depthwise_half.toml"
+FIRST = "{ filter = 7, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4, threads = 128 }"
+ROWS = FIRST.replace(" }", ', sums = "rows" }')
+FAMILY = f"""\
+kind = "depthwise_half"
+description = "test"
+element = "f16"
+accumulator = "f16"
+output = "f16"
+kernels = [
+  {FIRST},
+]
+"""
+
+
+@pytest.mark.parametrize("entry, key, message", [
+    (FIRST.replace(" }", ', sums = "f32" }'), "sums", "'f32'"),
+    (FIRST.replace(" }", ', loader = "tma" }'), "loader", "unknown key"),
+    (FIRST.replace("columns = 4", "columns = 8").replace("thread_rows = 4", "thread_rows = 8"), "columns",
+     "need about 171 registers a thread, more than 168"),
+    (FIRST.replace("rows = 8, thread_rows = 4", "rows = 16, thread_rows = 1"), "rows",
+     "rows 16 in thread rows of 1 do not divide the 8 threads"),
+    (FIRST.replace("channel_vectors = 4, threads = 128", "channel_vectors = 8, threads = 256, stages = 6"), "stages",
+     "6 stages of the tile's input and taps need 242816 bytes of shared memory, more than 232448"),
+])
+def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, entry))
+    assert_family_refused(path, "kernels[0]", key, message)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("accumulator", '"f32"', "this family is written for accumulator f16, not f32"),
+    ("element", '"bf16"', "this family is written for element f16, not bf16"),
+])
+def test_a_family_of_other_types_is_refused(tmp_path, key, value, message):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(f'{key} = "{"f16"}"', f"{key} = {value}", 1))
+    assert_family_refused(path, None, key, message)
+
+
+def test_the_name_says_fp16_sums_and_the_tolerance_is_fp16_accumulations(tmp_path):
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, f"{FIRST},\n  {ROWS}"))
+    half, rows = load_family(path)
+    assert half.name == ("kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_7x7_stride1_tile8x16_t4x4_c32"
+                         "_s3_tma_cta128")
+    assert rows.name == half.name + "_rows"
+    assert (half.accumulator, half.arch, half.includes) == ("f16", 90, ("depthwise_half.h",))
+    assert verify_tolerance(half) == verify_tolerance(rows) == VERIFY_TOLERANCE["f16"] > VERIFY_TOLERANCE["f32"]
+    # the fp32 sums of each row take two registers an output pair more
+    assert rows.registers() == half.registers() + 2 * 4 * 4
+    # the tile and the stages are the fp32 tensor-copy kernel's: 3 stages of a 14 x 22 window, the taps once
+    assert half.tile_columns() == 16 and half.shared_bytes() == 3 * 14 * 22 * 4 * 16 + 49 * 4 * 16
+
+
+def test_a_kernel_serves_the_depthwise_layers_of_its_filter_and_stride():
+    kernel = next(k for k in load_family(SPEC) if (k.filter, k.stride) == (5, 2))
+
+    def layer(c=144, k=144, r=5, stride=2, dilation=1):
+        return Conv2dProblem(32, 56, 56, c, k, r, r, r // 2, r // 2, stride, stride, dilation, dilation, groups=c)
+
+    assert serves(kernel, layer()) is None
+    assert serves(kernel, layer(stride=1)) == "built for 5x5 filters, stride 2"
+    assert serves(kernel, layer(r=3)) == "built for 5x5 filters, stride 2"
+    assert serves(kernel, layer(dilation=2)) == "built for dilation 1"
+    assert serves(kernel, layer(c=36, k=36)) == "C must be a multiple of 8"
+    assert serves(kernel, layer(k=288)) == "a depthwise kernel: needs groups = C = K"
+
+
+def test_accumulate_f32_keeps_the_fp16_sums_out_of_the_build_and_the_header(tmp_path):
+    """`scons candidates` of a 7x7 depthwise layer proposes every kernel of this family (the model
+    has no rows of it); with ACCUMULATE=f32 none, and the fp32 depthwise kernels still."""
+    import shutil
+    import subprocess
+    import sys
+
+    workloads = tmp_path / "dw.txt"
+    workloads.write_text("conv2d_fprop n=32 h=56 w=56 c=96 k=96 r=7 s=7 pad=3 stride=1 groups=96\n")
+    proposed = {}
+    for accumulate in ("", "f32"):
+        build = tmp_path / f"build{accumulate}"
+        out = subprocess.run([sys.executable, shutil.which("scons"), "-Q", "candidates", f"WORKLOADS={workloads}",
+                              f"BUILD={build}", f"ACCUMULATE={accumulate}"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        proposed[accumulate] = set((build / "candidates.txt").read_text().split())
+    half = {k.name for k in load_family(SPEC) if (k.filter, k.stride) == (7, 1)}
+    assert half <= proposed[""] and not half & proposed["f32"]
+    assert any("_dwconv_f16nhwc_" in name for name in proposed["f32"]), "the fp32 depthwise kernels"
+
+
+@requires_nvcc
+def test_a_kernel_of_each_sums_compiles_as_the_profiler_builds_it(tmp_path):
+    kernels = load_family(SPEC)
+    assert_kernels_compile(tmp_path, [next(k for k in kernels if k.sums == s) for s in ("f16", "rows")])
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
+    """Within 5e-3 (fp16 sums of 49 products of operands in [-1, 1): about 1e-3 relative L2 error),
+    where the profiler's own check allows fp16 accumulation's 2e-2."""
+    kernels = {k.name: k for k in load_family(SPEC)}
+    for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm90_simt_dwconv_half2_*"):
+        assert_served_rows_verify(problem, frame, kernels, limit=5e-3)
