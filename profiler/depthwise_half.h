@@ -17,10 +17,15 @@
 // The taps take half the registers (49 for 7x7, two channels a register), so a thread may compute
 // more outputs than an fp32 kernel's at the same occupancy.
 //
-// kernelgen::DepthwiseHalf<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, SUMS> is a kernel type for
-// DepthwiseOperation (depthwise_adapter.h), as kernelgen::DepthwiseTma is.
+// With PDL, a kernel is launched as a programmatic dependent of the kernel before it
+// (dependent_kernel.h): its CTAs set up their barriers while that kernel finishes, and wait for it
+// before they load taps or windows or store outputs.
+//
+// kernelgen::DepthwiseHalf<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, SUMS, PDL> is a kernel type
+// for DepthwiseOperation (depthwise_adapter.h), as kernelgen::DepthwiseTma is.
 #pragma once
 
+#include "dependent_kernel.h"
 #include "depthwise_tma.h"
 
 namespace kernelgen {
@@ -28,7 +33,7 @@ namespace depthwise {
 
 enum class Sums { kHalf = 0, kRows = 1 };
 
-template <int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int THREADS, Sums SUMS>
+template <int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int THREADS, Sums SUMS, bool PDL>
 __global__ void __launch_bounds__(THREADS, (TmaTile<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS>::kMinCtas))
     depthwise_half_kernel(Conv2dProblem p, RunTiling tiling, const __grid_constant__ CUtensorMap input,
                           const __half* __restrict__ w, __half* __restrict__ y) {
@@ -64,6 +69,7 @@ __global__ void __launch_bounds__(THREADS, (TmaTile<R, S, Stride, TP, TPT, TQ, C
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&input)) : "memory");
   }
   __syncthreads();
+  if constexpr (PDL) pdl::wait_then_release();  // the kernel before it has written the input
 
   // Item `item`'s window into stage `stage` (by thread 0; nothing past the run).
   auto fetch = [&](int item, int stage) {
@@ -164,12 +170,13 @@ __global__ void __launch_bounds__(THREADS, (TmaTile<R, S, Stride, TP, TPT, TQ, C
 }  // namespace depthwise
 
 template <int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int THREADS = 256,
-          depthwise::Sums SUMS = depthwise::Sums::kHalf>
+          depthwise::Sums SUMS = depthwise::Sums::kHalf, bool PDL = false>
 struct DepthwiseHalf {
   using Shape = depthwise::TmaTile<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS>;
   using Layout = DepthwiseTma<__half, R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS>;  // what it serves
 
-  static constexpr auto kernel = depthwise::depthwise_half_kernel<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, SUMS>;
+  static constexpr auto kernel =
+      depthwise::depthwise_half_kernel<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, SUMS, PDL>;
 
   static std::string can_implement(const Conv2dProblem& p, int groups) { return Layout::can_implement(p, groups); }
 
@@ -218,7 +225,11 @@ struct DepthwiseHalf {
       kernel<<<0, THREADS, 0, stream>>>(p, tiling, map, w, static_cast<__half*>(b.y));
       return;
     }
-    kernel<<<grid, THREADS, Shape::kBytes, stream>>>(p, tiling, map, w, static_cast<__half*>(b.y));
+    if constexpr (PDL) {
+      pdl::launch(kernel, dim3(grid), dim3(THREADS), Shape::kBytes, stream, p, tiling, map, w, static_cast<__half*>(b.y));
+    } else {
+      kernel<<<grid, THREADS, Shape::kBytes, stream>>>(p, tiling, map, w, static_cast<__half*>(b.y));
+    }
   }
 };
 

@@ -32,6 +32,7 @@ kernels = [
 @pytest.mark.parametrize("entry, key, message", [
     (FIRST.replace(" }", ', sums = "f32" }'), "sums", "'f32'"),
     (FIRST.replace(" }", ', loader = "tma" }'), "loader", "unknown key"),
+    (FIRST.replace(" }", ', launch = "graph" }'), "launch", "'graph'"),
     (FIRST.replace("columns = 4", "columns = 8").replace("thread_rows = 4", "thread_rows = 8"), "columns",
      "need about 171 registers a thread, more than 168"),
     (FIRST.replace("rows = 8, thread_rows = 4", "rows = 16, thread_rows = 1"), "rows",
@@ -57,11 +58,11 @@ def test_a_family_of_other_types_is_refused(tmp_path, key, value, message):
 
 def test_the_name_says_fp16_sums_and_the_tolerance_is_fp16_accumulations(tmp_path):
     path = tmp_path / "family.toml"
-    path.write_text(FAMILY.replace(FIRST, f"{FIRST},\n  {ROWS}"))
-    half, rows = load_family(path)
+    path.write_text(FAMILY.replace(FIRST, f"{FIRST},\n  {ROWS},\n  {ROWS[:-2]}, launch = \"pdl\" }}"))
+    half, rows, dependent = load_family(path)
     assert half.name == ("kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_7x7_stride1_tile8x16_t4x4_c32"
                          "_s3_tma_cta128")
-    assert rows.name == half.name + "_rows"
+    assert rows.name == half.name + "_rows" and dependent.name == rows.name + "_pdl"
     assert (half.accumulator, half.arch, half.includes) == ("f16", 90, ("depthwise_half.h",))
     assert verify_tolerance(half) == verify_tolerance(rows) == VERIFY_TOLERANCE["f16"] > VERIFY_TOLERANCE["f32"]
     # the fp32 sums of each row take two registers an output pair more
@@ -107,9 +108,23 @@ def test_accumulate_f32_keeps_the_fp16_sums_out_of_the_build_and_the_header(tmp_
 
 
 @requires_nvcc
-def test_a_kernel_of_each_sums_compiles_as_the_profiler_builds_it(tmp_path):
+def test_a_kernel_of_each_sums_and_launch_compiles_as_the_profiler_builds_it(tmp_path):
     kernels = load_family(SPEC)
-    assert_kernels_compile(tmp_path, [next(k for k in kernels if k.sums == s) for s in ("f16", "rows")])
+    assert_kernels_compile(tmp_path, [next(k for k in kernels if (k.sums, k.launch) == (s, launch))
+                                      for s, launch in (("f16", "stream"), ("rows", "pdl"))])
+
+
+def test_a_dependent_launch_renders_its_kernel_type_with_pdl_and_the_cost_model_tells_it_apart():
+    from kernelgen import cost_model, render
+
+    kernels = load_family(SPEC)
+    plain = kernels[0]
+    dependent = next(k for k in kernels if k.launch == "pdl" and k.values() == {**plain.values(), "launch": "pdl"})
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    assert render.type_definition(templates, dependent).rstrip().endswith("kernelgen::depthwise::Sums::kHalf, true>;")
+    assert render.type_definition(templates, plain).rstrip().endswith("kernelgen::depthwise::Sums::kHalf, false>;")
+    attributes = set(cost_model._kernel_attributes_of(dependent)) ^ set(cost_model._kernel_attributes_of(plain))
+    assert attributes == {"launch=pdl", "launch=stream", "DepthwiseHalf:launch=pdl", "DepthwiseHalf:launch=stream"}
 
 
 @requires_gpu

@@ -40,12 +40,18 @@ def test_catalog_holds_each_family():
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
-    assert len(pdl) == 14 and all("_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",)
-                                  and "dependent_launch.h" in k.includes for k in pdl)
+    own = [k for k in pdl if k.family == "depthwise_half"]  # this project's kernels: profiler/dependent_kernel.h
+    assert len(pdl) == 27 and len(own) == 13 and all(
+        "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
+        for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
     for k in pdl:  # each beside the same kernel launched plainly
         twin = by_name[k.name.replace("_pdl", "")]
-        assert twin.launch == "stream" and twin.defines == () and "dependent_launch.h" not in twin.includes
+        assert twin.launch == "stream"
+        if k in own:
+            assert twin.includes == k.includes and twin.values() == {**k.values(), "launch": "stream"}
+        else:
+            assert twin.defines == () and "dependent_launch.h" not in twin.includes
 
     halo = [k for k in kernels if k.family == "conv2d_fprop_sm90_halo"]
     assert [(k.width, k.rows, k.pixels) for k in halo] == [(56, 4, 232)]
@@ -90,7 +96,7 @@ def test_catalog_holds_each_family():
     dw_mma = [k for k in kernels if k.family == "depthwise_mma"]
     assert len(dw_mma) == 11 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
     dw_half = [k for k in kernels if k.family == "depthwise_half"]
-    assert len(dw_half) == 13 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
+    assert len(dw_half) == 26 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
         ("conv2d_fprop_grouped", 90, "f16", "tma")}
     assert all(k.accumulator == "f32" for k in kernels if k not in dw_half), "fp16 sums: the half2 kernels alone"
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
@@ -183,8 +189,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 639
-    assert len(select(kernels, "*", parse_arch("90"))) == 453, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 652
+    assert len(select(kernels, "*", parse_arch("90"))) == 466, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 401
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",

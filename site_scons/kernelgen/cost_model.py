@@ -55,6 +55,7 @@ from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
+from .families.depthwise_half import DepthwiseHalf
 from .families.depthwise_mma import DepthwiseMma
 from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.common import DirectKernel
@@ -522,6 +523,9 @@ def _kernel_attributes_of(kernel) -> list:
                 f"{name}:thread={kernel.thread_rows}x{kernel.columns}", f"{name}:stages={kernel.stages}"]
         if kernel.loader == "tma":
             out += [f"{name}:loader=tma", f"{name}:threads={kernel.threads}"]
+        if isinstance(kernel, DepthwiseHalf):
+            # what a programmatic dependent launch saves, shared with the CUTLASS kernels of it
+            out += [f"launch={kernel.launch}", f"{name}:launch={kernel.launch}"]
     if isinstance(kernel, DepthwiseMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}x{8 * kernel.channel_vectors}",
                 f"{name}:threads={kernel.threads}", f"{name}:stages={kernel.stages}"]

@@ -5,11 +5,15 @@ fp16 in and out, whose threads compute their two channels as one ``__half2`` by 
 window as shared memory holds it: half the multiply-add instructions of the fp32 kernels and no
 conversions, for the 5x5 and 7x7 layers that fp32 multiply-adds bind.
 
-An entry takes depthwise.py's keys but ``loader`` (always ``"tma"``), and ``sums``: ``"f16"``
-(every product added in fp16) or ``"rows"`` (each filter row's products in fp16, the rows in fp32).
+An entry takes depthwise.py's keys but ``loader`` (always ``"tma"``), ``sums``: ``"f16"``
+(every product added in fp16) or ``"rows"`` (each filter row's products in fp16, the rows in fp32),
+and ``launch``: ``"stream"`` or ``"pdl"`` (a programmatic dependent launch,
+profiler/dependent_kernel.h: its CTAs set up while the kernel before it finishes, and wait for it
+before they touch global memory).
 The family's accumulator is f16 either way, and so is its tolerance (vocab.VERIFY_TOLERANCE). Names
 read ``kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_<filter>_..._tma``, ``_rows``
-where the rows are summed in fp32. What depthwise.py's kernels cannot serve, these cannot.
+where the rows are summed in fp32, ``_pdl`` for a programmatic dependent launch. What
+depthwise.py's kernels cannot serve, these cannot.
 """
 
 from dataclasses import dataclass
@@ -23,16 +27,19 @@ KIND = "depthwise_half"
 TEMPLATE = "depthwise_half.mako"
 TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
 SUMS = ("f16", "rows")
+LAUNCHES = ("stream", "pdl")
 BASE_REGISTERS = 44  # pointers, indices, the run's bounds
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((*(k for k in DEPTHWISE_ENTRY.keys if k.name != "loader"),
-                 S.Key("sums", S.choice({s: None for s in SUMS}), default="f16")))
+                 S.Key("sums", S.choice({s: None for s in SUMS}), default="f16"),
+                 S.Key("launch", S.choice({s: None for s in LAUNCHES}), default="stream")))
 
 
 @dataclass(frozen=True)
 class DepthwiseHalf(Depthwise):
     sums: str = "f16"  # "rows": each filter row's products in fp16, the rows in fp32
+    launch: str = "stream"  # "pdl": a programmatic dependent launch (profiler/dependent_kernel.h)
     loader: str = "tma"
     accumulator = "f16"
 
@@ -44,7 +51,7 @@ class DepthwiseHalf(Depthwise):
         return (f"kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_{self.filter}x{self.filter}"
                 f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
                 f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
-                + ("_rows" if self.sums == "rows" else ""))
+                + ("_rows" if self.sums == "rows" else "") + ("_pdl" if self.launch == "pdl" else ""))
 
     def registers(self) -> int:
         """A thread's registers, about: its TPT x TQ sums of two channels (one register each; and
@@ -57,7 +64,7 @@ class DepthwiseHalf(Depthwise):
         return sums + self.filter ** 2 + window + BASE_REGISTERS
 
     def values(self) -> dict:
-        return {**super().values(), "sums": self.sums}
+        return {**super().values(), "sums": self.sums, "launch": self.launch}
 
 
 def expand(path, raw: dict) -> list:
