@@ -7,7 +7,11 @@
 // tiles (RegNetY-800MF's 112x112 and 56x56 ones at batch 32) its SM's memory idles while it
 // computes, two CTAs a SM as their registers allow.
 //
-// kernelgen::GroupedMmaSpreadPipelined<T, CG, Stride, TP, TQ, Parity, Units> is a kernel type for
+// With PDL, a kernel is launched as a programmatic dependent of the kernel before it
+// (dependent_kernel.h, sm_90): its CTAs are scheduled while that kernel finishes and wait for it
+// before they load their first window.
+//
+// kernelgen::GroupedMmaSpreadPipelined<T, CG, Stride, TP, TQ, Parity, Units, PDL> is a kernel type for
 // DepthwiseOperation (depthwise_adapter.h): C a multiple of the slice, two windows of it within
 // 227 KiB.
 #pragma once
@@ -15,13 +19,14 @@
 #include <algorithm>
 #include <string>
 
+#include "dependent_kernel.h"
 #include "grouped_mma_pipelined.h"
 #include "grouped_mma_spread.h"
 
 namespace kernelgen {
 namespace grouped_mma {
 
-template <typename T, int CG, int Stride, int TP, int TQ, bool Parity, int Units>
+template <typename T, int CG, int Stride, int TP, int TQ, bool Parity, int Units, bool PDL>
 __global__ void __launch_bounds__(256) grouped_mma_spread_pipelined_kernel(Conv2dProblem L, int P, int Q,
                                                                            const T* __restrict__ x,
                                                                            const T* __restrict__ w,
@@ -36,6 +41,7 @@ __global__ void __launch_bounds__(256) grouped_mma_spread_pipelined_kernel(Conv2
   const int tiles = L.n * per_image, c0 = kSlice * int(blockIdx.y);
   int t = int(blockIdx.x);
   if (t >= tiles) return;
+  if constexpr (PDL) pdl::wait_then_release();  // the kernel before it has written the input
   // tile t's window into `buffer`, as one cp.async group
   auto load = [&](int tile, unsigned char* buffer) {
     const int n = tile / per_image, p0 = (tile % per_image) / tiles_q * TP, q0 = tile % tiles_q * TQ;
@@ -92,7 +98,7 @@ __global__ void __launch_bounds__(256) grouped_mma_spread_pipelined_kernel(Conv2
 
 }  // namespace grouped_mma
 
-template <typename T, int CG, int Stride, int TP, int TQ, bool Parity, int Units>
+template <typename T, int CG, int Stride, int TP, int TQ, bool Parity, int Units, bool PDL = false>
 struct GroupedMmaSpreadPipelined {
   using Win = grouped_mma::Window<Stride, TP, TQ, Parity>;
   static constexpr int kGroupChannels = CG, kStride = Stride, kRows = TP, kColumns = TQ;
@@ -113,7 +119,7 @@ struct GroupedMmaSpreadPipelined {
   // The kernel's two windows of shared memory set up once; the CTAs the GPU holds at once (the
   // `ctas` a launch is given); 0 with a reason in `why` if the device cannot run it.
   static int configure(std::string& why) {
-    const auto kernel = grouped_mma::grouped_mma_spread_pipelined_kernel<T, CG, Stride, TP, TQ, Parity, Units>;
+    const auto kernel = grouped_mma::grouped_mma_spread_pipelined_kernel<T, CG, Stride, TP, TQ, Parity, Units, PDL>;
     int device = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
@@ -138,9 +144,14 @@ struct GroupedMmaSpreadPipelined {
     const long long tiles = (long long)p.n * ((p.p() + TP - 1) / TP) * ((p.q() + TQ - 1) / TQ);
     const long long per_slice = std::max(1LL, std::min(tiles, (long long)ctas / splits));
     if (tiles == 0 || splits == 0) return;
-    grouped_mma::grouped_mma_spread_pipelined_kernel<T, CG, Stride, TP, TQ, Parity, Units>
-        <<<dim3(unsigned(per_slice), unsigned(splits)), 256, size_t(Stages::kShared), stream>>>(
-            p, p.p(), p.q(), static_cast<const T*>(b.x), static_cast<const T*>(b.w), static_cast<T*>(b.y));
+    const auto kernel = grouped_mma::grouped_mma_spread_pipelined_kernel<T, CG, Stride, TP, TQ, Parity, Units, PDL>;
+    const dim3 grid{unsigned(per_slice), unsigned(splits)};
+    const auto x = static_cast<const T*>(b.x), w = static_cast<const T*>(b.w);
+    if constexpr (PDL) {
+      pdl::launch(kernel, grid, dim3(256), size_t(Stages::kShared), stream, p, p.p(), p.q(), x, w, static_cast<T*>(b.y));
+    } else {
+      kernel<<<grid, 256, size_t(Stages::kShared), stream>>>(p, p.p(), p.q(), x, w, static_cast<T*>(b.y));
+    }
   }
 };
 

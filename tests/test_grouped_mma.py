@@ -47,6 +47,9 @@ kernels = [
      "a spread kernel's slice is its units"),
     ("channels_per_group = 8", 'channels_per_group = 24, schedule = "spread", units = 2', "units",
      "a slice of 2 units of 8 output channels is not whole groups of 24"),
+    ("columns = 16", 'columns = 16, launch = "graph"', "launch", "'graph' is not one of"),
+    ("columns = 16", 'columns = 16, launch = "pdl"', "launch",
+     "a programmatic dependent launch is the spread_pipelined schedule's"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
     path = tmp_path / "family.toml"
@@ -117,6 +120,31 @@ def test_a_pipelined_spread_kernel_keeps_the_spread_slice_in_two_windows(tmp_pat
     assert serves(kernel, regnet) is None and kernel.slice(regnet, 132) == 64
     assert serves(kernel, Conv2dProblem(32, 56, 56, 144, 144, 3, 3, 1, 1, 2, 2, groups=9)) == \
         "C must be a multiple of the slice of 64 channels"
+
+
+def test_a_dependent_launch_is_an_sm90_twin_of_a_pipelined_spread_kernel(tmp_path):
+    from kernelgen import cost_model, render
+
+    entry = '{ channels_per_group = 16, stride = 1, rows = 4, columns = 8, schedule = "spread_pipelined", units = 7 }'
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, f'{entry},\n  {entry[:-2]}, launch = "pdl" }}'))
+    plain, dependent = load_family(path)
+    assert dependent.name == plain.name.replace("kernelgen_sm80_", "kernelgen_sm90_") + "_pdl"
+    assert (plain.arch, dependent.arch) == (80, 90) and dependent.includes == plain.includes
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    assert render.type_definition(templates, dependent).rstrip().endswith(", 7, true>;")
+    assert render.type_definition(templates, plain).rstrip().endswith(", 7>;")
+    layer = Conv2dProblem(32, 7, 7, 784, 784, 3, 3, 1, 1, groups=49)  # RegNetY-800MF's last
+    assert serves(plain, layer) is None and serves(dependent, layer) is None
+    assert set(cost_model._kernel_attributes_of(dependent)) ^ set(cost_model._kernel_attributes_of(plain)) == {
+        "launch=pdl", "launch=stream", "GroupedMma:launch=pdl", "GroupedMma:launch=stream"}
+
+
+@requires_nvcc
+def test_a_dependent_pipelined_spread_kernel_compiles_as_the_profiler_builds_it(tmp_path):
+    from conftest import assert_kernels_compile
+
+    assert_kernels_compile(tmp_path, [next(k for k in load_family(SPEC) if k.launch == "pdl")])
 
 
 def _kernel(cg, stride, rows=None, columns=16):

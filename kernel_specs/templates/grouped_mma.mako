@@ -3,10 +3,11 @@
 ## slice: the most channels a CTA computes, None for all C: profiler/grouped_mma_sliced.h;
 ## pipelined: persistent CTAs of a slice, two windows: profiler/grouped_mma_pipelined.h; units: a
 ## spread kernel's units of output channels a CTA, None for the others: profiler/grouped_mma_spread.h,
-## with pipelined: on persistent CTAs, profiler/grouped_mma_spread_pipelined.h).
+## with pipelined: on persistent CTAs, profiler/grouped_mma_spread_pipelined.h; pdl: those launched as
+## programmatic dependents, profiler/dependent_kernel.h).
 % if v["units"] is not None and v["pipelined"]:
-// Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}, persistent CTAs of ${v["units"]} units of output channels, two windows: ${name}
-using ${name} = kernelgen::GroupedMmaSpreadPipelined<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}, ${"true" if v["parity"] else "false"}, ${v["units"]}>;
+// Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}, persistent CTAs of ${v["units"]} units of output channels, two windows${", a programmatic dependent launch" if v["pdl"] else ""}: ${name}
+using ${name} = kernelgen::GroupedMmaSpreadPipelined<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}, ${"true" if v["parity"] else "false"}, ${v["units"]}${", true" if v["pdl"] else ""}>;
 % elif v["units"] is not None:
 // Grouped 3x3 stride ${v["stride"]}, ${v["channels_per_group"]} channels a group, tiles of ${v["rows"]} output rows by ${v["columns"]} columns${", the window split by column parity" if v["parity"] else ""}, ${v["units"]} units of output channels a CTA: ${name}
 using ${name} = kernelgen::GroupedMmaSpread<${v["element"]}, ${v["channels_per_group"]}, ${v["stride"]}, ${v["rows"]}, ${v["columns"]}, ${"true" if v["parity"] else "false"}, ${v["units"]}>;

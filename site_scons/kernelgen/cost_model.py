@@ -523,9 +523,6 @@ def _kernel_attributes_of(kernel) -> list:
                 f"{name}:thread={kernel.thread_rows}x{kernel.columns}", f"{name}:stages={kernel.stages}"]
         if kernel.loader == "tma":
             out += [f"{name}:loader=tma", f"{name}:threads={kernel.threads}"]
-        if isinstance(kernel, DepthwiseHalf):
-            # what a programmatic dependent launch saves, shared with the CUTLASS kernels of it
-            out += [f"launch={kernel.launch}", f"{name}:launch={kernel.launch}"]
     if isinstance(kernel, DepthwiseMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}x{8 * kernel.channel_vectors}",
                 f"{name}:threads={kernel.threads}", f"{name}:stages={kernel.stages}"]
@@ -543,6 +540,9 @@ def _kernel_attributes_of(kernel) -> list:
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
                 f"{name}:schedule={kernel.schedule}"]
+    if isinstance(kernel, (GroupedMma, DepthwiseHalf)):
+        # what a programmatic dependent launch saves, shared with the CUTLASS kernels of it
+        out += [f"launch={kernel.launch}", f"{name}:launch={kernel.launch}"]
     if getattr(kernel, "fusion", ""):
         # what an epilogue costs, by the kernels weighed alike: a class of no fused rows (RetinaNet's
         # fused transposed kernels, held out) takes what it costs the GEMM kernels of its schedule

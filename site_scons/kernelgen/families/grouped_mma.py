@@ -17,7 +17,10 @@ into a second buffer while they compute, profiler/grouped_mma_pipelined.h; "spre
 (1 to 8): a CTA a tile and a slice of exactly that many units of output channels, warps sharing a
 unit where the slice has fewer than 8, profiler/grouped_mma_spread.h: layers of 9, 20 or 49 units,
 which the other schedules never cut; "spread_pipelined", with ``units``: those slices on the
-pipelined schedule's persistent CTAs, profiler/grouped_mma_spread_pipelined.h). Other
+pipelined schedule's persistent CTAs, profiler/grouped_mma_spread_pipelined.h), and for those
+``launch`` ("stream", or "pdl": a programmatic dependent launch, profiler/dependent_kernel.h, sm_90:
+its CTAs scheduled while the kernel before it finishes, waiting for it before they load; named
+``kernelgen_sm90_..._pdl``). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -47,6 +50,7 @@ ENTRY = S.Table((
     S.Key("schedule", S.choice({"tile": None, "pipelined": None, "spread": None, "spread_pipelined": None}),
           default="tile"),
     S.Key("units", S.one_of(tuple(range(1, 9))), default=None),
+    S.Key("launch", S.choice({"stream": None, "pdl": None}), default="stream"),
 ))
 
 
@@ -64,8 +68,14 @@ class GroupedMma(GroupedKernel):
     # "spread": a CTA a tile and a slice of ``units`` units; "spread_pipelined": those slices on
     # persistent CTAs, two windows
     units: int | None = None  # the units of output channels a CTA computes (the spread schedules)
+    launch: str = "stream"  # "pdl": a programmatic dependent launch (spread_pipelined; sm_90)
 
     template = TEMPLATE
+
+    @property
+    def arch(self) -> int:
+        """80 (mma.sync); 90 for a programmatic dependent launch (griddepcontrol)."""
+        return 90 if self.launch == "pdl" else 80
 
     @property
     def includes(self) -> tuple:
@@ -86,12 +96,12 @@ class GroupedMma(GroupedKernel):
     @cached_property
     def name(self) -> str:
         t = self.element
-        return (f"kernelgen_sm80_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
+        return (f"kernelgen_sm{self.arch}_tensorop_gconv_{t}nhwc_{t}nhwc_f32_{t}nhwc_g{self.channels_per_group}_3x3"
                 f"_stride{self.stride}_tile{self.rows}x{self.columns}" + ("_parity" if self.window == "parity" else "")
                 + ("" if self.max_channels is None else f"_slice{self.max_channels}")
                 + ("_pipelined" if self.schedule == "pipelined" else "")
                 + ("" if self.units is None else f"_units{self.units}")
-                + ("_pipelined" if self.schedule == "spread_pipelined" else ""))
+                + ("_pipelined" if self.schedule == "spread_pipelined" else "") + ("_pdl" if self.launch == "pdl" else ""))
 
     def registers(self) -> int:
         """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
@@ -175,7 +185,7 @@ class GroupedMma(GroupedKernel):
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
                 "slice": self.max_channels, "pipelined": self.buffers == 2,
-                "units": self.units}
+                "units": self.units, "pdl": self.launch == "pdl"}
 
 
 def check(path, entry, kernel) -> None:
@@ -196,6 +206,8 @@ def check(path, entry, kernel) -> None:
         if slice_ % kernel.channels_per_group:
             raise SpecError(path, f"a slice of {kernel.units} units of {unit // 8} output channels is not whole groups "
                             f"of {kernel.channels_per_group}", entry, "units")
+    if kernel.launch == "pdl" and kernel.schedule != "spread_pipelined":
+        raise SpecError(path, "a programmatic dependent launch is the spread_pipelined schedule's", entry, "launch")
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
         raise SpecError(path, "a pipelined kernel computes a slice of max_channels: name it", entry, "schedule")
     if kernel.buffers == 2:
