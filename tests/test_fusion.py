@@ -80,6 +80,31 @@ def test_a_kernel_of_epilogue_optional_relu_serves_the_epilogues_of_bias_add_and
     assert (serves(fusion.fused(plain, "bias+relu"), layer) is None) == (epilogue == "bias+relu")
 
 
+def test_every_fused_kernel_a_profile_would_run_on_a_layer_computes_that_layers_epilogue():
+    """What a profile runs a kernel on (``ops.serves``: the manifest's op against the layer's kernel
+    ops) never asks a fused kernel for an epilogue it does not compute: its own, or of an optional_relu
+    kernel one of bias, add and ReLU whose residual it reads if the layer adds one. Over every fusible
+    kernel of the catalog, with and without C, fused for each epilogue, against layers of each."""
+    from kernelgen.ops.common import OPTIONAL_RELU, optional_relu_computes
+
+    plain = [k for k in CATALOG if fusion.fusible(k)]
+    plain += [replace(k, source="void" if fusion.reads_c(k) else None) for k in plain if hasattr(k, "source")]
+    epilogues = ("bias", "relu", "bias+relu", "add", "bias+add", "bias+add+relu", "bias+gelu", "bias+silu",
+                 "bias+relu+add", OPTIONAL_RELU)
+    kernels = [fusion.fused(k, e) for k in plain for e in epilogues if fusion.refuses(e) is None]
+    run = 0
+    for epilogue in epilogues[:-1]:
+        for layer in (Conv2dProblem(**POINTWISE, epilogue=epilogue), GemmProblem(m=64, n=256, k=128, epilogue=epilogue)):
+            for k in kernels:
+                if not serves_op(k, layer):
+                    continue
+                run += 1
+                computes = k.fusion == epilogue or (k.fusion == OPTIONAL_RELU and optional_relu_computes(epilogue)
+                                                    and (fusion.reads_c(k) or not fusion.adds(epilogue)))
+                assert computes, (k.name, layer.name)
+    assert run > 1000
+
+
 def test_a_kernel_of_epilogue_optional_relu_takes_its_relu_at_launch_and_keeps_its_source_operand():
     plain = first(GemmSm90, element="f16", source="void", scheduler="default", store_stages=None)
     optional, with_c = fusion.fused(plain, "optional_relu"), fusion.fused(replace(plain, source=None), "optional_relu")
