@@ -59,5 +59,6 @@ def main() -> int:
               f"| {kernels:,} ({sm90:,}) |", flush=True)
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

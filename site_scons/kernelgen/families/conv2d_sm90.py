@@ -9,7 +9,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from ..fusion import fused_adapter, fusion_cpp, includes as fused_includes
+from ..fusion import fused_adapter, fusion_cpp, includes as fused_includes, reads_c
 from ..ops.common import epilogue_suffix, fused_op
 from ..targets import TARGETS
 from ..vocab import DATA_TYPES
@@ -77,7 +77,7 @@ class Conv2dFpropSm90:
     @property
     def op(self) -> str:
         """``kernel_op``, and a fused kernel's epilogue: ``<op>:<epilogue>`` (ops.common.fused_op)."""
-        return fused_op(self.kernel_op, self.fusion, getattr(self, "source", None) != "void")
+        return fused_op(self.kernel_op, self.fusion, reads_c(self))
 
     @property
     def includes(self) -> tuple:
