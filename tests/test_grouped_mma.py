@@ -297,7 +297,8 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
 # 128 or more channels of 8, 256 or more of 16 and 32, 1024 or more of 64, 768 of 24), an odd
 # number of output rows for the tiles of 8 columns (two rows a 16-pixel tile); groups of 16 in 7, 9
 # and 5 units (the spread kernels of 7, 1, 3 and 5 units a CTA); 48 and 56 channels a group (6 and 7
-# units a group, the spread slice one group); and 12 channels a group (refused).
+# units a group, the spread slice one group); 7 and 15 groups of 8 (spread slices of 1 and 7, and 1, 3
+# and 5 groups); and 12 channels a group (refused).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -324,6 +325,8 @@ LAYERS = [
     "n=1 h=7 w=19 c=192 k=192 r=3 s=3 pad=1 stride=2 groups=4",
     "n=2 h=7 w=7 c=112 k=112 r=3 s=3 pad=1 stride=1 groups=2",
     "n=1 h=9 w=11 c=168 k=168 r=3 s=3 pad=1 stride=2 groups=3",
+    "n=2 h=7 w=7 c=56 k=56 r=3 s=3 pad=1 stride=1 groups=7",
+    "n=1 h=11 w=14 c=120 k=120 r=3 s=3 pad=1 stride=2 groups=15",
 ]
 
 
