@@ -259,6 +259,24 @@ def test_a_grouped_cta_is_counted_by_its_busiest_warp(catalog):
     assert b[mma] / b[3] == pytest.approx(8 * per_unit / 2), "4 units, 2 warps a unit: 2 pixel tiles each"
 
 
+def test_a_grouped_cta_a_tile_counts_the_units_its_warps_load_in_turn(catalog):
+    """A grouped_mma CTA a tile walks each warp's units in turn, loading each one's filter: on
+    RegNetY-400MF's 7x7 layer of 55 groups of 8 a warp walks 7 of them (the "iterations" feature,
+    7 a wave), where a spread pipelined kernel loads its warp's one unit once (1 a wave)."""
+    iterations, tiles = cost_model.FEATURES.index("iterations"), cost_model.FEATURES.index("tiles")
+    def named(suffix):
+        return next(k for k in catalog.values() if k.name.endswith(suffix))
+    layer = Conv2dProblem(32, 7, 7, 440, 440, 3, 3, 1, 1, groups=55)
+    tile, spread = named("_g8_3x3_stride1_tile1x16"), named("_g8_3x3_stride1_tile4x8_units5_pipelined_pdl")
+    assert tile.slice(layer, 132) == 440
+    a, b = cost_model.features(tile, layer, 132), cost_model.features(spread, layer, 132)
+    waves_a = a[tiles] / cost_model._resident(256, tile.window_bytes(440), tile.registers())
+    assert a[iterations] == 7 * waves_a
+    assert b[iterations] == b[tiles] / cost_model._resident(256, 2 * spread.window_bytes(40), spread.registers())
+    depthwise = next(k for k in catalog.values() if type(k).__name__ == "Depthwise" and k.element == "f16")
+    assert cost_model.features(depthwise, Conv2dProblem(32, 7, 7, 440, 440, 3, 3, 1, 1, groups=440), 132)[iterations] == 0
+
+
 def test_a_depthwise_kernel_of_128_threads_counts_the_ctas_a_sm_holds(catalog):
     """A tensor-copy depthwise kernel of CTAs of 128 threads (7x7, 162 registers a thread, 62 KB of
     shared memory) runs three a SM, where a CTA of 256 threads at those registers runs alone: the
