@@ -55,7 +55,8 @@ def test_the_committed_spec_builds_a_handful_of_tiles_with_procedural_names():
         ("im2col", (64, 64), (2, 2), 256, None, 4), ("im2col", (128, 32), (4, 1), 256, None, 4),
         ("im2col", (128, 128), (2, 4), 256, None, 2), ("im2col", (64, 32), (2, 2), 768, None, 2),
         ("rows", (256, 64), (8, 1), 224, 3072, 2), ("rows", (256, 64), (4, 2), 224, 3072, 2),
-        ("rows", (128, 32), (4, 1), 224, 2560, 4)]
+        ("rows", (128, 32), (4, 1), 224, 2560, 4), ("rows", (128, 16), (4, 1), 224, 2560, 4),
+        ("rows", (256, 16), (8, 1), 224, 3072, 2)]
     assert kernels[0].name == GOLDEN_KERNEL and kernels[6].name == GOLDEN_ROWS_KERNEL
     assert [k.name.startswith(PREFIX + "rows_") for k in kernels] == [k.mode == "rows" for k in kernels]
     assert all(k.name.startswith(PREFIX) for k in kernels)
