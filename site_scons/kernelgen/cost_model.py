@@ -395,7 +395,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     slice of them), one CTA each; a CUTLASS depthwise (DepthwiseCutlass) tile is ``tile`` pixels of
     ``groups`` channels, its window and taps loaded for each. A tile's work counts in full where it
     overhangs the layer."""
-    size = 2
+    size, chain = 2, 0  # chain: the units a grouped_mma warp walks in turn (the other kernels: none)
     if isinstance(kernel, Depthwise):
         tp, tq, tc = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
@@ -440,12 +440,9 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         # 400MF's 55 groups of 8 on 7x7 images, 7 units a warp: 0.029 ms measured where the counts
         # said 0.010). The other schedules load a warp's one unit once.
         chain = -(-(channels // out) // 8) if kernel.schedule == "tile" else 1
-        waves = math.ceil(tiles / (sms * per_sm))
-        return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
-                waves * per_sm, float(waves * chain), memory, 1.0]
     waves = math.ceil(tiles / (sms * per_sm))
     return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
-            waves * per_sm, 0.0, memory, 1.0]
+            waves * per_sm, float(waves * chain), memory, 1.0]
 
 
 def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> list:
