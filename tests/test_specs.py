@@ -42,7 +42,7 @@ def test_catalog_holds_each_family():
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
     own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma")]  # profiler/dependent_kernel.h
-    assert len(pdl) == 53 and len(own) == 39 and all(
+    assert len(pdl) == 75 and len(own) == 61 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
@@ -60,7 +60,7 @@ def test_catalog_holds_each_family():
     assert [(k.channels, k.stages) for k in pointwise] == [(128, 2), (64, 4)]
     assert all(k.element == k.output == "f16" for k in halo + pointwise)
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
-    assert len(few) == 9
+    assert len(few) == 11
     packed = [k for k in kernels if k.family == "conv2d_fprop_packed"]
     assert len(packed) == 5 and all(k.includes == ("conv_packed.h",) and "_packed_" in k.name for k in packed)
     rows_packed = [k for k in kernels if k.family == "conv2d_fprop_rows_packed"]
@@ -97,15 +97,17 @@ def test_catalog_holds_each_family():
     dw_mma = [k for k in kernels if k.family == "depthwise_mma"]
     assert len(dw_mma) == 11 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
     dw_half = [k for k in kernels if k.family == "depthwise_half"]
-    assert len(dw_half) == 26 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
+    assert len(dw_half) == 30 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
         ("conv2d_fprop_grouped", 90, "f16", "tma")}
     assert all(k.accumulator == "f32" for k in kernels if k not in dw_half), "fp16 sums: the half2 kernels alone"
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
-    assert len(tensor_grouped) == 198 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert len(tensor_grouped) == 244 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
         == [20, 22]
     sixteen = {(16, u) for u in (1, 2, 3, 4, 5, 7)}
-    for schedule, count, wide in (("spread", 38, {(48, 6), (56, 7)}), ("spread_pipelined", 62, set())):
+    eight = {(8, u) for u in (1, 2, 5)}
+    for schedule, count, wide in (("spread", 44, {(48, 6), (56, 7)} | eight),
+                                  ("spread_pipelined", 102, eight | {(8, 3), (8, 7)})):
         spread = [k for k in tensor_grouped if k.schedule == schedule]
         assert len(spread) == count and {(k.channels_per_group, k.units) for k in spread} == sixteen | wide
     assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {
@@ -190,9 +192,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 678
-    assert len(select(kernels, "*", parse_arch("90"))) == 492, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 401
+    assert len(select(kernels, "*", parse_arch("90a"))) == 730
+    assert len(select(kernels, "*", parse_arch("90"))) == 544, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 429
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
