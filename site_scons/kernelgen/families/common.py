@@ -27,6 +27,11 @@ def fixed_type_family(kind: str) -> S.Table:
     return S.Table((*family_keys(kind), S.Key("kernels", lambda v: v)))
 
 
+def every_entry_builds(path, entry, kernel) -> None:
+    """``expand_fixed_type_entries``'s check for a family whose every entry the schema takes builds:
+    nothing to refuse."""
+
+
 def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, types, check) -> list:
     """The kernels of a family whose kernels are written for fixed types: one ``cls(family=...,
     **entry)`` per entry of ``kernels``, refused by ``check(path, entry name, kernel)`` if the

@@ -15,7 +15,7 @@ elements or more are ``unsupported``.
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import SHARED_MEMORY, DirectKernel, expand_fixed_type_entries, fixed_type_family
+from .common import SHARED_MEMORY, DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family
 
 KIND = "depthwise_flat"
 TEMPLATE = "depthwise_flat.mako"
@@ -73,9 +73,5 @@ class DepthwiseFlat(DirectKernel):
                 "stride": self.stride}
 
 
-def check(path, entry, kernel) -> None:
-    """Every entry the schema takes builds."""
-
-
 def expand(path, raw: dict) -> list:
-    return expand_fixed_type_entries(DepthwiseFlat, FAMILY, ENTRY, path, raw, TYPES, check)
+    return expand_fixed_type_entries(DepthwiseFlat, FAMILY, ENTRY, path, raw, TYPES, every_entry_builds)

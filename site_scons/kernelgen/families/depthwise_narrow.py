@@ -13,7 +13,7 @@ a multiple of ``vector`` and a channel multiplier (K = m*C: grouped_direct.py) a
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import DirectKernel, expand_fixed_type_entries, fixed_type_family
+from .common import DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family
 
 KIND = "depthwise_narrow"
 TEMPLATE = DirectKernel.template
@@ -38,9 +38,6 @@ class DepthwiseNarrow(DirectKernel):
         return f"C must be a multiple of {self.vector}" if conv.c % self.vector else None
 
 
-def check(path, entry, kernel) -> None:
-    """Every entry the schema takes builds (at most 7x7 x 2 channels x 8 columns: about 160 registers)."""
-
-
 def expand(path, raw: dict) -> list:
-    return expand_fixed_type_entries(DepthwiseNarrow, FAMILY, ENTRY, path, raw, TYPES, check)
+    # every entry the schema takes builds (at most 7x7 x 2 channels x 8 columns: about 160 registers)
+    return expand_fixed_type_entries(DepthwiseNarrow, FAMILY, ENTRY, path, raw, TYPES, every_entry_builds)

@@ -15,7 +15,7 @@ channels innermost. A spec lists entries of ``filter`` (R = S: 1, 3, 5 or 7), ``
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import DirectKernel, expand_fixed_type_entries, fixed_type_family
+from .common import DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family
 
 KIND = "grouped_direct"
 TEMPLATE = DirectKernel.template
@@ -38,9 +38,5 @@ class GroupedDirect(DirectKernel):
         return f"K / groups must be a multiple of {self.vector}" if (conv.k // conv.groups) % self.vector else None
 
 
-def check(path, entry, kernel) -> None:
-    """Every entry the schema takes builds."""
-
-
 def expand(path, raw: dict) -> list:
-    return expand_fixed_type_entries(GroupedDirect, FAMILY, ENTRY, path, raw, TYPES, check)
+    return expand_fixed_type_entries(GroupedDirect, FAMILY, ENTRY, path, raw, TYPES, every_entry_builds)
