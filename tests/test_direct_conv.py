@@ -1,6 +1,7 @@
 """The direct grouped kernels (profiler/direct_conv.h; site_scons/kernelgen/families/depthwise_narrow.py
 for depthwise layers of C not a multiple of 8, depthwise_rows.py (profiler/depthwise_rows.h) for
 those at one stride, depthwise_flat.py (profiler/depthwise_flat.h) for even C at one stride,
+depthwise_strip.py (profiler/depthwise_strip.h) for even C at one stride, walking rows,
 grouped_direct.py for any channels a group): each
 spec refuses what its family cannot build, naming file, entry and key; names say every parameter
 that changes the code; ``serves`` refuses what can_implement refuses and takes any stride, padding
@@ -22,6 +23,7 @@ from kernelgen.cost_model import load_model, serves
 from kernelgen.families.depthwise_flat import DepthwiseFlat
 from kernelgen.families.depthwise_narrow import DepthwiseNarrow
 from kernelgen.families.depthwise_rows import DepthwiseRows
+from kernelgen.families.depthwise_strip import DepthwiseStrip
 from kernelgen.families.grouped_direct import GroupedDirect
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_catalog, load_family
@@ -30,9 +32,10 @@ from kernelgen.workloads import parse_workloads
 FAMILIES = ROOT / "kernel_specs" / "families"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
 SPECS = {"depthwise_narrow": FAMILIES / "depthwise_narrow.toml", "depthwise_rows": FAMILIES / "depthwise_rows.toml",
-         "depthwise_flat": FAMILIES / "depthwise_flat.toml", "grouped_direct": FAMILIES / "grouped_direct.toml"}
+         "depthwise_flat": FAMILIES / "depthwise_flat.toml", "depthwise_strip": FAMILIES / "depthwise_strip.toml",
+         "grouped_direct": FAMILIES / "grouped_direct.toml"}
 CLASSES = {"depthwise_narrow": DepthwiseNarrow, "depthwise_rows": DepthwiseRows, "depthwise_flat": DepthwiseFlat,
-           "grouped_direct": GroupedDirect}
+           "depthwise_strip": DepthwiseStrip, "grouped_direct": GroupedDirect}
 
 
 def family(tmp_path, kind, entry):
@@ -58,6 +61,13 @@ def family(tmp_path, kind, entry):
     ("depthwise_flat", "{ filter = 3, rows = 1 }", "stride", "missing"),
     ("depthwise_flat", "{ filter = 3, stride = 3, rows = 1 }", "stride", "3 is not one of 1, 2"),
     ("depthwise_flat", "{ filter = 3, stride = 1, rows = 2, vector = 2 }", "vector", "unknown key"),
+    ("depthwise_strip", "{ filter = 7, stride = 1, columns = 4, lanes = 1 }", "filter", "7 is not one of 3, 5"),
+    ("depthwise_strip", "{ filter = 3, stride = 3, columns = 4, lanes = 1 }", "stride", "3 is not one of 1, 2"),
+    ("depthwise_strip", "{ filter = 3, stride = 1, columns = 9, lanes = 1 }", "columns", "9 is outside [1, 8]"),
+    ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 0 }", "lanes", "0 is outside [1, 8]"),
+    ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4 }", "lanes", "missing"),
+    ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, launch = \"graph\" }", "launch", "graph"),
+    ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, rows = 2 }", "rows", "unknown key"),
     ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
     ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
@@ -75,6 +85,8 @@ def test_names_are_unique_and_say_every_parameter():
                 for q in (1, 2, 4, 8) for e in ("f16", "bf16") for st in (1, 2) for tp in (1, 2, 4)]
     kernels += [DepthwiseFlat("t", f, element=e, rows=tp, stride=st) for f in (3, 5, 7) for e in ("f16", "bf16")
                 for tp in (1, 2, 4, 8) for st in (1, 2)]
+    kernels += [DepthwiseStrip("t", f, element=e, stride=st, columns=q, lanes=l, launch=launch) for f in (3, 5)
+                for e in ("f16", "bf16") for st in (1, 2) for q in (1, 4, 7) for l in (1, 2, 8) for launch in ("stream", "pdl")]
     assert len({k.name for k in kernels}) == len(kernels)
     templates = render.lookup(TEMPLATES)
     types = {render.type_definition(templates, k).replace(k.name, "NAME") for k in kernels}
@@ -87,6 +99,10 @@ def test_names_are_unique_and_say_every_parameter():
     assert DepthwiseFlat("t", 5, rows=2).name == "kernelgen_sm80_simt_dwconv_flat_f16nhwc_f16nhwc_f32_f16nhwc_5x5_stride1_p2"
     assert DepthwiseFlat("t", 3, rows=1, stride=2).name == \
         "kernelgen_sm80_simt_dwconv_flat_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride2_p1"
+    assert DepthwiseStrip("t", 3, columns=7, lanes=2).name == \
+        "kernelgen_sm80_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_q7x2"
+    assert DepthwiseStrip("t", 5, stride=2, columns=4, lanes=1, launch="pdl").name == \
+        "kernelgen_sm90_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_5x5_stride2_q4x1_pdl"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
 
 
@@ -140,6 +156,34 @@ def test_the_flat_kernels_serve_depthwise_layers_of_even_c_at_their_stride():
     assert serves(DepthwiseFlat("t", 3, rows=1), Conv2dProblem(1, 8, 15000, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) is None
     assert serves(DepthwiseFlat("t", 3, rows=2, stride=2), Conv2dProblem(1, 8, 12000, 2, 2, 3, 3, 1, 1, 2, 2, groups=2)) == \
         "a band of 5 input rows is more than a CTA's shared memory"
+    assert serves(three, Conv2dProblem(1024, 1024, 1024, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
+        "2^31 elements or more (32-bit indices)"
+
+
+def test_the_strip_kernels_serve_depthwise_layers_of_even_c_at_their_stride_within_a_ctas_threads():
+    three, five, strided = (DepthwiseStrip("t", 3, columns=7, lanes=2), DepthwiseStrip("t", 5, columns=4, lanes=1),
+                            DepthwiseStrip("t", 3, stride=2, columns=4, lanes=1))
+    for layer in (conv(), conv(c=162), conv(c=64), conv(pad=0), conv(pad=3)):
+        assert serves(three, layer) is None, layer
+    assert serves(five, conv(c=18, r=5, pad=2)) is None
+    assert serves(three, conv(c=27)) == "C must be even (two channels a 4-byte access)"
+    assert serves(three, conv(stride=2)) == "built for stride 1" and serves(strided, conv(stride=2)) is None
+    assert serves(strided, conv()) == "built for stride 2"
+    assert serves(three, conv(dilation=2, pad=2)) == "built for dilation 1"
+    assert serves(three, conv(r=5, pad=2)) == "built for 3x3 filters"
+    assert serves(three, conv(groups=29)) == serves(three, conv(k=116)) == "a depthwise kernel: needs groups = C = K"
+    # a thread a channel pair of each lane: 512 pairs x 2 lanes fill 1024 threads, 514 x 2 do not;
+    # a 5x5 kernel's CTA holds 512 threads
+    assert serves(three, conv(c=1024)) is None
+    assert serves(three, conv(c=1028)) == "514 channel pairs x 2 lanes is more than 1024 threads a CTA"
+    assert serves(five, conv(c=1024, r=5, pad=2)) is None
+    assert serves(five, conv(c=1028, r=5, pad=2)) == "514 channel pairs x 1 lanes is more than 512 threads a CTA"
+    # 9 slots (5x5, stride 2) of 19 input columns x 1000 channels take about 342 KB, of 11 about 198 KB
+    layer = Conv2dProblem(1, 16, 32, 1000, 1000, 5, 5, 2, 2, 2, 2, groups=1000)
+    assert serves(DepthwiseStrip("t", 5, stride=2, columns=8, lanes=1), layer) == \
+        "9 input rows of a strip are more than a CTA's shared memory"
+    assert serves(DepthwiseStrip("t", 5, stride=2, columns=4, lanes=1), layer) is None
+    assert serves(three, conv(c=1000)) is None
     assert serves(three, Conv2dProblem(1024, 1024, 1024, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
         "2^31 elements or more (32-bit indices)"
 
@@ -220,6 +264,7 @@ CPU_CHECK = r"""
 
 #include "depthwise_flat.h"
 #include "depthwise_rows.h"
+#include "depthwise_strip.h"
 #include "direct_conv.h"
 
 using kernelgen::Conv2dProblem;
@@ -275,9 +320,12 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
         fields = (c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w)
         for k in kernels:
             item = {"DepthwiseNarrow": "direct::NarrowItem", "GroupedDirect": "direct::GroupedItem",
-                    "DepthwiseRows": "rows::RowsItem", "DepthwiseFlat": "flat::FlatItem"}[k.kernel_type]
+                    "DepthwiseRows": "rows::RowsItem", "DepthwiseFlat": "flat::FlatItem",
+                    "DepthwiseStrip": "strip::StripItem"}[k.kernel_type]
             if isinstance(k, DepthwiseFlat):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.rows}, {k.stride}>"
+            elif isinstance(k, DepthwiseStrip):
+                item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}>"
             else:
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
                        + (f", {k.stride}, {k.rows}>" if isinstance(k, DepthwiseRows) else ">")
@@ -303,5 +351,6 @@ def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
     for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_narrow_*,"
                                                            "kernelgen_sm80_simt_dwconv_rows_*,"
                                                            "kernelgen_sm80_simt_dwconv_flat_*,"
+                                                           "kernelgen_sm*_simt_dwconv_strip_*,"
                                                            "kernelgen_sm80_simt_gconv_direct_*"):
         assert_served_rows_verify(problem, frame, kernels)

@@ -4,6 +4,12 @@ at stride 1 without padding, any C up to the kernel's ``reduction`` (C rounded u
 any K; fp16 NHWC in and out, fp32 accumulation, SM80's ldmatrix and mma.sync (which SM90 runs
 too: arch 80).
 
+An entry of ``stages`` 2 to 4 (profiler/conv_packed_pipelined.h: PackedPipelinedFprop) copies each
+tile's contiguous input run whole into a ring of ``stages`` staging buffers (cp.async, 16-byte
+pieces), ``stages`` - 1 tiles ahead of the one it computes, and builds the tile's A rows from
+there; ``stages`` 1 (the default) builds them from global memory, a thread a pixel. Its name ends
+``_stages<n>``.
+
 A tile of ``tile[0]`` consecutive pixels reads one contiguous run of its pixels' inputs and, where
 the kernel's ``tile[1]`` output channels hold every K, writes one contiguous run of their outputs:
 the kernel loads the run by 16-byte chunks and stores it in 16-byte pieces whatever C and K are,
@@ -29,13 +35,20 @@ INT_MAX = (1 << 31) - 1  # packed::fprop_kernel indexes pixels in int
 
 FAMILY = fixed_type_family(KIND)
 # the few-channels kernels' keys less the tiling mode and its staged rows
-ENTRY = S.Table(tuple(key for key in FEW_CHANNELS_ENTRY.keys if key.name not in ("mode", "staged")))
+ENTRY = S.Table((*(key for key in FEW_CHANNELS_ENTRY.keys if key.name not in ("mode", "staged")),
+                 S.Key("stages", S.integer(1, 4), 1)))
 
 
 def shared_bytes(bm: int, bn: int, reduction: int) -> int:
     """Shared memory a CTA asks for at most (packed::shared_bytes): the few-channels kernel's for a
     1x1 filter less its pixel table (16 bytes a pixel)."""
     return few_channels_shared_bytes(bm, bn, reduction) - 16 * bm
+
+
+def staged_halves(bm: int, c: int) -> int:
+    """Halves a pipelined kernel's staging buffer takes (packed_pipelined::staged_halves): ``bm``
+    pixels of ``c`` channels in whole 16-byte pieces, and one piece more."""
+    return -(-bm * c // PIECE) * PIECE + PIECE
 
 
 def reduction_columns(c: int) -> int:
@@ -45,21 +58,29 @@ def reduction_columns(c: int) -> int:
 
 @dataclass(frozen=True)
 class Conv2dFpropPacked(Conv2dFpropFewChannels):
+    stages: int = 1  # 2 to 4: staging buffers of the pipelined kernel
     template = TEMPLATE
-    includes = ("conv_packed.h",)
+
+    @property
+    def includes(self) -> tuple:
+        return ("conv_packed_pipelined.h",) if self.stages > 1 else ("conv_packed.h",)
 
     @cached_property
     def name(self) -> str:
         return (f"kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_packed_{self.tile[0]}x{self.tile[1]}"
-                f"_k{self.reduction}_warps{self.warps[0]}x{self.warps[1]}_blocks{self.blocks}")
+                f"_k{self.reduction}_warps{self.warps[0]}x{self.warps[1]}_blocks{self.blocks}"
+                + (f"_stages{self.stages}" if self.stages > 1 else ""))
 
     @property
     def shared_bytes(self) -> int:
-        return shared_bytes(*self.tile, self.reduction)
+        staging = 2 * self.stages * staged_halves(self.tile[0], self.reduction) if self.stages > 1 else 0
+        return shared_bytes(*self.tile, self.reduction) + staging
 
     def values(self) -> dict:
-        return {"type": "PackedPointwiseFprop", "bm": self.tile[0], "bn": self.tile[1], "wm": self.warps[0],
-                "wn": self.warps[1], "reduction": self.reduction, "blocks": self.blocks, "threads": self.threads,
+        pipelined = {"type": "PackedPipelinedFprop", "stages": self.stages} if self.stages > 1 else \
+            {"type": "PackedPointwiseFprop"}
+        return {**pipelined, "bm": self.tile[0], "bn": self.tile[1], "wm": self.warps[0], "wn": self.warps[1],
+                "reduction": self.reduction, "blocks": self.blocks, "threads": self.threads,
                 "shared_bytes": self.shared_bytes}
 
     def refuses(self, conv) -> str | None:

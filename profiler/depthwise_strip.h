@@ -1,0 +1,333 @@
+// Depthwise convolutions (groups = C = K) of even channel counts, above all those no multiple of 8,
+// at one stride (1 or 2), any padding, dilation 1: kernelgen::DepthwiseStrip<T, R, STRIDE, TQ, LANES, PDL>.
+//
+// A CTA walks the output rows of one segment of one image, for one strip of TQ * LANES output
+// columns. In NHWC the input columns a strip reads of one input row are one contiguous run of
+// memory whatever C is: each input row's run is copied once to a ring of shared-memory slots in
+// 16-byte pieces (cp.async, from the 16-byte boundary at or before its start), the copies of the
+// next kAhead output rows' new input rows in flight while the CTA computes one. A thread computes
+// the pair of channels (c, c + 1) of TQ consecutive output columns of each row, its taps in
+// registers, reading each input pair of its window from shared memory once a filter row: consecutive
+// threads on consecutive pairs (4-byte words of consecutive addresses). depthwise_flat.h copies a
+// band's whole input rows for each band, with no overlap of the copies and the arithmetic, and reads
+// the taps and R x (TP + R - 1) input pairs from shared memory for each output pair.
+//
+// What a CTA does (its copies and its threads' outputs) is host and device code:
+// tests/test_direct_conv.py runs each kernel's CTAs on the CPU, through the same ring of slots.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dependent_kernel.h"
+#include "direct_conv.h"
+
+namespace kernelgen {
+namespace strip {
+
+constexpr int kMostShared = 227 * 1024;  // a CTA's shared memory on sm_90 (opt-in)
+constexpr long long kMostElements = 1LL << 31;  // 32-bit indices within the tensors
+constexpr int kAhead = 2;  // output rows whose new input rows are being copied while one is computed
+constexpr int kCheckRows = 3;  // output rows a segment in the CPU check (items, run)
+
+// The output rows a CTA walks: `rows` a segment, `count` segments an image's strip.
+struct Segments {
+  int rows, count;
+};
+
+// One CTA's work: image n, output columns [q0, q0 + TQ * LANES) and rows [p0, p1); the input columns
+// its strip reads, [first, last], within the image.
+struct Cta {
+  int n, q0, p0, p1, first, last;
+};
+
+// A copy of `bytes` (2 to 16) from global to shared memory, the rest of the 16 bytes zero: an
+// asynchronous copy on the GPU (cp.async, completed by wait<>), a plain one on the host.
+__host__ __device__ __forceinline__ void copy_piece(void* to, const void* from, int bytes) {
+#ifdef __CUDA_ARCH__
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(from), "r"(bytes) : "memory");
+#else
+  std::memset(to, 0, 16);
+  std::memcpy(to, from, bytes);
+#endif
+}
+
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <typename T_, int R, int STRIDE, int TQ, int LANES>
+struct StripItem {
+  using T = T_;
+  static_assert(R == 3 || R == 5, "R = S: 3 or 5");
+  static_assert(STRIDE == 1 || STRIDE == 2, "stride 1 or 2");
+  static_assert(TQ >= 1 && TQ <= 8, "TQ output columns a thread: 1 to 8");
+  static_assert(LANES >= 1 && LANES <= 8, "LANES threads across a strip: 1 to 8");
+  static constexpr int kR = R, kS = R;
+  static constexpr int kColumns = TQ * LANES;                       // output columns a strip
+  static constexpr int kWindow = (TQ - 1) * STRIDE + R;             // input columns a thread reads
+  static constexpr int kInputColumns = (kColumns - 1) * STRIDE + R;  // input columns a strip reads
+  static constexpr int kSlots = R + STRIDE * kAhead;                // input rows staged at once
+  static constexpr int kMostThreads = R == 3 ? 1024 : 512;          // 64 or 128 registers a thread
+
+  __host__ __device__ static int rows_out(const Conv2dProblem& p) { return (p.h + 2 * p.pad_h - R) / STRIDE + 1; }
+  __host__ __device__ static int columns_out(const Conv2dProblem& p) { return (p.w + 2 * p.pad_w - R) / STRIDE + 1; }
+  __host__ __device__ static int strips(const Conv2dProblem& p) { return (columns_out(p) + kColumns - 1) / kColumns; }
+
+  // A thread a pair of channels of TQ columns: C / 2 pairs for each of the strip's LANES.
+  __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / 2 * LANES; }
+  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
+
+  // A slot holds one input row's run of a strip, from the 16-byte boundary at or before its start.
+  static long long slot_elements(const Conv2dProblem& p) { return ((long long)kInputColumns * p.c + 14) / 8 * 8; }
+  static long long shared_bytes(const Conv2dProblem& p) { return kSlots * slot_elements(p) * (long long)sizeof(T); }
+
+  // Segments of `rows` output rows, as many as make about `ctas` CTAs (at least one a strip).
+  static Segments segments(const Conv2dProblem& p, long long ctas) {
+    const long long base = (long long)p.n * strips(p);
+    const int P = rows_out(p);
+    long long count = base > 0 ? (ctas + base - 1) / base : 1;
+    count = count < 1 ? 1 : count > P ? P : count;
+    const int rows = int((P + count - 1) / count);
+    return Segments{rows, (P + rows - 1) / rows};
+  }
+
+  // CTA `index`: segments innermost (a strip's neighbouring segments share their halo rows in L2),
+  // then strips, then images.
+  __host__ __device__ static Cta cta(const Conv2dProblem& p, const Segments& s, int index) {
+    Cta at;
+    const int segment = index % s.count, rest = index / s.count, strip = rest % strips(p);
+    at.n = rest / strips(p);
+    at.q0 = strip * kColumns;
+    at.p0 = segment * s.rows;
+    const int P = rows_out(p);
+    at.p1 = at.p0 + s.rows < P ? at.p0 + s.rows : P;
+    const int first = at.q0 * STRIDE - p.pad_w, last = first + kInputColumns - 1;
+    at.first = first < 0 ? 0 : first;
+    at.last = last >= p.w ? p.w - 1 : last;
+    return at;
+  }
+
+  // Where input row h's run starts in x (the strip's first column), and the 16-byte boundary at or
+  // before it: element `origin` of x is element 0 of the row's slot.
+  __host__ __device__ static int run_start(const Conv2dProblem& p, const Cta& at, int h) {
+    return ((at.n * p.h + h) * p.w + at.first) * p.c;
+  }
+  __host__ __device__ static int origin(const Conv2dProblem& p, const Cta& at, int h) { return run_start(p, at, h) & ~7; }
+  __host__ __device__ static int slot_of(int h) { return h % kSlots; }
+
+  // Pieces i, i + step, ... of input row h's run into its slot (h within the image).
+  __host__ __device__ static void stage_row(const Conv2dProblem& p, const Cta& at, int h, long long slot_elements,
+                                            const T* x, T* slots, int i, int step) {
+    const int total = p.n * p.h * p.w * p.c;
+    const int from = origin(p, at, h), end = run_start(p, at, h) + (at.last - at.first + 1) * p.c;
+    T* slot = slots + slot_of(h) * slot_elements;
+    for (int k = i; k < (end - from + 7) / 8; k += step) {
+      const int g = from + 8 * k, left = total - g;
+      copy_piece(slot + 8 * k, x + g, left >= 8 ? 16 : 2 * left);
+    }
+  }
+
+  // The copies output row `row` adds to the ring: all its input rows if it is the CTA's first, else
+  // the STRIDE rows past the previous output row's; none past the CTA's rows or outside the image.
+  __host__ __device__ static void stage_output_row(const Conv2dProblem& p, const Cta& at, int row,
+                                                   long long slot_elements, const T* x, T* slots, int i, int step) {
+    if (row >= at.p1) return;
+    const int top = row * STRIDE - p.pad_h;
+    for (int r = row == at.p0 ? 0 : R - STRIDE; r < R; ++r) {
+      if (top + r >= 0 && top + r < p.h) stage_row(p, at, top + r, slot_elements, x, slots, i, step);
+    }
+  }
+
+  // The taps of unit u's channels (c, c + 1), from the K x R x S filter (one channel a filter).
+  __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, float (&tap)[R * R][2]) {
+    const int c = 2 * (u % (p.c / 2));
+#pragma unroll
+    for (int t = 0; t < R * R; ++t) {
+      tap[t][0] = direct::to_float(direct::read(w + c * R * R + t));
+      tap[t][1] = direct::to_float(direct::read(w + (c + 1) * R * R + t));
+    }
+  }
+
+  // Unit u's outputs of output row `row`: channels (c, c + 1) of its TQ columns, from the slots.
+  __host__ __device__ static void compute(const Conv2dProblem& p, const Cta& at, int row, int u,
+                                          long long slot_elements, const T* slots, const float (&tap)[R * R][2],
+                                          T* y) {
+    const int c = 2 * (u % (p.c / 2)), q = at.q0 + (u / (p.c / 2)) * TQ;
+    const int P = rows_out(p), Q = columns_out(p), left = q * STRIDE - p.pad_w;
+    float sums[TQ][2] = {};
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int h = row * STRIDE - p.pad_h + r;
+      if (h < 0 || h >= p.h) continue;
+      // element (h, col, c) of x is element base + col * C of its slot
+      const T* slot = slots + slot_of(h) * slot_elements;
+      const int base = ((at.n * p.h + h) * p.w) * p.c + c - origin(p, at, h);
+#pragma unroll
+      for (int i = 0; i < kWindow; ++i) {
+        const int col = left + i;
+        if (col < 0 || col >= p.w) continue;
+        const uint32_t bits = *reinterpret_cast<const uint32_t*>(slot + base + col * p.c);
+        T two[2];
+        memcpy(two, &bits, 4);
+        const float in0 = direct::to_float(two[0]), in1 = direct::to_float(two[1]);
+#pragma unroll
+        for (int t = 0; t < TQ; ++t) {
+          const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
+          if (s < 0 || s >= R) continue;
+          sums[t][0] += in0 * tap[r * R + s][0];
+          sums[t][1] += in1 * tap[r * R + s][1];
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < TQ; ++t) {
+      if (q + t >= Q || row >= P) continue;
+      T two[2] = {direct::from_float<T>(sums[t][0]), direct::from_float<T>(sums[t][1])};
+      uint32_t bits;
+      memcpy(&bits, two, 4);
+      *reinterpret_cast<uint32_t*>(y + (((at.n * P + row) * Q + q + t) * p.c + c)) = bits;
+    }
+  }
+
+  static std::string can_implement(const Conv2dProblem& p, int groups) {
+    if (groups != p.c || p.k != p.c) return "a depthwise kernel: needs groups = C = K";
+    if (p.c % 2 != 0) return "C must be even (two channels a 4-byte access)";
+    if (p.stride_h != STRIDE || p.stride_w != STRIDE) return "built for stride " + std::to_string(STRIDE);
+    if (p.dilation_h != 1 || p.dilation_w != 1) return "built for dilation 1";
+    if ((long long)p.n * p.h * p.w * p.c >= kMostElements ||
+        (long long)p.n * rows_out(p) * columns_out(p) * p.c >= kMostElements) {
+      return "2^31 elements or more (32-bit indices)";
+    }
+    if (units(p) > kMostThreads) {
+      return std::to_string(p.c / 2) + " channel pairs x " + std::to_string(LANES) + " lanes is more than " +
+             std::to_string(kMostThreads) + " threads a CTA";
+    }
+    if (shared_bytes(p) > kMostShared) {
+      return std::to_string(kSlots) + " input rows of a strip are more than a CTA's shared memory";
+    }
+    return {};
+  }
+
+  // The CPU check's items: each a CTA of segments of kCheckRows output rows.
+  static long long items(const Conv2dProblem& p, const direct::Shape&) {
+    const int P = rows_out(p);
+    return (long long)p.n * strips(p) * ((P + kCheckRows - 1) / kCheckRows);
+  }
+
+  // CTA `index` alone, on the host as its threads run it on the GPU: the ring's slots start as NaN,
+  // so that an output read from a row not copied (or overwritten) is wrong.
+  static void run(const Conv2dProblem& p, const direct::Shape&, long long index, const T* x, const T* w, T* y) {
+    const int P = rows_out(p);
+    const Segments s{kCheckRows, (P + kCheckRows - 1) / kCheckRows};
+    const Cta at = cta(p, s, int(index));
+    const long long slot = slot_elements(p);
+    std::vector<uint16_t> storage(size_t(kSlots * slot) + 8, 0x7e00);
+    T* slots = reinterpret_cast<T*>(storage.data());
+    for (int k = 0; k < kAhead; ++k) stage_output_row(p, at, at.p0 + k, slot, x, slots, 0, 1);
+    std::vector<float> taps_of(size_t(units(p)) * R * R * 2);
+    for (int row = at.p0; row < at.p1; ++row) {
+      stage_output_row(p, at, row + kAhead, slot, x, slots, 0, 1);
+      for (int u = 0; u < units(p); ++u) {
+        float tap[R * R][2];
+        taps(p, u, w, tap);
+        compute(p, at, row, u, slot, slots, tap, y);
+      }
+    }
+  }
+};
+
+// A CTA a strip's segment: the ring's first kAhead output rows' copies, then for each output row
+// the copies of the row kAhead ahead and this row's outputs.
+template <typename Item, bool PDL>
+__global__ void __launch_bounds__(Item::kMostThreads) strip_kernel(Conv2dProblem p, Segments s, long long slot,
+                                                                  const typename Item::T* x,
+                                                                  const typename Item::T* w, typename Item::T* y) {
+  using T = typename Item::T;
+  extern __shared__ uint4 shared[];
+  T* slots = reinterpret_cast<T*>(shared);
+  if constexpr (PDL) pdl::wait_then_release();  // the kernel before it has written the input
+  const Cta at = Item::cta(p, s, blockIdx.x);
+  const int u = threadIdx.x;
+  const bool active = u < Item::units(p);
+  float tap[Item::kR * Item::kR][2];
+  if (active) Item::taps(p, u, w, tap);
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) {
+    Item::stage_output_row(p, at, at.p0 + k, slot, x, slots, threadIdx.x, blockDim.x);
+    commit();
+  }
+  for (int row = at.p0; row < at.p1; ++row) {
+    wait<kAhead - 1>();  // this thread's copies of this row's input rows are done
+    __syncthreads();     // and every thread's; every thread is past the previous row's outputs
+    Item::stage_output_row(p, at, row + kAhead, slot, x, slots, threadIdx.x, blockDim.x);
+    commit();
+    if (active) Item::compute(p, at, row, u, slot, slots, tap, y);
+  }
+  wait<0>();
+}
+
+}  // namespace strip
+
+// A kernel type for direct_conv.h's DirectOperation (DirectConv's checks, then the item's): a CTA a
+// segment of a strip, as many segments as make about the CTAs the GPU holds at once; `ctas` from
+// configure() is the SM count.
+template <typename T, int R, int STRIDE, int TQ, int LANES, bool PDL = false>
+struct DepthwiseStrip : DirectConv<strip::StripItem<T, R, STRIDE, TQ, LANES>> {
+  using Item = strip::StripItem<T, R, STRIDE, TQ, LANES>;
+
+  static int& registers() {
+    static int kept = 0;
+    return kept;
+  }
+
+  static int configure(std::string& why) {
+    const auto kernel = strip::strip_kernel<Item, PDL>;
+    int device = 0, sms = 0;
+    cudaFuncAttributes attributes{};
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, strip::kMostShared) != cudaSuccess ||
+        cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      why = std::string("cannot configure the kernel: ") + cudaGetErrorString(cudaGetLastError());
+      return 0;
+    }
+    registers() = attributes.numRegs;
+    return sms;
+  }
+
+  // The CTAs of `threads` threads and `shared` bytes a SM holds at once (sm_90: 2048 threads, 64K
+  // registers allocated 256 a warp at a time, 228 KB of shared memory with 1 KB reserved a CTA).
+  static int resident(int threads, long long shared) {
+    const int warps = threads / 32, per_warp = (registers() * 32 + 255) / 256 * 256;
+    int most = 2048 / threads;
+    const int by_registers = per_warp > 0 ? 65536 / (per_warp * warps) : most;
+    const int by_shared = int(228 * 1024 / (shared + 1024));
+    most = by_registers < most ? by_registers : most;
+    most = by_shared < most ? by_shared : most;
+    return most < 1 ? 1 : most > 32 ? 32 : most;
+  }
+
+  static void launch(const Conv2dProblem& p, const Conv2dBinding& b, int sms, cudaStream_t stream, int) {
+    const int threads = Item::threads(p);
+    const long long shared = Item::shared_bytes(p);
+    const strip::Segments s = Item::segments(p, (long long)sms * resident(threads, shared));
+    const int grid = p.n * Item::strips(p) * s.count;
+    if (grid == 0) return;
+    const auto kernel = strip::strip_kernel<Item, PDL>;
+    const T* x = static_cast<const T*>(b.x);
+    const T* w = static_cast<const T*>(b.w);
+    T* y = static_cast<T*>(b.y);
+    if constexpr (PDL) {
+      pdl::launch(kernel, dim3(grid), dim3(threads), size_t(shared), stream, p, s, Item::slot_elements(p), x, w, y);
+    } else {
+      kernel<<<grid, threads, size_t(shared), stream>>>(p, s, Item::slot_elements(p), x, w, y);
+    }
+  }
+};
+
+}  // namespace kernelgen
