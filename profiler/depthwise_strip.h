@@ -1,14 +1,16 @@
 // Depthwise convolutions (groups = C = K) of even channel counts, above all those no multiple of 8,
-// at one stride (1 or 2), any padding, dilation 1: kernelgen::DepthwiseStrip<T, R, STRIDE, TQ, LANES, PDL>.
+// at one stride (1 or 2), any padding, dilation 1: kernelgen::DepthwiseStrip<T, R, STRIDE, TQ, LANES, PDL, V>.
 //
 // A CTA walks the output rows of one segment of one image, for one strip of TQ * LANES output
 // columns. In NHWC the input columns a strip reads of one input row are one contiguous run of
 // memory whatever C is: each input row's run is copied once to a ring of shared-memory slots in
 // 16-byte pieces (cp.async, from the 16-byte boundary at or before its start), the copies of the
 // next kAhead output rows' new input rows in flight while the CTA computes one. A thread computes
-// the pair of channels (c, c + 1) of TQ consecutive output columns of each row, its taps in
-// registers, reading each input pair of its window from shared memory once a filter row: consecutive
-// threads on consecutive pairs (4-byte words of consecutive addresses). depthwise_flat.h copies a
+// V channels (c .. c + V - 1: a pair, or four where C is a multiple of 4) of TQ consecutive output
+// columns of each row, its taps in registers, reading each input vector of its window from shared
+// memory once a filter row: consecutive threads on consecutive vectors (4- or 8-byte words of
+// consecutive addresses; a slot starts 16-byte aligned at the boundary at or before its run, so
+// channel c of any column lies V-aligned). depthwise_flat.h copies a
 // band's whole input rows for each band, with no overlap of the copies and the arithmetic, and reads
 // the taps and R x (TP + R - 1) input pairs from shared memory for each output pair.
 //
@@ -18,6 +20,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dependent_kernel.h"
@@ -61,26 +64,29 @@ __device__ __forceinline__ void wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-template <typename T_, int R, int STRIDE, int TQ, int LANES>
+template <typename T_, int R, int STRIDE, int TQ, int LANES, int V = 2>
 struct StripItem {
   using T = T_;
   static_assert(R == 3 || R == 5, "R = S: 3 or 5");
+  static_assert(V == 2 || V == 4, "V channels a thread: 2 or 4");
   static_assert(STRIDE == 1 || STRIDE == 2, "stride 1 or 2");
   static_assert(TQ >= 1 && TQ <= 8, "TQ output columns a thread: 1 to 8");
   static_assert(LANES >= 1 && LANES <= 8, "LANES threads across a strip: 1 to 8");
-  static constexpr int kR = R, kS = R;
+  static constexpr int kR = R, kS = R, kV = V;
   static constexpr int kColumns = TQ * LANES;                       // output columns a strip
   static constexpr int kWindow = (TQ - 1) * STRIDE + R;             // input columns a thread reads
   static constexpr int kInputColumns = (kColumns - 1) * STRIDE + R;  // input columns a strip reads
   static constexpr int kSlots = R + STRIDE * kAhead;                // input rows staged at once
-  static constexpr int kMostThreads = R == 3 ? 1024 : 512;          // 64 or 128 registers a thread
+  // a CTA's threads at most, so that a thread's taps, sums and window fit its registers without
+  // spilling: 64 (3x3 pairs), 128 (3x3 quads, 5x5 pairs) or 168 (5x5 quads)
+  static constexpr int kMostThreads = R == 3 && V == 2 ? 1024 : R == 5 && V == 4 ? 384 : 512;
 
   __host__ __device__ static int rows_out(const Conv2dProblem& p) { return (p.h + 2 * p.pad_h - R) / STRIDE + 1; }
   __host__ __device__ static int columns_out(const Conv2dProblem& p) { return (p.w + 2 * p.pad_w - R) / STRIDE + 1; }
   __host__ __device__ static int strips(const Conv2dProblem& p) { return (columns_out(p) + kColumns - 1) / kColumns; }
 
-  // A thread a pair of channels of TQ columns: C / 2 pairs for each of the strip's LANES.
-  __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / 2 * LANES; }
+  // A thread V channels of TQ columns: C / V vectors for each of the strip's LANES.
+  __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / V * LANES; }
   static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
 
   // A slot holds one input row's run of a strip, from the 16-byte boundary at or before its start.
@@ -144,23 +150,41 @@ struct StripItem {
     }
   }
 
-  // The taps of unit u's channels (c, c + 1), from the K x R x S filter (one channel a filter).
-  __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, float (&tap)[R * R][2]) {
-    const int c = 2 * (u % (p.c / 2));
+  // V consecutive elements at `at` (V-aligned) in one 4- or 8-byte access, and back.
+  using Word = typename std::conditional<V == 2, uint32_t, uint2>::type;
+  __host__ __device__ static void load(const T* at, float (&out)[V]) {
+    const Word bits = *reinterpret_cast<const Word*>(at);
+    T e[V];
+    memcpy(e, &bits, sizeof(Word));
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = direct::to_float(e[v]);
+  }
+  __host__ __device__ static void store(T* at, const float (&in)[V]) {
+    T e[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) e[v] = direct::from_float<T>(in[v]);
+    Word bits;
+    memcpy(&bits, e, sizeof(Word));
+    *reinterpret_cast<Word*>(at) = bits;
+  }
+
+  // The taps of unit u's channels c .. c + V - 1, from the K x R x S filter (one channel a filter).
+  __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, float (&tap)[R * R][V]) {
+    const int c = V * (u % (p.c / V));
 #pragma unroll
     for (int t = 0; t < R * R; ++t) {
-      tap[t][0] = direct::to_float(direct::read(w + c * R * R + t));
-      tap[t][1] = direct::to_float(direct::read(w + (c + 1) * R * R + t));
+#pragma unroll
+      for (int v = 0; v < V; ++v) tap[t][v] = direct::to_float(direct::read(w + (c + v) * R * R + t));
     }
   }
 
-  // Unit u's outputs of output row `row`: channels (c, c + 1) of its TQ columns, from the slots.
+  // Unit u's outputs of output row `row`: channels c .. c + V - 1 of its TQ columns, from the slots.
   __host__ __device__ static void compute(const Conv2dProblem& p, const Cta& at, int row, int u,
-                                          long long slot_elements, const T* slots, const float (&tap)[R * R][2],
+                                          long long slot_elements, const T* slots, const float (&tap)[R * R][V],
                                           T* y) {
-    const int c = 2 * (u % (p.c / 2)), q = at.q0 + (u / (p.c / 2)) * TQ;
+    const int c = V * (u % (p.c / V)), q = at.q0 + (u / (p.c / V)) * TQ;
     const int P = rows_out(p), Q = columns_out(p), left = q * STRIDE - p.pad_w;
-    float sums[TQ][2] = {};
+    float sums[TQ][V] = {};
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int h = row * STRIDE - p.pad_h + r;
@@ -172,32 +196,29 @@ struct StripItem {
       for (int i = 0; i < kWindow; ++i) {
         const int col = left + i;
         if (col < 0 || col >= p.w) continue;
-        const uint32_t bits = *reinterpret_cast<const uint32_t*>(slot + base + col * p.c);
-        T two[2];
-        memcpy(two, &bits, 4);
-        const float in0 = direct::to_float(two[0]), in1 = direct::to_float(two[1]);
+        float in[V];
+        load(slot + base + col * p.c, in);
 #pragma unroll
         for (int t = 0; t < TQ; ++t) {
           const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
           if (s < 0 || s >= R) continue;
-          sums[t][0] += in0 * tap[r * R + s][0];
-          sums[t][1] += in1 * tap[r * R + s][1];
+#pragma unroll
+          for (int v = 0; v < V; ++v) sums[t][v] += in[v] * tap[r * R + s][v];
         }
       }
     }
 #pragma unroll
     for (int t = 0; t < TQ; ++t) {
       if (q + t >= Q || row >= P) continue;
-      T two[2] = {direct::from_float<T>(sums[t][0]), direct::from_float<T>(sums[t][1])};
-      uint32_t bits;
-      memcpy(&bits, two, 4);
-      *reinterpret_cast<uint32_t*>(y + (((at.n * P + row) * Q + q + t) * p.c + c)) = bits;
+      store(y + (((at.n * P + row) * Q + q + t) * p.c + c), sums[t]);
     }
   }
 
   static std::string can_implement(const Conv2dProblem& p, int groups) {
     if (groups != p.c || p.k != p.c) return "a depthwise kernel: needs groups = C = K";
-    if (p.c % 2 != 0) return "C must be even (two channels a 4-byte access)";
+    if (p.c % V != 0) {
+      return V == 2 ? "C must be even (two channels a 4-byte access)" : "C must be a multiple of 4 (four channels an 8-byte access)";
+    }
     if (p.stride_h != STRIDE || p.stride_w != STRIDE) return "built for stride " + std::to_string(STRIDE);
     if (p.dilation_h != 1 || p.dilation_w != 1) return "built for dilation 1";
     if ((long long)p.n * p.h * p.w * p.c >= kMostElements ||
@@ -205,7 +226,7 @@ struct StripItem {
       return "2^31 elements or more (32-bit indices)";
     }
     if (units(p) > kMostThreads) {
-      return std::to_string(p.c / 2) + " channel pairs x " + std::to_string(LANES) + " lanes is more than " +
+      return std::to_string(p.c / V) + (V == 2 ? " channel pairs x " : " channel quads x ") + std::to_string(LANES) + " lanes is more than " +
              std::to_string(kMostThreads) + " threads a CTA";
     }
     if (shared_bytes(p) > kMostShared) {
@@ -230,11 +251,10 @@ struct StripItem {
     std::vector<uint16_t> storage(size_t(kSlots * slot) + 8, 0x7e00);
     T* slots = reinterpret_cast<T*>(storage.data());
     for (int k = 0; k < kAhead; ++k) stage_output_row(p, at, at.p0 + k, slot, x, slots, 0, 1);
-    std::vector<float> taps_of(size_t(units(p)) * R * R * 2);
     for (int row = at.p0; row < at.p1; ++row) {
       stage_output_row(p, at, row + kAhead, slot, x, slots, 0, 1);
       for (int u = 0; u < units(p); ++u) {
-        float tap[R * R][2];
+        float tap[R * R][V];
         taps(p, u, w, tap);
         compute(p, at, row, u, slot, slots, tap, y);
       }
@@ -255,7 +275,7 @@ __global__ void __launch_bounds__(Item::kMostThreads) strip_kernel(Conv2dProblem
   const Cta at = Item::cta(p, s, blockIdx.x);
   const int u = threadIdx.x;
   const bool active = u < Item::units(p);
-  float tap[Item::kR * Item::kR][2];
+  float tap[Item::kR * Item::kR][Item::kV];
   if (active) Item::taps(p, u, w, tap);
 #pragma unroll
   for (int k = 0; k < kAhead; ++k) {
@@ -277,9 +297,9 @@ __global__ void __launch_bounds__(Item::kMostThreads) strip_kernel(Conv2dProblem
 // A kernel type for direct_conv.h's DirectOperation (DirectConv's checks, then the item's): a CTA a
 // segment of a strip, as many segments as make about the CTAs the GPU holds at once; `ctas` from
 // configure() is the SM count.
-template <typename T, int R, int STRIDE, int TQ, int LANES, bool PDL = false>
-struct DepthwiseStrip : DirectConv<strip::StripItem<T, R, STRIDE, TQ, LANES>> {
-  using Item = strip::StripItem<T, R, STRIDE, TQ, LANES>;
+template <typename T, int R, int STRIDE, int TQ, int LANES, bool PDL = false, int V = 2>
+struct DepthwiseStrip : DirectConv<strip::StripItem<T, R, STRIDE, TQ, LANES, V>> {
+  using Item = strip::StripItem<T, R, STRIDE, TQ, LANES, V>;
 
   static int& registers() {
     static int kept = 0;

@@ -68,6 +68,7 @@ def family(tmp_path, kind, entry):
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4 }", "lanes", "missing"),
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, launch = \"graph\" }", "launch", "graph"),
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, rows = 2 }", "rows", "unknown key"),
+    ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, vector = 8 }", "vector", "8 is not one of 2, 4"),
     ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
     ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
@@ -85,8 +86,9 @@ def test_names_are_unique_and_say_every_parameter():
                 for q in (1, 2, 4, 8) for e in ("f16", "bf16") for st in (1, 2) for tp in (1, 2, 4)]
     kernels += [DepthwiseFlat("t", f, element=e, rows=tp, stride=st) for f in (3, 5, 7) for e in ("f16", "bf16")
                 for tp in (1, 2, 4, 8) for st in (1, 2)]
-    kernels += [DepthwiseStrip("t", f, element=e, stride=st, columns=q, lanes=l, launch=launch) for f in (3, 5)
-                for e in ("f16", "bf16") for st in (1, 2) for q in (1, 4, 7) for l in (1, 2, 8) for launch in ("stream", "pdl")]
+    kernels += [DepthwiseStrip("t", f, v, element=e, stride=st, columns=q, lanes=l, launch=launch) for f in (3, 5)
+                for e in ("f16", "bf16") for st in (1, 2) for q in (1, 4, 7) for l in (1, 2, 8) for launch in ("stream", "pdl")
+                for v in (2, 4)]
     assert len({k.name for k in kernels}) == len(kernels)
     templates = render.lookup(TEMPLATES)
     types = {render.type_definition(templates, k).replace(k.name, "NAME") for k in kernels}
@@ -103,6 +105,8 @@ def test_names_are_unique_and_say_every_parameter():
         "kernelgen_sm80_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_q7x2"
     assert DepthwiseStrip("t", 5, stride=2, columns=4, lanes=1, launch="pdl").name == \
         "kernelgen_sm90_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_5x5_stride2_q4x1_pdl"
+    assert DepthwiseStrip("t", 3, 4, columns=7, lanes=1, launch="pdl").name == \
+        "kernelgen_sm90_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_q7x1_v4_pdl"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
 
 
@@ -184,6 +188,14 @@ def test_the_strip_kernels_serve_depthwise_layers_of_even_c_at_their_stride_with
         "9 input rows of a strip are more than a CTA's shared memory"
     assert serves(DepthwiseStrip("t", 5, stride=2, columns=4, lanes=1), layer) is None
     assert serves(three, conv(c=1000)) is None
+    # four channels a thread: C a multiple of 4, 512 threads (quads x lanes) at most
+    quad = DepthwiseStrip("t", 3, 4, columns=7, lanes=1)
+    assert serves(quad, conv(c=164)) is None and serves(quad, conv(c=2048)) is None
+    assert serves(quad, conv(c=162)) == "C must be a multiple of 4 (four channels an 8-byte access)"
+    assert serves(quad, conv(c=2052)) == "513 channel quads x 1 lanes is more than 512 threads a CTA"
+    five_quads = DepthwiseStrip("t", 5, 4, columns=4, lanes=1)  # 168 registers a thread: 384 threads
+    assert serves(five_quads, conv(c=1536, r=5, pad=2)) is None
+    assert serves(five_quads, conv(c=1540, r=5, pad=2)) == "385 channel quads x 1 lanes is more than 384 threads a CTA"
     assert serves(three, Conv2dProblem(1024, 1024, 1024, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
         "2^31 elements or more (32-bit indices)"
 
@@ -250,6 +262,9 @@ LAYERS = [
     "n=2 h=7 w=7 c=18 k=18 r=7 s=7 pad=3 stride=1 groups=18",
     "n=1 h=9 w=9 c=21 k=21 r=3 s=3 pad=0 stride=2 groups=21",
     "n=1 h=10 w=19 c=50 k=50 r=3 s=3 pad=1 stride=2 groups=50",
+    "n=2 h=9 w=11 c=44 k=44 r=5 s=5 pad=2 stride=1 groups=44",
+    "n=1 h=13 w=10 c=36 k=36 r=5 s=5 pad=2 stride=2 groups=36",
+    "n=2 h=10 w=16 c=20 k=20 r=3 s=3 pad=1 stride=1 groups=20",
 ]
 
 
@@ -325,7 +340,7 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
             if isinstance(k, DepthwiseFlat):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.rows}, {k.stride}>"
             elif isinstance(k, DepthwiseStrip):
-                item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}>"
+                item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.vector}>"
             else:
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
                        + (f", {k.stride}, {k.rows}>" if isinstance(k, DepthwiseRows) else ">")

@@ -42,7 +42,7 @@ def test_catalog_holds_each_family():
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
     own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip")]  # profiler/dependent_kernel.h
-    assert len(pdl) == 86 and len(own) == 72 and all(
+    assert len(pdl) == 94 and len(own) == 80 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
@@ -94,7 +94,7 @@ def test_catalog_holds_each_family():
         {(3, 1, 1), (3, 1, 2), (3, 1, 4), (5, 1, 2), (7, 1, 2), (3, 2, 1), (3, 2, 2), (5, 2, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_flat.h" for k in dw_flat)
     dw_strip = [k for k in kernels if k.family == "depthwise_strip"]
-    assert len(dw_strip) == 22 and {(k.filter, k.stride) for k in dw_strip} == {(f, s) for f in (3, 5) for s in (1, 2)}
+    assert len(dw_strip) == 38 and {k.vector for k in dw_strip} == {2, 4} and {(k.filter, k.stride) for k in dw_strip} == {(f, s) for f in (3, 5) for s in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_strip.h" for k in dw_strip)
     assert {(k.arch, k.launch) for k in dw_strip} == {(80, "stream"), (90, "pdl")}
     direct = [k for k in kernels if k.family == "grouped_direct"]
@@ -198,9 +198,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 758
-    assert len(select(kernels, "*", parse_arch("90"))) == 572, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 446
+    assert len(select(kernels, "*", parse_arch("90a"))) == 774
+    assert len(select(kernels, "*", parse_arch("90"))) == 588, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 454
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

@@ -6,12 +6,14 @@ and out, fp32 accumulation, stride ``stride`` (1 or 2), any padding, dilation 1.
 A CTA walks the output rows of a segment of one image for a strip of ``columns`` x ``lanes``
 output columns: each input row's run of the strip (contiguous whatever C is) is copied once to a
 ring of shared-memory slots in 16-byte pieces, the next rows' copies in flight while a row is
-computed; a thread computes a pair of channels of ``columns`` output columns, its taps in
-registers. A spec lists entries of ``filter`` (R = S: 3 or 5), ``stride``, ``columns`` (1 to 8),
-``lanes`` (1 to 8) and ``launch`` (``"stream"``, or ``"pdl"``: a programmatic dependent launch,
-profiler/dependent_kernel.h, sm_90). Other strides and dilations, odd C, a channel multiplier
-(K = m*C), more channel pairs x lanes than a CTA's threads (1024 for 3x3, 512 for 5x5), a ring
-larger than a CTA's shared memory and layers of 2^31 elements or more are ``unsupported``.
+computed; a thread computes ``vector`` channels (2, or 4 where C is a multiple of 4) of
+``columns`` output columns, its taps in registers. A spec lists entries of ``filter`` (R = S: 3 or
+5), ``stride``, ``columns`` (1 to 8), ``lanes`` (1 to 8), ``vector`` (default 2; names end ``_v4``
+for 4) and ``launch`` (``"stream"``, or ``"pdl"``: a programmatic dependent launch,
+profiler/dependent_kernel.h, sm_90). Other strides and dilations, C no multiple of the vector, a
+channel multiplier (K = m*C), more vectors x lanes than a CTA's threads (1024 for 3x3 pairs, 384
+for 5x5 quads, else 512), a ring larger than a CTA's shared memory and layers of 2^31 elements or
+more are ``unsupported``.
 """
 
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ TYPES = DirectKernel.types
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((S.Key("filter", S.one_of((3, 5))), S.Key("stride", S.one_of((1, 2))),
-                 S.Key("columns", S.integer(1, 8)), S.Key("lanes", S.integer(1, 8)),
+                 S.Key("columns", S.integer(1, 8)), S.Key("lanes", S.integer(1, 8)), S.Key("vector", S.one_of((2, 4)), 2),
                  S.Key("launch", S.choice({"stream": None, "pdl": None}), default="stream")))
 MOST_ELEMENTS = 1 << 31  # depthwise_strip.h's kMostElements: 32-bit indices
 AHEAD = 2  # depthwise_strip.h's kAhead: output rows whose input rows are copied ahead
@@ -33,7 +35,7 @@ AHEAD = 2  # depthwise_strip.h's kAhead: output rows whose input rows are copied
 
 @dataclass(frozen=True)
 class DepthwiseStrip(DirectKernel):
-    vector: int = 2  # two channels a thread, one 4-byte access
+    vector: int = 2  # channels a thread: two (a 4-byte access) or four (8 bytes)
     columns: int = 1  # output columns a thread
     element: str = "f16"
     stride: int = 1
@@ -54,14 +56,16 @@ class DepthwiseStrip(DirectKernel):
     def name(self) -> str:
         t = self.element
         return (f"kernelgen_sm{self.arch}_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{self.filter}x{self.filter}"
-                f"_stride{self.stride}_q{self.columns}x{self.lanes}" + ("_pdl" if self.launch == "pdl" else ""))
+                f"_stride{self.stride}_q{self.columns}x{self.lanes}" + ("_v4" if self.vector == 4 else "")
+                + ("_pdl" if self.launch == "pdl" else ""))
 
     def slots(self) -> int:
         """The ring's slots: the input rows of an output row and of the AHEAD rows after it."""
         return self.filter + self.stride * AHEAD
 
     def most_threads(self) -> int:
-        return 1024 if self.filter == 3 else 512
+        """depthwise_strip.h's kMostThreads: a thread's taps, sums and window in its registers."""
+        return 1024 if (self.filter, self.vector) == (3, 2) else 384 if (self.filter, self.vector) == (5, 4) else 512
 
     def shared_bytes(self, conv) -> int:
         """depthwise_strip.h's StripItem::shared_bytes: a slot a row, a strip's input run in whole
@@ -72,23 +76,25 @@ class DepthwiseStrip(DirectKernel):
     def item_refuses(self, conv) -> str | None:
         if not conv.groups == conv.c == conv.k:
             return "a depthwise kernel: needs groups = C = K"
-        if conv.c % 2:
-            return "C must be even (two channels a 4-byte access)"
+        if conv.c % self.vector:
+            return ("C must be even (two channels a 4-byte access)" if self.vector == 2
+                    else "C must be a multiple of 4 (four channels an 8-byte access)")
         if (conv.stride_h, conv.stride_w) != (self.stride, self.stride):
             return f"built for stride {self.stride}"
         if (conv.dilation_h, conv.dilation_w) != (1, 1):
             return "built for dilation 1"
         if max(conv.n * conv.h * conv.w, conv.n * conv.p * conv.q) * conv.c >= MOST_ELEMENTS:
             return "2^31 elements or more (32-bit indices)"
-        if conv.c // 2 * self.lanes > self.most_threads():
-            return f"{conv.c // 2} channel pairs x {self.lanes} lanes is more than {self.most_threads()} threads a CTA"
+        if conv.c // self.vector * self.lanes > self.most_threads():
+            what = "channel pairs" if self.vector == 2 else "channel quads"
+            return f"{conv.c // self.vector} {what} x {self.lanes} lanes is more than {self.most_threads()} threads a CTA"
         if self.shared_bytes(conv) > SHARED_MEMORY:
             return f"{self.slots()} input rows of a strip are more than a CTA's shared memory"
         return None
 
     def values(self) -> dict:
         return {"type": self.kernel_type, "element": self.cuda_element(), "filter": self.filter, "stride": self.stride,
-                "columns": self.columns, "lanes": self.lanes, "pdl": self.launch == "pdl"}
+                "columns": self.columns, "lanes": self.lanes, "pdl": self.launch == "pdl", "vector": self.vector}
 
 
 def expand(path, raw: dict) -> list:
