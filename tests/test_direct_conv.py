@@ -142,17 +142,25 @@ def test_the_row_kernels_serve_depthwise_layers_of_their_stride_and_dilation_1()
     assert serves(pair, huge) == "2^30 work items or more (32-bit indices)"
 
 
-def test_the_flat_kernels_serve_depthwise_layers_of_even_c_at_their_stride():
-    three, seven, strided = DepthwiseFlat("t", 3, rows=2), DepthwiseFlat("t", 7, rows=2), DepthwiseFlat("t", 3, rows=1, stride=2)
+def assert_even_c_at_one_stride_served(three, strided, other, filter):
+    """What the flat and strip kernels (two channels an access, one stride) serve and refuse alike:
+    ``three`` a 3x3 stride-1 kernel, ``strided`` a 3x3 stride-2 one, ``other`` one of ``filter``."""
     for layer in (conv(), conv(c=162), conv(c=64), conv(pad=0), conv(pad=3)):
         assert serves(three, layer) is None, layer
-    assert serves(seven, conv(c=18, r=7, pad=3)) is None
+    assert serves(other, conv(c=18, r=filter, pad=filter // 2)) is None
     assert serves(three, conv(c=27)) == "C must be even (two channels a 4-byte access)"
     assert serves(three, conv(stride=2)) == "built for stride 1" and serves(strided, conv(stride=2)) is None
     assert serves(strided, conv()) == "built for stride 2"
     assert serves(three, conv(dilation=2, pad=2)) == "built for dilation 1"
     assert serves(three, conv(r=5, pad=2)) == "built for 3x3 filters"
     assert serves(three, conv(groups=29)) == serves(three, conv(k=116)) == "a depthwise kernel: needs groups = C = K"
+    assert serves(three, Conv2dProblem(1024, 1024, 1024, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
+        "2^31 elements or more (32-bit indices)"
+
+
+def test_the_flat_kernels_serve_depthwise_layers_of_even_c_at_their_stride():
+    three, seven, strided = DepthwiseFlat("t", 3, rows=2), DepthwiseFlat("t", 7, rows=2), DepthwiseFlat("t", 3, rows=1, stride=2)
+    assert_even_c_at_one_stride_served(three, strided, seven, 7)
     # a band's 4 input rows of 9000 x 2 channels take about 144 KB, of 15,000 x 2 (240 KB) more than 227 KiB
     assert serves(three, Conv2dProblem(1, 8, 9000, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) is None
     assert serves(three, Conv2dProblem(1, 8, 15000, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
@@ -160,22 +168,12 @@ def test_the_flat_kernels_serve_depthwise_layers_of_even_c_at_their_stride():
     assert serves(DepthwiseFlat("t", 3, rows=1), Conv2dProblem(1, 8, 15000, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) is None
     assert serves(DepthwiseFlat("t", 3, rows=2, stride=2), Conv2dProblem(1, 8, 12000, 2, 2, 3, 3, 1, 1, 2, 2, groups=2)) == \
         "a band of 5 input rows is more than a CTA's shared memory"
-    assert serves(three, Conv2dProblem(1024, 1024, 1024, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
-        "2^31 elements or more (32-bit indices)"
 
 
 def test_the_strip_kernels_serve_depthwise_layers_of_even_c_at_their_stride_within_a_ctas_threads():
     three, five, strided = (DepthwiseStrip("t", 3, columns=7, lanes=2), DepthwiseStrip("t", 5, columns=4, lanes=1),
                             DepthwiseStrip("t", 3, stride=2, columns=4, lanes=1))
-    for layer in (conv(), conv(c=162), conv(c=64), conv(pad=0), conv(pad=3)):
-        assert serves(three, layer) is None, layer
-    assert serves(five, conv(c=18, r=5, pad=2)) is None
-    assert serves(three, conv(c=27)) == "C must be even (two channels a 4-byte access)"
-    assert serves(three, conv(stride=2)) == "built for stride 1" and serves(strided, conv(stride=2)) is None
-    assert serves(strided, conv()) == "built for stride 2"
-    assert serves(three, conv(dilation=2, pad=2)) == "built for dilation 1"
-    assert serves(three, conv(r=5, pad=2)) == "built for 3x3 filters"
-    assert serves(three, conv(groups=29)) == serves(three, conv(k=116)) == "a depthwise kernel: needs groups = C = K"
+    assert_even_c_at_one_stride_served(three, strided, five, 5)
     # a thread a channel pair of each lane: 512 pairs x 2 lanes fill 1024 threads, 514 x 2 do not;
     # a 5x5 kernel's CTA holds 512 threads
     assert serves(three, conv(c=1024)) is None
@@ -196,8 +194,6 @@ def test_the_strip_kernels_serve_depthwise_layers_of_even_c_at_their_stride_with
     five_quads = DepthwiseStrip("t", 5, 4, columns=4, lanes=1)  # 168 registers a thread: 384 threads
     assert serves(five_quads, conv(c=1536, r=5, pad=2)) is None
     assert serves(five_quads, conv(c=1540, r=5, pad=2)) == "385 channel quads x 1 lanes is more than 384 threads a CTA"
-    assert serves(three, Conv2dProblem(1024, 1024, 1024, 2, 2, 3, 3, 1, 1, 1, 1, groups=2)) == \
-        "2^31 elements or more (32-bit indices)"
 
 
 def test_the_grouped_kernels_serve_any_channels_a_group():

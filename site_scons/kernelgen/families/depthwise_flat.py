@@ -15,7 +15,8 @@ elements or more are ``unsupported``.
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import SHARED_MEMORY, DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family
+from .common import (SHARED_MEMORY, DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family,
+                     one_stride_depthwise_refuses)
 
 KIND = "depthwise_flat"
 TEMPLATE = "depthwise_flat.mako"
@@ -54,16 +55,9 @@ class DepthwiseFlat(DirectKernel):
         return (self.rows - 1) * self.stride + self.filter
 
     def item_refuses(self, conv) -> str | None:
-        if not conv.groups == conv.c == conv.k:
-            return "a depthwise kernel: needs groups = C = K"
-        if conv.c % 2:
-            return "C must be even (two channels a 4-byte access)"
-        if (conv.stride_h, conv.stride_w) != (self.stride, self.stride):
-            return f"built for stride {self.stride}"
-        if (conv.dilation_h, conv.dilation_w) != (1, 1):
-            return "built for dilation 1"
-        if max(conv.n * conv.h * conv.w, conv.n * conv.p * conv.q) * conv.c >= MOST_ELEMENTS:
-            return "2^31 elements or more (32-bit indices)"
+        why = one_stride_depthwise_refuses(conv, self.stride, 2, MOST_ELEMENTS)
+        if why is not None:
+            return why
         if self.shared_bytes(conv) > SHARED_MEMORY:
             return f"a band of {self.input_rows()} input rows is more than a CTA's shared memory"
         return None

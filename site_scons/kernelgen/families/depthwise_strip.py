@@ -19,7 +19,8 @@ more are ``unsupported``.
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import SHARED_MEMORY, DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family
+from .common import (SHARED_MEMORY, DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family,
+                     one_stride_depthwise_refuses)
 
 KIND = "depthwise_strip"
 TEMPLATE = "depthwise_strip.mako"
@@ -74,17 +75,9 @@ class DepthwiseStrip(DirectKernel):
         return self.slots() * ((run + 14) // 8 * 8) * 2
 
     def item_refuses(self, conv) -> str | None:
-        if not conv.groups == conv.c == conv.k:
-            return "a depthwise kernel: needs groups = C = K"
-        if conv.c % self.vector:
-            return ("C must be even (two channels a 4-byte access)" if self.vector == 2
-                    else "C must be a multiple of 4 (four channels an 8-byte access)")
-        if (conv.stride_h, conv.stride_w) != (self.stride, self.stride):
-            return f"built for stride {self.stride}"
-        if (conv.dilation_h, conv.dilation_w) != (1, 1):
-            return "built for dilation 1"
-        if max(conv.n * conv.h * conv.w, conv.n * conv.p * conv.q) * conv.c >= MOST_ELEMENTS:
-            return "2^31 elements or more (32-bit indices)"
+        why = one_stride_depthwise_refuses(conv, self.stride, self.vector, MOST_ELEMENTS)
+        if why is not None:
+            return why
         if conv.c // self.vector * self.lanes > self.most_threads():
             what = "channel pairs" if self.vector == 2 else "channel quads"
             return f"{conv.c // self.vector} {what} x {self.lanes} lanes is more than {self.most_threads()} threads a CTA"
