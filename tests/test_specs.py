@@ -25,6 +25,8 @@ def test_catalog_holds_each_family():
     assert len(sm80) == 10 * 3, "10 SM80 16816 tiles x alignments 8, 4, 2"
     small = [k for k in kernels if k.family == "conv2d_fprop_sm80_small"]
     assert len(small) == 3 and {k.alignment for k in small} == {8}
+    squeeze = [k for k in kernels if k.family == "conv2d_fprop_sm80_squeeze"]
+    assert len(squeeze) == 2 * 3 and {(k.threadblock[0], k.alignment) for k in squeeze} == {(32, a) for a in (8, 4, 2)}
     assert len(sm90) == 2 * 2, "2 SM90 tiles x clusters 1x1, 1x2"
     assert len(narrow) == 4 * 3 and {k.alignment for k in narrow} == {1, 2, 4}
     gemm = [k for k in kernels if k.family == "gemm_sm90"]
@@ -153,7 +155,7 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem + padded_nosmem)
     assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
+    assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
@@ -198,9 +200,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 774
-    assert len(select(kernels, "*", parse_arch("90"))) == 588, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 454
+    assert len(select(kernels, "*", parse_arch("90a"))) == 780
+    assert len(select(kernels, "*", parse_arch("90"))) == 594, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 460
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
