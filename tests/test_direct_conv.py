@@ -1,8 +1,8 @@
 """The direct grouped kernels (profiler/direct_conv.h; site_scons/kernelgen/families/depthwise_narrow.py
 for depthwise layers of C not a multiple of 8, depthwise_rows.py (profiler/depthwise_rows.h) for
 those at one stride, depthwise_flat.py (profiler/depthwise_flat.h) for even C at one stride,
-depthwise_strip.py (profiler/depthwise_strip.h) for even C at one stride, walking rows,
-grouped_direct.py for any channels a group): each
+depthwise_strip.py (profiler/strip_conv.h) for even C at one stride, walking rows,
+grouped_strip.py (the same) for groups of 8 channels, grouped_direct.py for any channels a group): each
 spec refuses what its family cannot build, naming file, entry and key; names say every parameter
 that changes the code; ``serves`` refuses what can_implement refuses and takes any stride, padding
 and dilation; the layers no other kernel serves (ShuffleNetV2's 58 channels, groups of 12 and 20
@@ -25,6 +25,7 @@ from kernelgen.families.depthwise_narrow import DepthwiseNarrow
 from kernelgen.families.depthwise_rows import DepthwiseRows
 from kernelgen.families.depthwise_strip import DepthwiseStrip
 from kernelgen.families.grouped_direct import GroupedDirect
+from kernelgen.families.grouped_strip import GroupedStrip
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_catalog, load_family
 from kernelgen.workloads import parse_workloads
@@ -33,9 +34,9 @@ FAMILIES = ROOT / "kernel_specs" / "families"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
 SPECS = {"depthwise_narrow": FAMILIES / "depthwise_narrow.toml", "depthwise_rows": FAMILIES / "depthwise_rows.toml",
          "depthwise_flat": FAMILIES / "depthwise_flat.toml", "depthwise_strip": FAMILIES / "depthwise_strip.toml",
-         "grouped_direct": FAMILIES / "grouped_direct.toml"}
+         "grouped_direct": FAMILIES / "grouped_direct.toml", "grouped_strip": FAMILIES / "grouped_strip.toml"}
 CLASSES = {"depthwise_narrow": DepthwiseNarrow, "depthwise_rows": DepthwiseRows, "depthwise_flat": DepthwiseFlat,
-           "depthwise_strip": DepthwiseStrip, "grouped_direct": GroupedDirect}
+           "depthwise_strip": DepthwiseStrip, "grouped_direct": GroupedDirect, "grouped_strip": GroupedStrip}
 
 
 def family(tmp_path, kind, entry):
@@ -69,6 +70,10 @@ def family(tmp_path, kind, entry):
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, launch = \"graph\" }", "launch", "graph"),
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, rows = 2 }", "rows", "unknown key"),
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, vector = 8 }", "vector", "8 is not one of 2, 4"),
+    ("grouped_strip", "{ filter = 3, channels = 16, stride = 1, columns = 4, lanes = 1 }", "channels", "16 is not one of 4, 8"),
+    ("grouped_strip", "{ filter = 5, channels = 8, stride = 1, columns = 4, lanes = 1 }", "channels", "do not fit"),
+    ("grouped_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1 }", "channels", "missing"),
+    ("grouped_strip", "{ filter = 3, channels = 8, stride = 1, columns = 4, lanes = 1, vector = 2 }", "vector", "unknown key"),
     ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
     ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
@@ -89,6 +94,9 @@ def test_names_are_unique_and_say_every_parameter():
     kernels += [DepthwiseStrip("t", f, v, element=e, stride=st, columns=q, lanes=l, launch=launch) for f in (3, 5)
                 for e in ("f16", "bf16") for st in (1, 2) for q in (1, 4, 7) for l in (1, 2, 8) for launch in ("stream", "pdl")
                 for v in (2, 4)]
+    kernels += [GroupedStrip("t", f, element=e, stride=st, columns=q, lanes=l, launch=launch, channels=g)
+                for f in (3, 5) for e in ("f16", "bf16") for st in (1, 2) for q in (1, 4, 7) for l in (1, 2)
+                for launch in ("stream", "pdl") for g in (4, 8)]
     assert len({k.name for k in kernels}) == len(kernels)
     templates = render.lookup(TEMPLATES)
     types = {render.type_definition(templates, k).replace(k.name, "NAME") for k in kernels}
@@ -107,6 +115,8 @@ def test_names_are_unique_and_say_every_parameter():
         "kernelgen_sm90_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_5x5_stride2_q4x1_pdl"
     assert DepthwiseStrip("t", 3, 4, columns=7, lanes=1, launch="pdl").name == \
         "kernelgen_sm90_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_q7x1_v4_pdl"
+    assert GroupedStrip("t", 3, stride=2, columns=4, lanes=1, channels=8).name == \
+        "kernelgen_sm80_simt_gconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_g8_3x3_stride2_q4x1"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
 
 
@@ -196,6 +206,22 @@ def test_the_strip_kernels_serve_depthwise_layers_of_even_c_at_their_stride_with
     assert serves(five_quads, conv(c=1540, r=5, pad=2)) == "385 channel quads x 1 lanes is more than 384 threads a CTA"
 
 
+def test_the_grouped_strip_kernels_serve_groups_of_their_channels_with_k_equal_to_c():
+    eight, strided = GroupedStrip("t", 3, columns=4, lanes=1), GroupedStrip("t", 3, stride=2, columns=7, lanes=1)
+    for layer in (conv(440, groups=55), conv(64, groups=8), conv(64, groups=8, pad=0), conv(104, groups=13, pad=2)):
+        assert serves(eight, layer) is None, layer
+    assert serves(strided, conv(440, groups=55, stride=2)) is None
+    assert serves(eight, conv(448, groups=28)) == "built for 8 channels a group"  # 16 a group
+    assert serves(eight, conv(64, groups=8, k=128)) == "needs K = C (as many output channels a group as input channels)"
+    assert serves(eight, conv(64, groups=8, stride=2)) == "built for stride 1"
+    assert serves(eight, conv(64, groups=8, dilation=2, pad=2)) == "built for dilation 1"
+    assert serves(eight, conv(64, groups=8, r=5, pad=2)) == "built for 3x3 filters"
+    # a thread an output channel: 512 channels a lane at most
+    assert serves(eight, conv(512, groups=64)) is None
+    assert serves(eight, conv(520, groups=65)) == "520 output channels x 1 lanes is more than 512 threads a CTA"
+    assert "not for conv2d_fprop" in serves(eight, conv(64, groups=1))
+
+
 def test_the_grouped_kernels_serve_any_channels_a_group():
     four, one = GroupedDirect("t", 3, 4, 2), GroupedDirect("t", 3, 1, 4)
     for layer in (conv(448, groups=8), conv(336, groups=7), conv(448, groups=8, stride=2),
@@ -221,7 +247,7 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
     served = [k for k in catalog if serves(k, layer) is None]
     assert {k.family for k in served} <= set(SPECS) and any(k.family == kind for k in served)
     if groups == c:
-        assert {k.family for k in served} == set(SPECS)
+        assert {k.family for k in served} == set(SPECS) - {"grouped_strip"}
     proposal, = candidates.propose([layer], catalog, load_model("nvidia_h200"), 3)
     assert {k.family for _, k in proposal.ranked} <= set(SPECS) and any(k.family == kind for _, k in proposal.ranked)
 
@@ -261,6 +287,9 @@ LAYERS = [
     "n=2 h=9 w=11 c=44 k=44 r=5 s=5 pad=2 stride=1 groups=44",
     "n=1 h=13 w=10 c=36 k=36 r=5 s=5 pad=2 stride=2 groups=36",
     "n=2 h=10 w=16 c=20 k=20 r=3 s=3 pad=1 stride=1 groups=20",
+    "n=2 h=11 w=13 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
+    "n=1 h=7 w=9 c=40 k=40 r=3 s=3 pad=1 stride=1 groups=5",
+    "n=3 h=14 w=14 c=88 k=88 r=3 s=3 pad=1 stride=2 groups=11",
 ]
 
 
@@ -275,7 +304,7 @@ CPU_CHECK = r"""
 
 #include "depthwise_flat.h"
 #include "depthwise_rows.h"
-#include "depthwise_strip.h"
+#include "strip_conv.h"
 #include "direct_conv.h"
 
 using kernelgen::Conv2dProblem;
@@ -332,11 +361,13 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
         for k in kernels:
             item = {"DepthwiseNarrow": "direct::NarrowItem", "GroupedDirect": "direct::GroupedItem",
                     "DepthwiseRows": "rows::RowsItem", "DepthwiseFlat": "flat::FlatItem",
-                    "DepthwiseStrip": "strip::StripItem"}[k.kernel_type]
+                    "DepthwiseStrip": "strip::DepthwiseItem", "GroupedStrip": "strip::GroupedItem"}[k.kernel_type]
             if isinstance(k, DepthwiseFlat):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.rows}, {k.stride}>"
             elif isinstance(k, DepthwiseStrip):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.vector}>"
+            elif isinstance(k, GroupedStrip):
+                item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.channels}>"
             else:
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
                        + (f", {k.stride}, {k.rows}>" if isinstance(k, DepthwiseRows) else ">")
@@ -363,5 +394,6 @@ def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
                                                            "kernelgen_sm80_simt_dwconv_rows_*,"
                                                            "kernelgen_sm80_simt_dwconv_flat_*,"
                                                            "kernelgen_sm*_simt_dwconv_strip_*,"
+                                                           "kernelgen_sm*_simt_gconv_strip_*,"
                                                            "kernelgen_sm80_simt_gconv_direct_*"):
         assert_served_rows_verify(problem, frame, kernels)

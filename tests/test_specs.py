@@ -43,14 +43,15 @@ def test_catalog_holds_each_family():
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
-    own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip")]  # profiler/dependent_kernel.h
-    assert len(pdl) == 94 and len(own) == 80 and all(
+    own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip", "grouped_strip")]  # profiler/dependent_kernel.h
+    assert len(pdl) == 98 and len(own) == 84 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
     for k in pdl:  # each beside the same kernel launched plainly
         twin = by_name[k.name.replace("_pdl", "").replace("kernelgen_sm90_tensorop_gconv_", "kernelgen_sm80_tensorop_gconv_")
-                       .replace("kernelgen_sm90_simt_dwconv_strip_", "kernelgen_sm80_simt_dwconv_strip_")]
+                       .replace("kernelgen_sm90_simt_dwconv_strip_", "kernelgen_sm80_simt_dwconv_strip_")
+                       .replace("kernelgen_sm90_simt_gconv_strip_", "kernelgen_sm80_simt_gconv_strip_")]
         assert twin.launch == "stream"
         if k in own:
             assert twin.includes == k.includes and dataclasses.replace(k, launch="stream") == twin
@@ -97,8 +98,11 @@ def test_catalog_holds_each_family():
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_flat.h" for k in dw_flat)
     dw_strip = [k for k in kernels if k.family == "depthwise_strip"]
     assert len(dw_strip) == 38 and {k.vector for k in dw_strip} == {2, 4} and {(k.filter, k.stride) for k in dw_strip} == {(f, s) for f in (3, 5) for s in (1, 2)}
-    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_strip.h" for k in dw_strip)
+    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "strip_conv.h" for k in dw_strip)
     assert {(k.arch, k.launch) for k in dw_strip} == {(80, "stream"), (90, "pdl")}
+    g_strip = [k for k in kernels if k.family == "grouped_strip"]
+    assert len(g_strip) == 8 and {(k.channels, k.filter) for k in g_strip} == {(8, 3)}
+    assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "strip_conv.h" for k in g_strip)
     direct = [k for k in kernels if k.family == "grouped_direct"]
     assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
@@ -157,7 +161,7 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
+                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_strip) + len(g_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -200,9 +204,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 780
-    assert len(select(kernels, "*", parse_arch("90"))) == 594, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 460
+    assert len(select(kernels, "*", parse_arch("90a"))) == 788
+    assert len(select(kernels, "*", parse_arch("90"))) == 602, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 464
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -517,7 +521,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 25
+    assert len(families.FAMILIES) == 26
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 ## The C++ type of one depthwise kernel of even channel counts at one stride that walks rows
-## (profiler/depthwise_strip.h: DepthwiseStrip): R = S = filter, a thread's columns, the lanes across
+## (profiler/strip_conv.h: DepthwiseStrip): R = S = filter, a thread's columns, the lanes across
 ## a strip, a programmatic dependent launch or not, and the channels a thread.
 ## Inputs: name (the procedural name), v (type, element, filter, stride, columns, lanes, pdl, vector).
 // ${v["type"]} ${v["filter"]}x${v["filter"]}, stride ${v["stride"]}, strips of ${v["columns"]} x ${v["lanes"]} output columns walking rows, ${v["vector"]} channels a thread: ${name}

@@ -32,22 +32,28 @@ def every_entry_builds(path, entry, kernel) -> None:
     nothing to refuse."""
 
 
+def one_stride_refuses(conv, stride: int, most_elements: int) -> str | None:
+    """Why a kernel built for one ``stride`` and dilation 1, with 32-bit indices below
+    ``most_elements``, cannot compute ``conv``, or None."""
+    if (conv.stride_h, conv.stride_w) != (stride, stride):
+        return f"built for stride {stride}"
+    if (conv.dilation_h, conv.dilation_w) != (1, 1):
+        return "built for dilation 1"
+    if max(conv.n * conv.h * conv.w * conv.c, conv.n * conv.p * conv.q * conv.k) >= most_elements:
+        return "2^31 elements or more (32-bit indices)"
+    return None
+
+
 def one_stride_depthwise_refuses(conv, stride: int, vector: int, most_elements: int) -> str | None:
     """Why a depthwise kernel of ``vector`` channels an access (2 or 4), built for one ``stride`` and
     dilation 1 with 32-bit indices below ``most_elements``, cannot compute ``conv`` (the checks
-    depthwise_flat.h's and depthwise_strip.h's items make first, in their order), or None."""
+    depthwise_flat.h's and strip_conv.h's items make first, in their order), or None."""
     if not conv.groups == conv.c == conv.k:
         return "a depthwise kernel: needs groups = C = K"
     if conv.c % vector:
         return ("C must be even (two channels a 4-byte access)" if vector == 2
                 else "C must be a multiple of 4 (four channels an 8-byte access)")
-    if (conv.stride_h, conv.stride_w) != (stride, stride):
-        return f"built for stride {stride}"
-    if (conv.dilation_h, conv.dilation_w) != (1, 1):
-        return "built for dilation 1"
-    if max(conv.n * conv.h * conv.w, conv.n * conv.p * conv.q) * conv.c >= most_elements:
-        return "2^31 elements or more (32-bit indices)"
-    return None
+    return one_stride_refuses(conv, stride, most_elements)
 
 
 def expand_fixed_type_entries(cls, family: S.Table, entry: S.Table, path, raw: dict, types, check) -> list:

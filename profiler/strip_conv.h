@@ -1,18 +1,25 @@
-// Depthwise convolutions (groups = C = K) of even channel counts, above all those no multiple of 8,
-// at one stride (1 or 2), any padding, dilation 1: kernelgen::DepthwiseStrip<T, R, STRIDE, TQ, LANES, PDL, V>.
+// Depthwise and grouped convolutions that walk rows, at one stride (1 or 2), any padding, dilation 1:
+// kernelgen::DepthwiseStrip<T, R, STRIDE, TQ, LANES, PDL, V> (groups = C = K, C even: above all C no
+// multiple of 8) and kernelgen::GroupedStrip<T, R, STRIDE, TQ, LANES, CPG, PDL> (CPG = 4 or 8
+// channels a group, K = C: RegNet's groups of 8).
 //
 // A CTA walks the output rows of one segment of one image, for one strip of TQ * LANES output
 // columns. In NHWC the input columns a strip reads of one input row are one contiguous run of
 // memory whatever C is: each input row's run is copied once to a ring of shared-memory slots in
 // 16-byte pieces (cp.async, from the 16-byte boundary at or before its start), the copies of the
-// next kAhead output rows' new input rows in flight while the CTA computes one. A thread computes
-// V channels (c .. c + V - 1: a pair, or four where C is a multiple of 4) of TQ consecutive output
-// columns of each row, its taps in registers, reading each input vector of its window from shared
-// memory once a filter row: consecutive threads on consecutive vectors (4- or 8-byte words of
-// consecutive addresses; a slot starts 16-byte aligned at the boundary at or before its run, so
-// channel c of any column lies V-aligned). depthwise_flat.h copies a
-// band's whole input rows for each band, with no overlap of the copies and the arithmetic, and reads
-// the taps and R x (TP + R - 1) input pairs from shared memory for each output pair.
+// next kAhead output rows' new input rows in flight while the CTA computes one (strip::Ring).
+//  - DepthwiseItem: a thread computes V channels (c .. c + V - 1: a pair, or four where C is a
+//    multiple of 4) of TQ consecutive output columns of each row, its taps in registers, reading
+//    each input vector of its window from shared memory once a filter row: consecutive threads on
+//    consecutive vectors (4- or 8-byte words of consecutive addresses; a slot starts 16-byte
+//    aligned at the boundary at or before its run, so channel c of any column lies V-aligned).
+//    depthwise_flat.h copies a band's whole input rows for each band, with no overlap of the
+//    copies and the arithmetic, and reads the taps and R x (TP + R - 1) input pairs from shared
+//    memory for each output pair.
+//  - GroupedItem: a thread computes one output channel k of TQ columns, its group's R x R x CPG
+//    taps in registers, reading the group's CPG input channels of each window column as one 8- or
+//    16-byte word (the threads of a group read the same word, a broadcast). grouped_mma.h's tensor
+//    cores take 16 channels a group and more; at 8 a group their tiles compute half empty.
 //
 // What a CTA does (its copies and its threads' outputs) is host and device code:
 // tests/test_direct_conv.py runs each kernel's CTAs on the CPU, through the same ring of slots.
@@ -64,30 +71,23 @@ __device__ __forceinline__ void wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-template <typename T_, int R, int STRIDE, int TQ, int LANES, int V = 2>
-struct StripItem {
+// What the items share: a strip's geometry, its CTAs' segments, and the ring of input rows.
+template <typename T_, int R, int STRIDE, int TQ, int LANES>
+struct Ring {
   using T = T_;
   static_assert(R == 3 || R == 5, "R = S: 3 or 5");
-  static_assert(V == 2 || V == 4, "V channels a thread: 2 or 4");
   static_assert(STRIDE == 1 || STRIDE == 2, "stride 1 or 2");
   static_assert(TQ >= 1 && TQ <= 8, "TQ output columns a thread: 1 to 8");
   static_assert(LANES >= 1 && LANES <= 8, "LANES threads across a strip: 1 to 8");
-  static constexpr int kR = R, kS = R, kV = V;
+  static constexpr int kR = R, kS = R;
   static constexpr int kColumns = TQ * LANES;                       // output columns a strip
   static constexpr int kWindow = (TQ - 1) * STRIDE + R;             // input columns a thread reads
   static constexpr int kInputColumns = (kColumns - 1) * STRIDE + R;  // input columns a strip reads
   static constexpr int kSlots = R + STRIDE * kAhead;                // input rows staged at once
-  // a CTA's threads at most, so that a thread's taps, sums and window fit its registers without
-  // spilling: 64 (3x3 pairs), 128 (3x3 quads, 5x5 pairs) or 168 (5x5 quads)
-  static constexpr int kMostThreads = R == 3 && V == 2 ? 1024 : R == 5 && V == 4 ? 384 : 512;
 
   __host__ __device__ static int rows_out(const Conv2dProblem& p) { return (p.h + 2 * p.pad_h - R) / STRIDE + 1; }
   __host__ __device__ static int columns_out(const Conv2dProblem& p) { return (p.w + 2 * p.pad_w - R) / STRIDE + 1; }
   __host__ __device__ static int strips(const Conv2dProblem& p) { return (columns_out(p) + kColumns - 1) / kColumns; }
-
-  // A thread V channels of TQ columns: C / V vectors for each of the strip's LANES.
-  __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / V * LANES; }
-  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
 
   // A slot holds one input row's run of a strip, from the 16-byte boundary at or before its start.
   static long long slot_elements(const Conv2dProblem& p) { return ((long long)kInputColumns * p.c + 14) / 8 * 8; }
@@ -150,6 +150,71 @@ struct StripItem {
     }
   }
 
+  // The checks every item makes after its channels': the stride, dilation 1, 32-bit indices; then,
+  // after its threads', the ring.
+  static std::string shape_refused(const Conv2dProblem& p) {
+    if (p.stride_h != STRIDE || p.stride_w != STRIDE) return "built for stride " + std::to_string(STRIDE);
+    if (p.dilation_h != 1 || p.dilation_w != 1) return "built for dilation 1";
+    if ((long long)p.n * p.h * p.w * p.c >= kMostElements ||
+        (long long)p.n * rows_out(p) * columns_out(p) * p.k >= kMostElements) {
+      return "2^31 elements or more (32-bit indices)";
+    }
+    return {};
+  }
+  static std::string ring_refused(const Conv2dProblem& p) {
+    if (shared_bytes(p) > kMostShared) {
+      return std::to_string(kSlots) + " input rows of a strip are more than a CTA's shared memory";
+    }
+    return {};
+  }
+
+  // The CPU check's CTAs: segments of kCheckRows output rows.
+  static long long check_ctas(const Conv2dProblem& p) {
+    const int P = rows_out(p);
+    return (long long)p.n * strips(p) * ((P + kCheckRows - 1) / kCheckRows);
+  }
+
+  // CTA `index` of the CPU check's, on the host as its threads run it on the GPU: the ring's slots
+  // start as NaN, so that an output read from a row not copied (or overwritten) is wrong.
+  template <class Item>
+  static void run_cta(const Conv2dProblem& p, int index, const T* x, const T* w, T* y) {
+    const int P = rows_out(p);
+    const Segments s{kCheckRows, (P + kCheckRows - 1) / kCheckRows};
+    const Cta at = cta(p, s, index);
+    const long long slot = slot_elements(p);
+    std::vector<uint16_t> storage(size_t(kSlots * slot) + 8, 0x7e00);
+    T* slots = reinterpret_cast<T*>(storage.data());
+    for (int k = 0; k < kAhead; ++k) stage_output_row(p, at, at.p0 + k, slot, x, slots, 0, 1);
+    for (int row = at.p0; row < at.p1; ++row) {
+      stage_output_row(p, at, row + kAhead, slot, x, slots, 0, 1);
+      for (int u = 0; u < Item::units(p); ++u) {
+        typename Item::Taps tap;
+        Item::taps(p, u, w, tap);
+        Item::compute(p, at, row, u, slot, slots, tap, y);
+      }
+    }
+  }
+};
+
+template <typename T_, int R, int STRIDE, int TQ, int LANES, int V = 2>
+struct DepthwiseItem : Ring<T_, R, STRIDE, TQ, LANES> {
+  using Base = Ring<T_, R, STRIDE, TQ, LANES>;
+  using T = T_;
+  using Base::columns_out;
+  using Base::origin;
+  using Base::rows_out;
+  using Base::slot_of;
+  static_assert(V == 2 || V == 4, "V channels a thread: 2 or 4");
+  static constexpr int kWindow = Base::kWindow;
+  // a CTA's threads at most, so that a thread's taps, sums and window fit its registers without
+  // spilling: 64 (3x3 pairs), 128 (3x3 quads, 5x5 pairs) or 168 (5x5 quads)
+  static constexpr int kMostThreads = R == 3 && V == 2 ? 1024 : R == 5 && V == 4 ? 384 : 512;
+  using Taps = float[R * R][V];
+
+  // A thread V channels of TQ columns: C / V vectors for each of the strip's LANES.
+  __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / V * LANES; }
+  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
+
   // V consecutive elements at `at` (V-aligned) in one 4- or 8-byte access, and back.
   using Word = typename std::conditional<V == 2, uint32_t, uint2>::type;
   __host__ __device__ static void load(const T* at, float (&out)[V]) {
@@ -169,7 +234,7 @@ struct StripItem {
   }
 
   // The taps of unit u's channels c .. c + V - 1, from the K x R x S filter (one channel a filter).
-  __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, float (&tap)[R * R][V]) {
+  __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, Taps& tap) {
     const int c = V * (u % (p.c / V));
 #pragma unroll
     for (int t = 0; t < R * R; ++t) {
@@ -180,7 +245,7 @@ struct StripItem {
 
   // Unit u's outputs of output row `row`: channels c .. c + V - 1 of its TQ columns, from the slots.
   __host__ __device__ static void compute(const Conv2dProblem& p, const Cta& at, int row, int u,
-                                          long long slot_elements, const T* slots, const float (&tap)[R * R][V],
+                                          long long slot_elements, const T* slots, const Taps& tap,
                                           T* y) {
     const int c = V * (u % (p.c / V)), q = at.q0 + (u / (p.c / V)) * TQ;
     const int P = rows_out(p), Q = columns_out(p), left = q * STRIDE - p.pad_w;
@@ -219,46 +284,106 @@ struct StripItem {
     if (p.c % V != 0) {
       return V == 2 ? "C must be even (two channels a 4-byte access)" : "C must be a multiple of 4 (four channels an 8-byte access)";
     }
-    if (p.stride_h != STRIDE || p.stride_w != STRIDE) return "built for stride " + std::to_string(STRIDE);
-    if (p.dilation_h != 1 || p.dilation_w != 1) return "built for dilation 1";
-    if ((long long)p.n * p.h * p.w * p.c >= kMostElements ||
-        (long long)p.n * rows_out(p) * columns_out(p) * p.c >= kMostElements) {
-      return "2^31 elements or more (32-bit indices)";
-    }
+    std::string why = Base::shape_refused(p);
+    if (!why.empty()) return why;
     if (units(p) > kMostThreads) {
-      return std::to_string(p.c / V) + (V == 2 ? " channel pairs x " : " channel quads x ") + std::to_string(LANES) + " lanes is more than " +
-             std::to_string(kMostThreads) + " threads a CTA";
+      return std::to_string(p.c / V) + (V == 2 ? " channel pairs x " : " channel quads x ") + std::to_string(LANES) +
+             " lanes is more than " + std::to_string(kMostThreads) + " threads a CTA";
     }
-    if (shared_bytes(p) > kMostShared) {
-      return std::to_string(kSlots) + " input rows of a strip are more than a CTA's shared memory";
-    }
-    return {};
+    return Base::ring_refused(p);
   }
 
-  // The CPU check's items: each a CTA of segments of kCheckRows output rows.
-  static long long items(const Conv2dProblem& p, const direct::Shape&) {
-    const int P = rows_out(p);
-    return (long long)p.n * strips(p) * ((P + kCheckRows - 1) / kCheckRows);
-  }
-
-  // CTA `index` alone, on the host as its threads run it on the GPU: the ring's slots start as NaN,
-  // so that an output read from a row not copied (or overwritten) is wrong.
+  static long long items(const Conv2dProblem& p, const direct::Shape&) { return Base::check_ctas(p); }
   static void run(const Conv2dProblem& p, const direct::Shape&, long long index, const T* x, const T* w, T* y) {
-    const int P = rows_out(p);
-    const Segments s{kCheckRows, (P + kCheckRows - 1) / kCheckRows};
-    const Cta at = cta(p, s, int(index));
-    const long long slot = slot_elements(p);
-    std::vector<uint16_t> storage(size_t(kSlots * slot) + 8, 0x7e00);
-    T* slots = reinterpret_cast<T*>(storage.data());
-    for (int k = 0; k < kAhead; ++k) stage_output_row(p, at, at.p0 + k, slot, x, slots, 0, 1);
-    for (int row = at.p0; row < at.p1; ++row) {
-      stage_output_row(p, at, row + kAhead, slot, x, slots, 0, 1);
-      for (int u = 0; u < units(p); ++u) {
-        float tap[R * R][V];
-        taps(p, u, w, tap);
-        compute(p, at, row, u, slot, slots, tap, y);
+    Base::template run_cta<DepthwiseItem>(p, int(index), x, w, y);
+  }
+};
+
+// One output channel k of TQ columns a thread, for groups of CPG channels and K = C (CPG output
+// channels a group): the group's CPG inputs of a window column in one 8- or 16-byte word.
+template <typename T_, int R, int STRIDE, int TQ, int LANES, int CPG>
+struct GroupedItem : Ring<T_, R, STRIDE, TQ, LANES> {
+  using Base = Ring<T_, R, STRIDE, TQ, LANES>;
+  using T = T_;
+  using Base::columns_out;
+  using Base::origin;
+  using Base::rows_out;
+  using Base::slot_of;
+  static_assert(CPG == 4 || CPG == 8, "CPG channels a group: 4 or 8");
+  static constexpr int kWindow = Base::kWindow;
+  static constexpr int kMostThreads = 512;  // 128 registers a thread: R x R x CPG taps
+  static_assert(R == 3 || CPG == 4, "5x5 taps of 8 channels do not fit a thread's registers");
+  using Taps = float[R * R][CPG];
+  using Word = typename std::conditional<CPG == 4, uint2, uint4>::type;
+
+  // A thread an output channel of TQ columns: K for each of the strip's LANES.
+  __host__ __device__ static int units(const Conv2dProblem& p) { return p.k * LANES; }
+  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
+
+  // The taps of unit u's output channel k: its filter's R x R x CPG (KRSC, C of the group).
+  __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, Taps& tap) {
+    const int k = u % p.k;
+#pragma unroll
+    for (int t = 0; t < R * R; ++t) {
+#pragma unroll
+      for (int c = 0; c < CPG; ++c) tap[t][c] = direct::to_float(direct::read(w + (k * R * R + t) * CPG + c));
+    }
+  }
+
+  // Unit u's outputs of output row `row`: output channel k of its TQ columns, from the slots.
+  __host__ __device__ static void compute(const Conv2dProblem& p, const Cta& at, int row, int u,
+                                          long long slot_elements, const T* slots, const Taps& tap, T* y) {
+    const int k = u % p.k, c0 = k / CPG * CPG, q = at.q0 + (u / p.k) * TQ;
+    const int P = rows_out(p), Q = columns_out(p), left = q * STRIDE - p.pad_w;
+    float sums[TQ] = {};
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int h = row * STRIDE - p.pad_h + r;
+      if (h < 0 || h >= p.h) continue;
+      // element (h, col, c0) of x is element base + col * C of its slot
+      const T* slot = slots + slot_of(h) * slot_elements;
+      const int base = ((at.n * p.h + h) * p.w) * p.c + c0 - origin(p, at, h);
+#pragma unroll
+      for (int i = 0; i < kWindow; ++i) {
+        const int col = left + i;
+        if (col < 0 || col >= p.w) continue;
+        const Word bits = *reinterpret_cast<const Word*>(slot + base + col * p.c);
+        T e[CPG];
+        memcpy(e, &bits, sizeof(Word));
+        float in[CPG];
+#pragma unroll
+        for (int c = 0; c < CPG; ++c) in[c] = direct::to_float(e[c]);
+#pragma unroll
+        for (int t = 0; t < TQ; ++t) {
+          const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
+          if (s < 0 || s >= R) continue;
+#pragma unroll
+          for (int c = 0; c < CPG; ++c) sums[t] += in[c] * tap[r * R + s][c];
+        }
       }
     }
+#pragma unroll
+    for (int t = 0; t < TQ; ++t) {
+      if (q + t >= Q || row >= P) continue;
+      y[((at.n * P + row) * Q + q + t) * p.k + k] = direct::from_float<T>(sums[t]);
+    }
+  }
+
+  static std::string can_implement(const Conv2dProblem& p, int groups) {
+    if (p.c / groups != CPG) return "built for " + std::to_string(CPG) + " channels a group";
+    if (p.k != p.c) return "needs K = C (as many output channels a group as input channels)";
+    std::string why = Base::shape_refused(p);
+    if (!why.empty()) return why;
+    if (units(p) > kMostThreads) {
+      return std::to_string(p.k) + " output channels x " + std::to_string(LANES) + " lanes is more than " +
+             std::to_string(kMostThreads) + " threads a CTA";
+    }
+    return Base::ring_refused(p);
+  }
+
+  static long long items(const Conv2dProblem& p, const direct::Shape&) { return Base::check_ctas(p); }
+  static void run(const Conv2dProblem& p, const direct::Shape&, long long index, const T* x, const T* w, T* y) {
+    Base::template run_cta<GroupedItem>(p, int(index), x, w, y);
   }
 };
 
@@ -275,7 +400,7 @@ __global__ void __launch_bounds__(Item::kMostThreads) strip_kernel(Conv2dProblem
   const Cta at = Item::cta(p, s, blockIdx.x);
   const int u = threadIdx.x;
   const bool active = u < Item::units(p);
-  float tap[Item::kR * Item::kR][Item::kV];
+  typename Item::Taps tap;
   if (active) Item::taps(p, u, w, tap);
 #pragma unroll
   for (int k = 0; k < kAhead; ++k) {
@@ -297,9 +422,9 @@ __global__ void __launch_bounds__(Item::kMostThreads) strip_kernel(Conv2dProblem
 // A kernel type for direct_conv.h's DirectOperation (DirectConv's checks, then the item's): a CTA a
 // segment of a strip, as many segments as make about the CTAs the GPU holds at once; `ctas` from
 // configure() is the SM count.
-template <typename T, int R, int STRIDE, int TQ, int LANES, bool PDL = false, int V = 2>
-struct DepthwiseStrip : DirectConv<strip::StripItem<T, R, STRIDE, TQ, LANES, V>> {
-  using Item = strip::StripItem<T, R, STRIDE, TQ, LANES, V>;
+template <typename Item, bool PDL>
+struct StripConv : DirectConv<Item> {
+  using T = typename Item::T;
 
   static int& registers() {
     static int kept = 0;
@@ -349,5 +474,10 @@ struct DepthwiseStrip : DirectConv<strip::StripItem<T, R, STRIDE, TQ, LANES, V>>
     }
   }
 };
+
+template <typename T, int R, int STRIDE, int TQ, int LANES, bool PDL = false, int V = 2>
+using DepthwiseStrip = StripConv<strip::DepthwiseItem<T, R, STRIDE, TQ, LANES, V>, PDL>;
+template <typename T, int R, int STRIDE, int TQ, int LANES, int CPG, bool PDL = false>
+using GroupedStrip = StripConv<strip::GroupedItem<T, R, STRIDE, TQ, LANES, CPG>, PDL>;
 
 }  // namespace kernelgen
