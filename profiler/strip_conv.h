@@ -320,13 +320,17 @@ struct GroupedItem : Ring<T_, R, STRIDE, TQ, LANES> {
   __host__ __device__ static int units(const Conv2dProblem& p) { return p.k * LANES; }
   static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
 
-  // The taps of unit u's output channel k: its filter's R x R x CPG (KRSC, C of the group).
+  // The taps of unit u's output channel k: its filter's R x R x CPG (KRSC, C of the group), a tap's
+  // CPG channels one 8- or 16-byte read.
   __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, Taps& tap) {
     const int k = u % p.k;
 #pragma unroll
     for (int t = 0; t < R * R; ++t) {
+      const Word bits = direct::read(reinterpret_cast<const Word*>(w + (k * R * R + t) * CPG));
+      T e[CPG];
+      memcpy(e, &bits, sizeof(Word));
 #pragma unroll
-      for (int c = 0; c < CPG; ++c) tap[t][c] = direct::to_float(direct::read(w + (k * R * R + t) * CPG + c));
+      for (int c = 0; c < CPG; ++c) tap[t][c] = direct::to_float(e[c]);
     }
   }
 
