@@ -150,6 +150,27 @@ struct Ring {
     }
   }
 
+  // For each filter row r and window column i (0 .. kWindow - 1) of the TQ output columns from q of
+  // output row `row` that lie in the image, visit(r, i, element): element the slot's copy of input
+  // (h, col, c) (a slot's element 0 is x's element origin(h)).
+  template <class Visit>
+  __host__ __device__ static void walk(const Conv2dProblem& p, const Cta& at, int row, int c, int q,
+                                       long long slot_elements, const T* slots, Visit&& visit) {
+    const int left = q * STRIDE - p.pad_w;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int h = row * STRIDE - p.pad_h + r;
+      if (h < 0 || h >= p.h) continue;
+      const T* slot = slots + slot_of(h) * slot_elements;
+      const int base = ((at.n * p.h + h) * p.w) * p.c + c - origin(p, at, h);
+#pragma unroll
+      for (int i = 0; i < kWindow; ++i) {
+        const int col = left + i;
+        if (col >= 0 && col < p.w) visit(r, i, slot + base + col * p.c);
+      }
+    }
+  }
+
   // The checks every item makes after its channels': the stride, dilation 1, 32-bit indices; then,
   // after its threads', the ring.
   static std::string shape_refused(const Conv2dProblem& p) {
@@ -201,11 +222,8 @@ struct DepthwiseItem : Ring<T_, R, STRIDE, TQ, LANES> {
   using Base = Ring<T_, R, STRIDE, TQ, LANES>;
   using T = T_;
   using Base::columns_out;
-  using Base::origin;
   using Base::rows_out;
-  using Base::slot_of;
   static_assert(V == 2 || V == 4, "V channels a thread: 2 or 4");
-  static constexpr int kWindow = Base::kWindow;
   // a CTA's threads at most, so that a thread's taps, sums and window fit its registers without
   // spilling: 64 (3x3 pairs), 128 (3x3 quads, 5x5 pairs) or 168 (5x5 quads)
   static constexpr int kMostThreads = R == 3 && V == 2 ? 1024 : R == 5 && V == 4 ? 384 : 512;
@@ -248,30 +266,19 @@ struct DepthwiseItem : Ring<T_, R, STRIDE, TQ, LANES> {
                                           long long slot_elements, const T* slots, const Taps& tap,
                                           T* y) {
     const int c = V * (u % (p.c / V)), q = at.q0 + (u / (p.c / V)) * TQ;
-    const int P = rows_out(p), Q = columns_out(p), left = q * STRIDE - p.pad_w;
+    const int P = rows_out(p), Q = columns_out(p);
     float sums[TQ][V] = {};
+    Base::walk(p, at, row, c, q, slot_elements, slots, [&](int r, int i, const T* element) {
+      float in[V];
+      load(element, in);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int h = row * STRIDE - p.pad_h + r;
-      if (h < 0 || h >= p.h) continue;
-      // element (h, col, c) of x is element base + col * C of its slot
-      const T* slot = slots + slot_of(h) * slot_elements;
-      const int base = ((at.n * p.h + h) * p.w) * p.c + c - origin(p, at, h);
+      for (int t = 0; t < TQ; ++t) {
+        const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
+        if (s < 0 || s >= R) continue;
 #pragma unroll
-      for (int i = 0; i < kWindow; ++i) {
-        const int col = left + i;
-        if (col < 0 || col >= p.w) continue;
-        float in[V];
-        load(slot + base + col * p.c, in);
-#pragma unroll
-        for (int t = 0; t < TQ; ++t) {
-          const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
-          if (s < 0 || s >= R) continue;
-#pragma unroll
-          for (int v = 0; v < V; ++v) sums[t][v] += in[v] * tap[r * R + s][v];
-        }
+        for (int v = 0; v < V; ++v) sums[t][v] += in[v] * tap[r * R + s][v];
       }
-    }
+    });
 #pragma unroll
     for (int t = 0; t < TQ; ++t) {
       if (q + t >= Q || row >= P) continue;
@@ -306,11 +313,8 @@ struct GroupedItem : Ring<T_, R, STRIDE, TQ, LANES> {
   using Base = Ring<T_, R, STRIDE, TQ, LANES>;
   using T = T_;
   using Base::columns_out;
-  using Base::origin;
   using Base::rows_out;
-  using Base::slot_of;
   static_assert(CPG == 4 || CPG == 8, "CPG channels a group: 4 or 8");
-  static constexpr int kWindow = Base::kWindow;
   static constexpr int kMostThreads = 512;  // 128 registers a thread: R x R x CPG taps
   static_assert(R == 3 || CPG == 4, "5x5 taps of 8 channels do not fit a thread's registers");
   using Taps = float[R * R][CPG];
@@ -338,34 +342,23 @@ struct GroupedItem : Ring<T_, R, STRIDE, TQ, LANES> {
   __host__ __device__ static void compute(const Conv2dProblem& p, const Cta& at, int row, int u,
                                           long long slot_elements, const T* slots, const Taps& tap, T* y) {
     const int k = u % p.k, c0 = k / CPG * CPG, q = at.q0 + (u / p.k) * TQ;
-    const int P = rows_out(p), Q = columns_out(p), left = q * STRIDE - p.pad_w;
+    const int P = rows_out(p), Q = columns_out(p);
     float sums[TQ] = {};
+    Base::walk(p, at, row, c0, q, slot_elements, slots, [&](int r, int i, const T* element) {
+      const Word bits = *reinterpret_cast<const Word*>(element);
+      T e[CPG];
+      memcpy(e, &bits, sizeof(Word));
+      float in[CPG];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int h = row * STRIDE - p.pad_h + r;
-      if (h < 0 || h >= p.h) continue;
-      // element (h, col, c0) of x is element base + col * C of its slot
-      const T* slot = slots + slot_of(h) * slot_elements;
-      const int base = ((at.n * p.h + h) * p.w) * p.c + c0 - origin(p, at, h);
+      for (int c = 0; c < CPG; ++c) in[c] = direct::to_float(e[c]);
 #pragma unroll
-      for (int i = 0; i < kWindow; ++i) {
-        const int col = left + i;
-        if (col < 0 || col >= p.w) continue;
-        const Word bits = *reinterpret_cast<const Word*>(slot + base + col * p.c);
-        T e[CPG];
-        memcpy(e, &bits, sizeof(Word));
-        float in[CPG];
+      for (int t = 0; t < TQ; ++t) {
+        const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
+        if (s < 0 || s >= R) continue;
 #pragma unroll
-        for (int c = 0; c < CPG; ++c) in[c] = direct::to_float(e[c]);
-#pragma unroll
-        for (int t = 0; t < TQ; ++t) {
-          const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
-          if (s < 0 || s >= R) continue;
-#pragma unroll
-          for (int c = 0; c < CPG; ++c) sums[t] += in[c] * tap[r * R + s][c];
-        }
+        for (int c = 0; c < CPG; ++c) sums[t] += in[c] * tap[r * R + s][c];
       }
-    }
+    });
 #pragma unroll
     for (int t = 0; t < TQ; ++t) {
       if (q + t >= Q || row >= P) continue;
