@@ -13,11 +13,16 @@
 // conv_packed.h's does: the filter slice resident, ldmatrix + mma.sync, the fp16 results staged
 // packed as the output lies and stored in 16-byte pieces where the slice holds every K.
 //
+// With PDL, a kernel is launched as a programmatic dependent of the kernel before it
+// (dependent_kernel.h): its CTAs are scheduled while that kernel finishes and wait for it before
+// they read the filter or the input.
+//
 // Use as PackedPointwiseFprop (the same Arguments, `unsupported`, `initialize` and `run`; the
 // adapter is few_channels_adapter.h).
 #pragma once
 
 #include "conv_packed.h"
+#include "dependent_kernel.h"
 
 namespace kernelgen {
 namespace packed_pipelined {
@@ -85,7 +90,7 @@ __host__ __device__ __forceinline__ void build_rows(const __half* run, int rows,
   }
 }
 
-template <int BM, int BN, int WM, int WN, int Blocks, int STAGES>
+template <int BM, int BN, int WM, int WN, int Blocks, int STAGES, bool PDL>
 __global__ void __launch_bounds__(WM * WN * 32, Blocks)
     fprop_kernel(const __half* __restrict__ x, const __half* __restrict__ w, __half* __restrict__ y,
                  few_channels::Shape g) {
@@ -108,6 +113,7 @@ __global__ void __launch_bounds__(WM * WN * 32, Blocks)
   const int first = blockIdx.x / g.channel_blocks, stride = gridDim.x / g.channel_blocks;
   const int k0 = channel_block * BN, width = min_of(BN, g.k - k0);
   const long long total = g.pixels * g.c;  // x's halves
+  if constexpr (PDL) pdl::wait_then_release();  // the kernel before it has written the input
 
   // Tile t's input run (pixels t * BM .., each C halves) into staging buffer `buffer`; a group of
   // copies committed whether or not the tile exists, so that every thread counts groups alike.
@@ -231,8 +237,9 @@ __global__ void __launch_bounds__(WM * WN * 32, Blocks)
 }  // namespace packed_pipelined
 
 // A packed 1x1 conv2d fprop kernel copying STAGES - 1 tiles ahead: PackedPointwiseFprop's tiles,
-// warps, reduction and CTAs per SM, and STAGES staging buffers of BM*C halves.
-template <int BM, int BN, int WM, int WN, int MaxReduction, int Blocks, int STAGES>
+// warps, reduction and CTAs per SM, STAGES staging buffers of BM*C halves, and a programmatic
+// dependent launch or not.
+template <int BM, int BN, int WM, int WN, int MaxReduction, int Blocks, int STAGES, bool PDL = false>
 struct PackedPipelinedFprop {
   using Base = PackedPointwiseFprop<BM, BN, WM, WN, MaxReduction, Blocks>;
   static constexpr int kThreads = Base::kThreads;
@@ -265,7 +272,7 @@ struct PackedPipelinedFprop {
     g.channel_blocks = (k + BN - 1) / BN;
     args = Arguments{static_cast<const __half*>(x), static_cast<const __half*>(w), static_cast<__half*>(y), g,
                      packed_pipelined::shared_bytes(BM, BN, g.reduction, c, STAGES), 1};
-    auto kernel = packed_pipelined::fprop_kernel<BM, BN, WM, WN, Blocks, STAGES>;
+    auto kernel = packed_pipelined::fprop_kernel<BM, BN, WM, WN, Blocks, STAGES, PDL>;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes) != cudaSuccess)
       return "cannot reserve the kernel's shared memory";
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&args.blocks_per_sm, kernel, kThreads, args.shared_bytes) !=
@@ -281,8 +288,15 @@ struct PackedPipelinedFprop {
     long long per_block = (long long)sms * args.blocks_per_sm / g.channel_blocks;
     if (per_block < 1) per_block = 1;
     if (per_block > g.tiles) per_block = g.tiles;
-    packed_pipelined::fprop_kernel<BM, BN, WM, WN, Blocks, STAGES>
-        <<<unsigned(per_block * g.channel_blocks), kThreads, args.shared_bytes, stream>>>(args.x, args.w, args.y, g);
+    const auto kernel = packed_pipelined::fprop_kernel<BM, BN, WM, WN, Blocks, STAGES, PDL>;
+    const dim3 grid(unsigned(per_block * g.channel_blocks));
+    if constexpr (PDL) {
+      if (const cudaError_t error = pdl::launch(kernel, grid, dim3(kThreads), size_t(args.shared_bytes), stream, args.x,
+                                                args.w, args.y, g))
+        return error;
+    } else {
+      kernel<<<grid, kThreads, args.shared_bytes, stream>>>(args.x, args.w, args.y, g);
+    }
     return cudaPeekAtLastError();
   }
 };

@@ -36,13 +36,15 @@ def test_the_committed_spec_builds_kernels_named_by_tile_reduction_warps_blocks_
     assert all(k.includes == ("conv_packed.h",) and k.values()["type"] == "PackedPointwiseFprop" and "stages" not in k.values()
                for k in plain)
     pipelined = [k for k in kernels if k.stages > 1]
-    assert {k.name for k in pipelined} == {
-        PREFIX + "64x64_k320_warps2x2_blocks2_stages2", PREFIX + "64x64_k192_warps2x2_blocks4_stages3",
-        PREFIX + "128x64_k128_warps4x1_blocks2_stages3", PREFIX + "32x96_k384_warps2x2_blocks2_stages2",
-        PREFIX + "64x192_k128_warps2x4_blocks2_stages2", PREFIX + "64x256_k128_warps2x4_blocks2_stages2"}
+    shapes = ("64x64_k320_warps2x2_blocks2_stages2", "64x64_k192_warps2x2_blocks4_stages3",
+              "128x64_k128_warps4x1_blocks2_stages3", "32x96_k384_warps2x2_blocks2_stages2",
+              "64x192_k128_warps2x4_blocks2_stages2", "64x256_k128_warps2x4_blocks2_stages2")
+    assert {k.name for k in pipelined} == {PREFIX + s for s in shapes} | {
+        PREFIX.replace("_sm80_", "_sm90_") + s + "_pdl" for s in shapes}  # each of both launches
     assert all(k.includes == ("conv_packed_pipelined.h",) and k.values()["type"] == "PackedPipelinedFprop"
-               and k.values()["stages"] == k.stages for k in pipelined)
-    assert all(k.adapter_header == "few_channels_adapter.h" and k.arch == 80 for k in kernels)
+               and k.values()["stages"] == k.stages and k.values()["pdl"] == (k.launch == "pdl") for k in pipelined)
+    assert all(k.adapter_header == "few_channels_adapter.h" and k.arch == (90 if k.launch == "pdl" else 80)
+               for k in kernels)
 
 
 @pytest.mark.parametrize("bm, bn, reduction, expected", [
@@ -54,7 +56,7 @@ def test_shared_memory_counts_the_filter_slice_and_the_tile_that_stages_the_outp
 
 
 def test_a_pipelined_kernel_adds_its_staging_buffers_of_a_tiles_run_and_one_piece():
-    (k,) = [k for k in load_family(SPEC) if k.name.endswith("_packed_64x64_k192_warps2x2_blocks4_stages3")]
+    (k,) = [k for k in load_family(SPEC) if k.name.endswith("_packed_64x64_k192_warps2x2_blocks4_stages3_pdl")]
     assert k.shared_bytes == packed.shared_bytes(64, 64, 192) + 3 * 2 * (64 * 192 + 8)
     assert packed.staged_halves(64, 162) == 64 * 162 + 8 and packed.staged_halves(32, 27) == 32 * 27 + 8
 
@@ -68,6 +70,8 @@ def test_a_pipelined_kernel_adds_its_staging_buffers_of_a_tiles_run_and_one_piec
     ("{ tile = [64, 64], warps = [2, 2], reduction = 128, blocks = 2, stages = 0 }", "stages", "0 is outside [1, 4]"),
     # the staging buffers count: 64x64 k320 takes 83,968 bytes alone, 248,864 with three buffers
     ("{ tile = [64, 64], warps = [2, 2], reduction = 320, blocks = 2, stages = 3 }", "reduction", "shared memory"),
+    ('{ tile = [64, 64], warps = [2, 2], reduction = 320, blocks = 4, launch = "pdl" }', "launch", "pipelined kernels'"),
+    ('{ tile = [64, 64], warps = [2, 2], reduction = 192, blocks = 4, stages = 2, launch = "graph" }', "launch", "graph"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
     path = tmp_path / "conv2d_fprop_packed.toml"
@@ -98,7 +102,7 @@ SERVED = [
 @pytest.mark.parametrize("layer, kernel, words", SERVED)
 def test_the_cost_model_serves_the_layers_the_kernel_takes(layer, kernel, words):
     (k,) = [k for k in load_family(SPEC) if f"_packed_{kernel}_" in k.name + "_" and (k.stages > 1) == (
-        "stages" in kernel or kernel.startswith("32x96"))]
+        "stages" in kernel or kernel.startswith("32x96")) and k.launch == "stream"]
     why = cost_model.serves(k, layer)
     assert why is None if words is None else words in why
 

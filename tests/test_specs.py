@@ -43,15 +43,17 @@ def test_catalog_holds_each_family():
     assert all("epilogue_sm90.h" in k.includes and f"_stores{k.store_stages}" in k.name for k in stores)
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
-    own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip", "grouped_strip")]  # profiler/dependent_kernel.h
-    assert len(pdl) == 98 and len(own) == 84 and all(
+    own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip", "grouped_strip",
+                                          "conv2d_fprop_packed")]  # profiler/dependent_kernel.h
+    assert len(pdl) == 104 and len(own) == 90 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
     for k in pdl:  # each beside the same kernel launched plainly
         twin = by_name[k.name.replace("_pdl", "").replace("kernelgen_sm90_tensorop_gconv_", "kernelgen_sm80_tensorop_gconv_")
                        .replace("kernelgen_sm90_simt_dwconv_strip_", "kernelgen_sm80_simt_dwconv_strip_")
-                       .replace("kernelgen_sm90_simt_gconv_strip_", "kernelgen_sm80_simt_gconv_strip_")]
+                       .replace("kernelgen_sm90_simt_gconv_strip_", "kernelgen_sm80_simt_gconv_strip_")
+                       .replace("kernelgen_sm90_tensorop_fprop_", "kernelgen_sm80_tensorop_fprop_")]
         assert twin.launch == "stream"
         if k in own:
             assert twin.includes == k.includes and dataclasses.replace(k, launch="stream") == twin
@@ -66,8 +68,8 @@ def test_catalog_holds_each_family():
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
     assert len(few) == 11
     packed = [k for k in kernels if k.family == "conv2d_fprop_packed"]
-    assert len(packed) == 11 and all("_packed_" in k.name for k in packed)
-    assert sorted(k.includes for k in packed) == [("conv_packed.h",)] * 5 + [("conv_packed_pipelined.h",)] * 6
+    assert len(packed) == 17 and all("_packed_" in k.name for k in packed)
+    assert sorted(k.includes for k in packed) == [("conv_packed.h",)] * 5 + [("conv_packed_pipelined.h",)] * 12
     rows_packed = [k for k in kernels if k.family == "conv2d_fprop_rows_packed"]
     assert len(rows_packed) == 3 and all(k.includes == ("conv_rows_packed.h",) and k.mode == "rows" for k in rows_packed)
     split = [k for k in kernels if k.family.endswith("split_k")]
@@ -204,8 +206,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 788
-    assert len(select(kernels, "*", parse_arch("90"))) == 602, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 794
+    assert len(select(kernels, "*", parse_arch("90"))) == 608, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 464
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",

@@ -8,7 +8,8 @@ An entry of ``stages`` 2 to 4 (profiler/conv_packed_pipelined.h: PackedPipelined
 tile's contiguous input run whole into a ring of ``stages`` staging buffers (cp.async, 16-byte
 pieces), ``stages`` - 1 tiles ahead of the one it computes, and builds the tile's A rows from
 there; ``stages`` 1 (the default) builds them from global memory, a thread a pixel. Its name ends
-``_stages<n>``.
+``_stages<n>``. A pipelined entry may take ``launch = "pdl"`` (a programmatic dependent launch,
+profiler/dependent_kernel.h, sm_90: ``kernelgen_sm90_..._pdl``).
 
 A tile of ``tile[0]`` consecutive pixels reads one contiguous run of its pixels' inputs and, where
 the kernel's ``tile[1]`` output channels hold every K, writes one contiguous run of their outputs:
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from .. import spec_schema as S
+from ..errors import SpecError
 from .common import expand_fixed_type_entries, fixed_type_family
 from .conv2d_few_channels import ENTRY as FEW_CHANNELS_ENTRY, PIECE, TYPES, Conv2dFpropFewChannels, check
 from .conv2d_few_channels import shared_bytes as few_channels_shared_bytes
@@ -36,7 +38,8 @@ INT_MAX = (1 << 31) - 1  # packed::fprop_kernel indexes pixels in int
 FAMILY = fixed_type_family(KIND)
 # the few-channels kernels' keys less the tiling mode and its staged rows
 ENTRY = S.Table((*(key for key in FEW_CHANNELS_ENTRY.keys if key.name not in ("mode", "staged")),
-                 S.Key("stages", S.integer(1, 4), 1)))
+                 S.Key("stages", S.integer(1, 4), 1),
+                 S.Key("launch", S.choice({"stream": None, "pdl": None}), default="stream")))
 
 
 def shared_bytes(bm: int, bn: int, reduction: int) -> int:
@@ -59,7 +62,13 @@ def reduction_columns(c: int) -> int:
 @dataclass(frozen=True)
 class Conv2dFpropPacked(Conv2dFpropFewChannels):
     stages: int = 1  # 2 to 4: staging buffers of the pipelined kernel
+    launch: str = "stream"  # "pdl": a programmatic dependent launch (pipelined kernels; sm_90)
     template = TEMPLATE
+
+    @property
+    def arch(self) -> int:
+        """80 (mma.sync); 90 for a programmatic dependent launch (griddepcontrol)."""
+        return 90 if self.launch == "pdl" else 80
 
     @property
     def includes(self) -> tuple:
@@ -67,9 +76,9 @@ class Conv2dFpropPacked(Conv2dFpropFewChannels):
 
     @cached_property
     def name(self) -> str:
-        return (f"kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_packed_{self.tile[0]}x{self.tile[1]}"
+        return (f"kernelgen_sm{self.arch}_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_packed_{self.tile[0]}x{self.tile[1]}"
                 f"_k{self.reduction}_warps{self.warps[0]}x{self.warps[1]}_blocks{self.blocks}"
-                + (f"_stages{self.stages}" if self.stages > 1 else ""))
+                + (f"_stages{self.stages}" if self.stages > 1 else "") + ("_pdl" if self.launch == "pdl" else ""))
 
     @property
     def shared_bytes(self) -> int:
@@ -77,8 +86,8 @@ class Conv2dFpropPacked(Conv2dFpropFewChannels):
         return shared_bytes(*self.tile, self.reduction) + staging
 
     def values(self) -> dict:
-        pipelined = {"type": "PackedPipelinedFprop", "stages": self.stages} if self.stages > 1 else \
-            {"type": "PackedPointwiseFprop"}
+        pipelined = {"type": "PackedPipelinedFprop", "stages": self.stages, "pdl": self.launch == "pdl"} \
+            if self.stages > 1 else {"type": "PackedPointwiseFprop"}
         return {**pipelined, "bm": self.tile[0], "bn": self.tile[1], "wm": self.warps[0], "wn": self.warps[1],
                 "reduction": self.reduction, "blocks": self.blocks, "threads": self.threads,
                 "shared_bytes": self.shared_bytes}
@@ -94,6 +103,15 @@ class Conv2dFpropPacked(Conv2dFpropFewChannels):
         return None
 
 
+def check_packed(path, entry, kernel) -> None:
+    """The few-channels kernels' checks, and a programmatic dependent launch for the pipelined
+    kernels alone (conv_packed.h's kernel has none)."""
+    check(path, entry, kernel)
+    if kernel.launch == "pdl" and kernel.stages == 1:
+        raise SpecError(path, "a programmatic dependent launch is the pipelined kernels' (stages 2 to 4)", entry,
+                        "launch")
+
+
 def expand(path, raw: dict) -> list:
     return expand_fixed_type_entries(partial(Conv2dFpropPacked, mode=MODE, staged=None), FAMILY, ENTRY, path, raw,
-                                     TYPES, check)
+                                     TYPES, check_packed)
