@@ -43,7 +43,7 @@ from pathlib import Path
 from .errors import KernelgenError, one_line, shorten
 from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
-from .families.conv2d_few_channels import Conv2dFpropFewChannels
+from .families.conv2d_few_channels import Conv2dFpropFewChannels, layer_columns, layer_fits
 from .families.conv2d_packed import Conv2dFpropPacked
 from .families.conv2d_rows_packed import Conv2dFpropRowsPacked
 from .families.conv2d_sm90 import Conv2dFpropSm90
@@ -122,7 +122,7 @@ def serves(kernel, problem) -> str | None:
             return "needs 1 to 4 input channels"
         if conv.k % 8:
             return "K must be a multiple of 8"
-        return _few_channels_fit(kernel, conv)
+        return layer_fits(kernel, conv)
     if isinstance(kernel, Conv2dFpropSm90Halo):
         if (conv.r, conv.s, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w, conv.dilation_h,
                 conv.dilation_w) != (3, 3, 1, 1, 1, 1, 1, 1):
@@ -158,32 +158,6 @@ def _serves_key(kernel) -> tuple | None:
         return None
     return (type(kernel), kernel.element, kernel.op, kernel.alignment, getattr(kernel, "k_alignment", kernel.alignment),
             getattr(kernel, "pad_channels", False), reads_c(kernel))
-
-
-def _few_channels_fit(kernel, conv) -> str | None:
-    """Whether a layer's reduction, and in rows mode its staged input rows, fit the kernel
-    (profiler/conv_few_channels.h: im2col columns of S*C rounded up to 8 a filter row, rows-mode
-    columns of S*4 rounded up to 16; a tile of ``tile[0]`` pixels spans that many output rows at
-    most, plus one, whose input rows of W + 2*pad pixels are staged)."""
-    columns = _few_channels_columns(kernel, conv)
-    if kernel.mode == "rows":
-        if conv.dilation_w != 1:
-            return "a rows kernel takes no dilation along W"
-        spanned = -(-kernel.tile[0] // conv.q) + 1
-        rows = (min(spanned, conv.p) - 1) * conv.stride_h + (conv.r - 1) * conv.dilation_h + 1
-        if rows * (conv.w + 2 * conv.pad_w) > kernel.staged:
-            return f"stages at most {kernel.staged} input pixels"
-    if columns > kernel.reduction:
-        return f"a reduction of {columns} columns exceeds the kernel's {kernel.reduction}"
-    return None
-
-
-def _few_channels_columns(kernel, conv) -> int:
-    """The reduction columns a few-channels kernel walks for ``conv``: S*C rounded up to 8 a filter
-    row (im2col), S*4 rounded up to 16 (rows)."""
-    if kernel.mode != "rows":  # im2col, and the packed kernels' 1x1 layers
-        return conv.r * -(-conv.s * conv.c // 8) * 8
-    return conv.r * -(-conv.s * 4 // 16) * 16
 
 
 # ---- features --------------------------------------------------------------------------------------
@@ -297,7 +271,7 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         return [mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
     if isinstance(kernel, Conv2dFpropFewChannels) and conv is not None:
-        tk = k = -(-_few_channels_columns(kernel, conv) // 16) * 16  # the layer's, in MMA k-steps of 16
+        tk = k = -(-layer_columns(kernel, conv) // 16) * 16  # the layer's, in MMA k-steps of 16
     if isinstance(kernel, Conv2dFpropSm90Transposed):
         m, n = n, m
     launches, tiled_n, grids = 1.0, n, 1

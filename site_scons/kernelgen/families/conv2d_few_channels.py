@@ -120,6 +120,32 @@ class Conv2dFpropFewChannels:
                 "blocks": self.blocks, "threads": self.threads, "shared_bytes": self.shared_bytes}
 
 
+def layer_columns(kernel, conv) -> int:
+    """The reduction columns a few-channels kernel walks for ``conv``: S*C rounded up to 8 a filter
+    row (im2col), S*4 rounded up to 16 (rows)."""
+    if kernel.mode != "rows":  # im2col, and the packed kernels' 1x1 layers
+        return conv.r * -(-conv.s * conv.c // 8) * 8
+    return conv.r * -(-conv.s * 4 // 16) * 16
+
+
+def layer_fits(kernel, conv) -> str | None:
+    """Whether a layer's reduction, and in rows mode its staged input rows, fit the kernel
+    (profiler/conv_few_channels.h: im2col columns of S*C rounded up to 8 a filter row, rows-mode
+    columns of S*4 rounded up to 16; a tile of ``tile[0]`` pixels spans that many output rows at
+    most, plus one, whose input rows of W + 2*pad pixels are staged)."""
+    columns = layer_columns(kernel, conv)
+    if kernel.mode == "rows":
+        if conv.dilation_w != 1:
+            return "a rows kernel takes no dilation along W"
+        spanned = -(-kernel.tile[0] // conv.q) + 1
+        rows = (min(spanned, conv.p) - 1) * conv.stride_h + (conv.r - 1) * conv.dilation_h + 1
+        if rows * (conv.w + 2 * conv.pad_w) > kernel.staged:
+            return f"stages at most {kernel.staged} input pixels"
+    if columns > kernel.reduction:
+        return f"a reduction of {columns} columns exceeds the kernel's {kernel.reduction}"
+    return None
+
+
 def check(path, entry, kernel) -> None:
     """Refuse a kernel that cannot be built or cannot run, naming the key at fault."""
     (bm, bn), (wm, wn) = kernel.tile, kernel.warps

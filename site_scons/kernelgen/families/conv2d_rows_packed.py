@@ -14,7 +14,7 @@ from functools import cached_property, partial
 
 from .. import spec_schema as S
 from .common import expand_fixed_type_entries, fixed_type_family
-from .conv2d_few_channels import ENTRY as FEW_CHANNELS_ENTRY, TYPES, Conv2dFpropFewChannels, check
+from .conv2d_few_channels import ENTRY as FEW_CHANNELS_ENTRY, TYPES, Conv2dFpropFewChannels, check, layer_fits
 
 KIND = "conv2d_fprop_rows_packed"
 MODE = "rows"
@@ -39,14 +39,13 @@ class Conv2dFpropRowsPacked(Conv2dFpropFewChannels):
 
     def refuses(self, conv) -> str | None:
         """Why the kernel cannot compute ``conv`` (FewChannelsRowsPackedFprop::unsupported), or None."""
-        from ..cost_model import _few_channels_fit
         if conv.c > 4:
             return "needs 1 to 4 input channels"
         if conv.k > self.tile[1]:
             return f"needs at most {self.tile[1]} output channels (one filter slice)"
         if conv.k % 8 == 0:
             return "K is a multiple of 8: the rows kernels store it in 16-byte pieces"
-        return _few_channels_fit(self, conv)
+        return layer_fits(self, conv)
 
 
 def expand(path, raw: dict) -> list:
