@@ -16,6 +16,9 @@
 //    depthwise_flat.h copies a band's whole input rows for each band, with no overlap of the
 //    copies and the arithmetic, and reads the taps and R x (TP + R - 1) input pairs from shared
 //    memory for each output pair.
+//  - HalfItem (kernelgen::DepthwiseStripHalf<R, STRIDE, TQ, LANES, PDL>, fp16 only): DepthwiseItem's
+//    pairs, multiplied and added as one __half2 (HFMA2, fp16 sums): half the instructions, and the
+//    taps of a 7x7 filter in 49 registers.
 //  - GroupedItem: a thread computes one output channel k of TQ columns, its group's R x R x CPG
 //    taps in registers, reading the group's CPG input channels of each window column as one 8- or
 //    16-byte word (the threads of a group read the same word, a broadcast). grouped_mma.h's tensor
@@ -25,6 +28,7 @@
 // tests/test_direct_conv.py runs each kernel's CTAs on the CPU, through the same ring of slots.
 #pragma once
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -75,7 +79,7 @@ __device__ __forceinline__ void wait() {
 template <typename T_, int R, int STRIDE, int TQ, int LANES>
 struct Ring {
   using T = T_;
-  static_assert(R == 3 || R == 5, "R = S: 3 or 5");
+  static_assert(R == 3 || R == 5 || R == 7, "R = S: 3, 5 or 7");
   static_assert(STRIDE == 1 || STRIDE == 2, "stride 1 or 2");
   static_assert(TQ >= 1 && TQ <= 8, "TQ output columns a thread: 1 to 8");
   static_assert(LANES >= 1 && LANES <= 8, "LANES threads across a strip: 1 to 8");
@@ -224,6 +228,7 @@ struct DepthwiseItem : Ring<T_, R, STRIDE, TQ, LANES> {
   using Base::columns_out;
   using Base::rows_out;
   static_assert(V == 2 || V == 4, "V channels a thread: 2 or 4");
+  static_assert(R <= 5, "7x7 taps of fp32 pairs do not fit a thread's registers (HalfItem)");
   // a CTA's threads at most, so that a thread's taps, sums and window fit its registers without
   // spilling: 64 (3x3 pairs), 128 (3x3 quads, 5x5 pairs) or 168 (5x5 quads)
   static constexpr int kMostThreads = R == 3 && V == 2 ? 1024 : R == 5 && V == 4 ? 384 : 512;
@@ -303,6 +308,88 @@ struct DepthwiseItem : Ring<T_, R, STRIDE, TQ, LANES> {
   static long long items(const Conv2dProblem& p, const direct::Shape&) { return Base::check_ctas(p); }
   static void run(const Conv2dProblem& p, const direct::Shape&, long long index, const T* x, const T* w, T* y) {
     Base::template run_cta<DepthwiseItem>(p, int(index), x, w, y);
+  }
+};
+
+// a * b + c, a pair at a time in fp16 (HFMA2 on the GPU; on the host each half's fp32 fused
+// multiply-add, rounded once to fp16, as HFMA2 rounds).
+__host__ __device__ __forceinline__ __half2 fma2(__half2 a, __half2 b, __half2 c) {
+#ifdef __CUDA_ARCH__
+  return __hfma2(a, b, c);
+#else
+  __half x[2], y[2], z[2], r[2];
+  memcpy(x, &a, 4);
+  memcpy(y, &b, 4);
+  memcpy(z, &c, 4);
+  for (int i = 0; i < 2; ++i) r[i] = __float2half_rn(std::fma(__half2float(x[i]), __half2float(y[i]), __half2float(z[i])));
+  __half2 out;
+  memcpy(&out, r, 4);
+  return out;
+#endif
+}
+
+// DepthwiseItem's pairs in fp16 arithmetic: the taps of channels (c, c + 1) one __half2 a tap, each
+// input pair multiplied and added as one.
+template <int R, int STRIDE, int TQ, int LANES>
+struct HalfItem : Ring<__half, R, STRIDE, TQ, LANES> {
+  using Base = Ring<__half, R, STRIDE, TQ, LANES>;
+  using T = __half;
+  using Base::columns_out;
+  using Base::rows_out;
+  static constexpr int kMostThreads = R == 7 ? 384 : R == 5 ? 512 : 1024;  // 168, 128 or 64 registers
+  static constexpr double kTolerance = 2e-2;                // fp16 sums (the CPU check's)
+  using Taps = __half2[R * R];
+
+  __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / 2 * LANES; }
+  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
+
+  __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, Taps& tap) {
+    const int c = 2 * (u % (p.c / 2));
+#pragma unroll
+    for (int t = 0; t < R * R; ++t) {
+      const T two[2] = {direct::read(w + c * R * R + t), direct::read(w + (c + 1) * R * R + t)};
+      memcpy(&tap[t], two, 4);
+    }
+  }
+
+  __host__ __device__ static void compute(const Conv2dProblem& p, const Cta& at, int row, int u,
+                                          long long slot_elements, const T* slots, const Taps& tap, T* y) {
+    const int c = 2 * (u % (p.c / 2)), q = at.q0 + (u / (p.c / 2)) * TQ;
+    const int P = rows_out(p), Q = columns_out(p);
+    __half2 sums[TQ];
+    const uint32_t zero = 0;
+#pragma unroll
+    for (int t = 0; t < TQ; ++t) memcpy(&sums[t], &zero, 4);
+    Base::walk(p, at, row, c, q, slot_elements, slots, [&](int r, int i, const T* element) {
+      const __half2 in = *reinterpret_cast<const __half2*>(element);
+#pragma unroll
+      for (int t = 0; t < TQ; ++t) {
+        const int s = i - t * STRIDE;  // the filter column input column i is to output column q + t
+        if (s >= 0 && s < R) sums[t] = fma2(in, tap[r * R + s], sums[t]);
+      }
+    });
+#pragma unroll
+    for (int t = 0; t < TQ; ++t) {
+      if (q + t >= Q || row >= P) continue;
+      *reinterpret_cast<__half2*>(y + (((at.n * P + row) * Q + q + t) * p.c + c)) = sums[t];
+    }
+  }
+
+  static std::string can_implement(const Conv2dProblem& p, int groups) {
+    if (groups != p.c || p.k != p.c) return "a depthwise kernel: needs groups = C = K";
+    if (p.c % 2 != 0) return "C must be even (two channels a 4-byte access)";
+    std::string why = Base::shape_refused(p);
+    if (!why.empty()) return why;
+    if (units(p) > kMostThreads) {
+      return std::to_string(p.c / 2) + " channel pairs x " + std::to_string(LANES) + " lanes is more than " +
+             std::to_string(kMostThreads) + " threads a CTA";
+    }
+    return Base::ring_refused(p);
+  }
+
+  static long long items(const Conv2dProblem& p, const direct::Shape&) { return Base::check_ctas(p); }
+  static void run(const Conv2dProblem& p, const direct::Shape&, long long index, const T* x, const T* w, T* y) {
+    Base::template run_cta<HalfItem>(p, int(index), x, w, y);
   }
 };
 
@@ -476,5 +563,7 @@ template <typename T, int R, int STRIDE, int TQ, int LANES, bool PDL = false, in
 using DepthwiseStrip = StripConv<strip::DepthwiseItem<T, R, STRIDE, TQ, LANES, V>, PDL>;
 template <typename T, int R, int STRIDE, int TQ, int LANES, int CPG, bool PDL = false>
 using GroupedStrip = StripConv<strip::GroupedItem<T, R, STRIDE, TQ, LANES, CPG>, PDL>;
+template <int R, int STRIDE, int TQ, int LANES, bool PDL = false>
+using DepthwiseStripHalf = StripConv<strip::HalfItem<R, STRIDE, TQ, LANES>, PDL>;
 
 }  // namespace kernelgen

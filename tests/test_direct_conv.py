@@ -2,7 +2,8 @@
 for depthwise layers of C not a multiple of 8, depthwise_rows.py (profiler/depthwise_rows.h) for
 those at one stride, depthwise_flat.py (profiler/depthwise_flat.h) for even C at one stride,
 depthwise_strip.py (profiler/strip_conv.h) for even C at one stride, walking rows,
-grouped_strip.py (the same) for groups of 8 channels, grouped_direct.py for any channels a group): each
+depthwise_strip_half.py (the same in fp16 pairs), grouped_strip.py (the same) for groups of 8
+channels, grouped_direct.py for any channels a group): each
 spec refuses what its family cannot build, naming file, entry and key; names say every parameter
 that changes the code; ``serves`` refuses what can_implement refuses and takes any stride, padding
 and dilation; the layers no other kernel serves (ShuffleNetV2's 58 channels, groups of 12 and 20
@@ -24,6 +25,7 @@ from kernelgen.families.depthwise_flat import DepthwiseFlat
 from kernelgen.families.depthwise_narrow import DepthwiseNarrow
 from kernelgen.families.depthwise_rows import DepthwiseRows
 from kernelgen.families.depthwise_strip import DepthwiseStrip
+from kernelgen.families.depthwise_strip_half import DepthwiseStripHalf
 from kernelgen.families.grouped_direct import GroupedDirect
 from kernelgen.families.grouped_strip import GroupedStrip
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
@@ -34,14 +36,18 @@ FAMILIES = ROOT / "kernel_specs" / "families"
 TEMPLATES = ROOT / "kernel_specs" / "templates"
 SPECS = {"depthwise_narrow": FAMILIES / "depthwise_narrow.toml", "depthwise_rows": FAMILIES / "depthwise_rows.toml",
          "depthwise_flat": FAMILIES / "depthwise_flat.toml", "depthwise_strip": FAMILIES / "depthwise_strip.toml",
+         "depthwise_strip_half": FAMILIES / "depthwise_strip_half.toml",
          "grouped_direct": FAMILIES / "grouped_direct.toml", "grouped_strip": FAMILIES / "grouped_strip.toml"}
 CLASSES = {"depthwise_narrow": DepthwiseNarrow, "depthwise_rows": DepthwiseRows, "depthwise_flat": DepthwiseFlat,
-           "depthwise_strip": DepthwiseStrip, "grouped_direct": GroupedDirect, "grouped_strip": GroupedStrip}
+           "depthwise_strip": DepthwiseStrip, "depthwise_strip_half": DepthwiseStripHalf, "grouped_direct": GroupedDirect,
+           "grouped_strip": GroupedStrip}
 
 
-def family(tmp_path, kind, entry):
+def family(tmp_path, kind, entry, accumulator=None):
+    """A one-entry spec of ``kind`` (fp32 sums but for the fp16-pair family, unless given)."""
+    accumulator = accumulator or ("f16" if kind == "depthwise_strip_half" else "f32")
     path = tmp_path / "family.toml"
-    path.write_text(f'kind = "{kind}"\ndescription = "test"\nelement = "f16"\naccumulator = "f32"\noutput = "f16"\n'
+    path.write_text(f'kind = "{kind}"\ndescription = "test"\nelement = "f16"\naccumulator = "{accumulator}"\noutput = "f16"\n'
                     f"kernels = [\n  {entry},\n]\n")
     return path
 
@@ -70,6 +76,9 @@ def family(tmp_path, kind, entry):
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, launch = \"graph\" }", "launch", "graph"),
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, rows = 2 }", "rows", "unknown key"),
     ("depthwise_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1, vector = 8 }", "vector", "8 is not one of 2, 4"),
+    ("depthwise_strip_half", "{ filter = 9, stride = 1, columns = 4, lanes = 1 }", "filter", "9 is not one of 3, 5, 7"),
+    ("depthwise_strip_half", "{ filter = 7, stride = 1, columns = 4, lanes = 1, vector = 4 }", "vector", "unknown key"),
+    ("depthwise_strip_half", "{ filter = 7, stride = 1, lanes = 1 }", "columns", "missing"),
     ("grouped_strip", "{ filter = 3, channels = 16, stride = 1, columns = 4, lanes = 1 }", "channels", "16 is not one of 4, 8"),
     ("grouped_strip", "{ filter = 5, channels = 8, stride = 1, columns = 4, lanes = 1 }", "channels", "do not fit"),
     ("grouped_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1 }", "channels", "missing"),
@@ -84,6 +93,11 @@ def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, kind, entry
     assert_family_refused(path, "kernels[0]", key, message)
 
 
+def test_the_fp16_pair_family_refuses_fp32_sums_naming_the_key(tmp_path):
+    path = family(tmp_path, "depthwise_strip_half", "{ filter = 7, stride = 1, columns = 8, lanes = 1 }", "f32")
+    assert_family_refused(path, None, "accumulator", "written for accumulator f16, not f32")
+
+
 def test_names_are_unique_and_say_every_parameter():
     kernels = [cls("t", f, v, q, element=e) for cls in (DepthwiseNarrow, GroupedDirect) for f in (3, 5, 7)
                for v in (1, 2) for q in (1, 2, 4, 8) for e in ("f16", "bf16")]
@@ -94,6 +108,8 @@ def test_names_are_unique_and_say_every_parameter():
     kernels += [DepthwiseStrip("t", f, v, element=e, stride=st, columns=q, lanes=l, launch=launch) for f in (3, 5)
                 for e in ("f16", "bf16") for st in (1, 2) for q in (1, 4, 7) for l in (1, 2, 8) for launch in ("stream", "pdl")
                 for v in (2, 4)]
+    kernels += [DepthwiseStripHalf("t", f, stride=st, columns=q, lanes=l, launch=launch) for f in (3, 5, 7)
+                for st in (1, 2) for q in (1, 4, 7, 8) for l in (1, 2) for launch in ("stream", "pdl")]
     kernels += [GroupedStrip("t", f, element=e, stride=st, columns=q, lanes=l, launch=launch, channels=g)
                 for f in (3, 5) for e in ("f16", "bf16") for st in (1, 2) for q in (1, 4, 7) for l in (1, 2)
                 for launch in ("stream", "pdl") for g in (4, 8)]
@@ -115,6 +131,8 @@ def test_names_are_unique_and_say_every_parameter():
         "kernelgen_sm90_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_5x5_stride2_q4x1_pdl"
     assert DepthwiseStrip("t", 3, 4, columns=7, lanes=1, launch="pdl").name == \
         "kernelgen_sm90_simt_dwconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_q7x1_v4_pdl"
+    assert DepthwiseStripHalf("t", 7, columns=8, lanes=2, launch="pdl").name == \
+        "kernelgen_sm90_simt_dwconv_strip_half2_f16nhwc_f16nhwc_f16_f16nhwc_7x7_stride1_q8x2_pdl"
     assert GroupedStrip("t", 3, stride=2, columns=4, lanes=1, channels=8).name == \
         "kernelgen_sm80_simt_gconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_g8_3x3_stride2_q4x1"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
@@ -204,6 +222,18 @@ def test_the_strip_kernels_serve_depthwise_layers_of_even_c_at_their_stride_with
     five_quads = DepthwiseStrip("t", 5, 4, columns=4, lanes=1)  # 168 registers a thread: 384 threads
     assert serves(five_quads, conv(c=1536, r=5, pad=2)) is None
     assert serves(five_quads, conv(c=1540, r=5, pad=2)) == "385 channel quads x 1 lanes is more than 384 threads a CTA"
+
+
+def test_the_fp16_strip_kernels_serve_what_the_strip_kernels_do_and_7x7_filters():
+    three, seven, strided = (DepthwiseStripHalf("t", 3, columns=7, lanes=1), DepthwiseStripHalf("t", 7, columns=8, lanes=1),
+                             DepthwiseStripHalf("t", 3, stride=2, columns=4, lanes=1))
+    assert_even_c_at_one_stride_served(three, strided, seven, 7)
+    assert (seven.accumulator, seven.element, seven.output) == ("f16", "f16", "f16")
+    # a 7x7 kernel's CTA holds 384 threads: ConvNeXt's 768 channels (384 pairs) at one lane
+    assert serves(seven, conv(c=768, r=7, pad=3)) is None
+    assert serves(DepthwiseStripHalf("t", 7, columns=7, lanes=2), conv(c=768, r=7, pad=3)) == \
+        "384 channel pairs x 2 lanes is more than 384 threads a CTA"
+    assert serves(three, conv(c=2048)) is None
 
 
 def test_the_grouped_strip_kernels_serve_groups_of_their_channels_with_k_equal_to_c():
@@ -300,6 +330,7 @@ CPU_CHECK = r"""
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "depthwise_flat.h"
@@ -308,6 +339,16 @@ CPU_CHECK = r"""
 #include "direct_conv.h"
 
 using kernelgen::Conv2dProblem;
+
+// An item's tolerance: its kTolerance where it sums in fp16, else 2e-3 (fp32 sums, fp16 output).
+template <class Item, class = void>
+struct Tolerance {
+  static constexpr double value = 2e-3;
+};
+template <class Item>
+struct Tolerance<Item, std::void_t<decltype(Item::kTolerance)>> {
+  static constexpr double value = Item::kTolerance;
+};
 
 template <typename Kernel, typename Item>
 int check(const Conv2dProblem& p, int groups, const char* kernel) {
@@ -341,7 +382,7 @@ int check(const Conv2dProblem& p, int groups, const char* kernel) {
           worst = std::fmax(worst, std::fabs(got - sum) / (1.0 + std::fabs(sum)));
         }
   std::printf("%s %d %d %d %d %d %d %g\n", kernel, p.n, p.h, p.w, p.c, p.k, groups, worst);
-  return worst > 2e-3;
+  return worst > Tolerance<Item>::value;
 }
 """
 
@@ -361,11 +402,14 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
         for k in kernels:
             item = {"DepthwiseNarrow": "direct::NarrowItem", "GroupedDirect": "direct::GroupedItem",
                     "DepthwiseRows": "rows::RowsItem", "DepthwiseFlat": "flat::FlatItem",
-                    "DepthwiseStrip": "strip::DepthwiseItem", "GroupedStrip": "strip::GroupedItem"}[k.kernel_type]
+                    "DepthwiseStrip": "strip::DepthwiseItem", "GroupedStrip": "strip::GroupedItem",
+                    "DepthwiseStripHalf": "strip::HalfItem"}[k.kernel_type]
             if isinstance(k, DepthwiseFlat):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.rows}, {k.stride}>"
             elif isinstance(k, DepthwiseStrip):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.vector}>"
+            elif isinstance(k, DepthwiseStripHalf):
+                item = f"kernelgen::{item}<{k.filter}, {k.stride}, {k.columns}, {k.lanes}>"
             elif isinstance(k, GroupedStrip):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.channels}>"
             else:

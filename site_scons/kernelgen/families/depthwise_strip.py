@@ -56,7 +56,7 @@ class Strip(DirectKernel):
     def name_of(self, shape: str) -> str:
         """The kernel's name, its code's ``shape`` (the filter, and what else) after the types."""
         t = self.element
-        return (f"kernelgen_sm{self.arch}_simt_{self.name_stem}_{t}nhwc_{t}nhwc_f32_{t}nhwc_{shape}"
+        return (f"kernelgen_sm{self.arch}_simt_{self.name_stem}_{t}nhwc_{t}nhwc_{self.accumulator}_{t}nhwc_{shape}"
                 f"_stride{self.stride}_q{self.columns}x{self.lanes}")
 
     def slots(self) -> int:
