@@ -175,8 +175,8 @@ struct Ring {
     }
   }
 
-  // The checks every item makes after its channels': the stride, dilation 1, 32-bit indices; then,
-  // after its threads', the ring.
+  // The checks every item makes after its channels': the stride, dilation 1, 32-bit indices (then
+  // fit_refused: its threads and the ring).
   static std::string shape_refused(const Conv2dProblem& p) {
     if (p.stride_h != STRIDE || p.stride_w != STRIDE) return "built for stride " + std::to_string(STRIDE);
     if (p.dilation_h != 1 || p.dilation_w != 1) return "built for dilation 1";
@@ -186,11 +186,27 @@ struct Ring {
     }
     return {};
   }
-  static std::string ring_refused(const Conv2dProblem& p) {
+  // `units` threads of `what` for each of the LANES, at most `most` a CTA; then the ring.
+  static std::string fit_refused(const Conv2dProblem& p, int units, const char* what, int most) {
+    if (units * LANES > most) {
+      return std::to_string(units) + " " + what + " x " + std::to_string(LANES) + " lanes is more than " +
+             std::to_string(most) + " threads a CTA";
+    }
     if (shared_bytes(p) > kMostShared) {
       return std::to_string(kSlots) + " input rows of a strip are more than a CTA's shared memory";
     }
     return {};
+  }
+
+  // A depthwise item's checks (V channels a thread, `most` threads a CTA), in their order.
+  static std::string depthwise_refused(const Conv2dProblem& p, int groups, int V, int most) {
+    if (groups != p.c || p.k != p.c) return "a depthwise kernel: needs groups = C = K";
+    if (p.c % V != 0) {
+      return V == 2 ? "C must be even (two channels a 4-byte access)" : "C must be a multiple of 4 (four channels an 8-byte access)";
+    }
+    std::string why = shape_refused(p);
+    if (!why.empty()) return why;
+    return fit_refused(p, p.c / V, V == 2 ? "channel pairs" : "channel quads", most);
   }
 
   // The CPU check's CTAs: segments of kCheckRows output rows.
@@ -236,7 +252,6 @@ struct DepthwiseItem : Ring<T_, R, STRIDE, TQ, LANES> {
 
   // A thread V channels of TQ columns: C / V vectors for each of the strip's LANES.
   __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / V * LANES; }
-  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
 
   // V consecutive elements at `at` (V-aligned) in one 4- or 8-byte access, and back.
   using Word = typename std::conditional<V == 2, uint32_t, uint2>::type;
@@ -292,17 +307,7 @@ struct DepthwiseItem : Ring<T_, R, STRIDE, TQ, LANES> {
   }
 
   static std::string can_implement(const Conv2dProblem& p, int groups) {
-    if (groups != p.c || p.k != p.c) return "a depthwise kernel: needs groups = C = K";
-    if (p.c % V != 0) {
-      return V == 2 ? "C must be even (two channels a 4-byte access)" : "C must be a multiple of 4 (four channels an 8-byte access)";
-    }
-    std::string why = Base::shape_refused(p);
-    if (!why.empty()) return why;
-    if (units(p) > kMostThreads) {
-      return std::to_string(p.c / V) + (V == 2 ? " channel pairs x " : " channel quads x ") + std::to_string(LANES) +
-             " lanes is more than " + std::to_string(kMostThreads) + " threads a CTA";
-    }
-    return Base::ring_refused(p);
+    return Base::depthwise_refused(p, groups, V, kMostThreads);
   }
 
   static long long items(const Conv2dProblem& p, const direct::Shape&) { return Base::check_ctas(p); }
@@ -341,7 +346,6 @@ struct HalfItem : Ring<__half, R, STRIDE, TQ, LANES> {
   using Taps = __half2[R * R];
 
   __host__ __device__ static int units(const Conv2dProblem& p) { return p.c / 2 * LANES; }
-  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
 
   __host__ __device__ static void taps(const Conv2dProblem& p, int u, const T* w, Taps& tap) {
     const int c = 2 * (u % (p.c / 2));
@@ -376,15 +380,7 @@ struct HalfItem : Ring<__half, R, STRIDE, TQ, LANES> {
   }
 
   static std::string can_implement(const Conv2dProblem& p, int groups) {
-    if (groups != p.c || p.k != p.c) return "a depthwise kernel: needs groups = C = K";
-    if (p.c % 2 != 0) return "C must be even (two channels a 4-byte access)";
-    std::string why = Base::shape_refused(p);
-    if (!why.empty()) return why;
-    if (units(p) > kMostThreads) {
-      return std::to_string(p.c / 2) + " channel pairs x " + std::to_string(LANES) + " lanes is more than " +
-             std::to_string(kMostThreads) + " threads a CTA";
-    }
-    return Base::ring_refused(p);
+    return Base::depthwise_refused(p, groups, 2, kMostThreads);
   }
 
   static long long items(const Conv2dProblem& p, const direct::Shape&) { return Base::check_ctas(p); }
@@ -409,7 +405,6 @@ struct GroupedItem : Ring<T_, R, STRIDE, TQ, LANES> {
 
   // A thread an output channel of TQ columns: K for each of the strip's LANES.
   __host__ __device__ static int units(const Conv2dProblem& p) { return p.k * LANES; }
-  static int threads(const Conv2dProblem& p) { return (units(p) + 31) / 32 * 32; }
 
   // The taps of unit u's output channel k: its filter's R x R x CPG (KRSC, C of the group), a tap's
   // CPG channels one 8- or 16-byte read.
@@ -458,11 +453,7 @@ struct GroupedItem : Ring<T_, R, STRIDE, TQ, LANES> {
     if (p.k != p.c) return "needs K = C (as many output channels a group as input channels)";
     std::string why = Base::shape_refused(p);
     if (!why.empty()) return why;
-    if (units(p) > kMostThreads) {
-      return std::to_string(p.k) + " output channels x " + std::to_string(LANES) + " lanes is more than " +
-             std::to_string(kMostThreads) + " threads a CTA";
-    }
-    return Base::ring_refused(p);
+    return Base::fit_refused(p, p.k, "output channels", kMostThreads);
   }
 
   static long long items(const Conv2dProblem& p, const direct::Shape&) { return Base::check_ctas(p); }
@@ -542,7 +533,7 @@ struct StripConv : DirectConv<Item> {
   }
 
   static void launch(const Conv2dProblem& p, const Conv2dBinding& b, int sms, cudaStream_t stream, int) {
-    const int threads = Item::threads(p);
+    const int threads = (Item::units(p) + 31) / 32 * 32;  // a thread a unit, whole warps
     const long long shared = Item::shared_bytes(p);
     const strip::Segments s = Item::segments(p, (long long)sms * resident(threads, shared));
     const int grid = p.n * Item::strips(p) * s.count;

@@ -406,10 +406,10 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
                     "DepthwiseStripHalf": "strip::HalfItem"}[k.kernel_type]
             if isinstance(k, DepthwiseFlat):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.rows}, {k.stride}>"
+            elif isinstance(k, DepthwiseStripHalf):  # (a DepthwiseStrip of fp16 sums: first)
+                item = f"kernelgen::{item}<{k.filter}, {k.stride}, {k.columns}, {k.lanes}>"
             elif isinstance(k, DepthwiseStrip):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.vector}>"
-            elif isinstance(k, DepthwiseStripHalf):
-                item = f"kernelgen::{item}<{k.filter}, {k.stride}, {k.columns}, {k.lanes}>"
             elif isinstance(k, GroupedStrip):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.channels}>"
             else:

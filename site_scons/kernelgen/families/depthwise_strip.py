@@ -70,8 +70,8 @@ class Strip(DirectKernel):
         return self.slots() * ((run + 14) // 8 * 8) * 2
 
     def fit_refuses(self, conv, units: int, what: str) -> str | None:
-        """The item's checks after its layer's (its threads', then Ring::ring_refused): ``units``
-        threads' work of ``what`` for each lane."""
+        """The item's checks after its layer's (Ring::fit_refused: its threads', then the ring's):
+        ``units`` threads' work of ``what`` for each lane."""
         if units * self.lanes > self.most_threads():
             return f"{units} {what} x {self.lanes} lanes is more than {self.most_threads()} threads a CTA"
         if self.shared_bytes(conv) > SHARED_MEMORY:

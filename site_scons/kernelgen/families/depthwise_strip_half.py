@@ -12,8 +12,8 @@ A CTA holds at most 1024 threads (3x3), 512 (5x5) or 384 (7x7) pairs x lanes.
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import every_entry_builds, expand_fixed_type_entries, fixed_type_family, one_stride_depthwise_refuses
-from .depthwise_strip import MOST_ELEMENTS, Strip
+from .common import every_entry_builds, expand_fixed_type_entries, fixed_type_family
+from .depthwise_strip import DepthwiseStrip
 
 KIND = "depthwise_strip_half"
 TEMPLATE = "depthwise_strip_half.mako"
@@ -26,30 +26,18 @@ ENTRY = S.Table((S.Key("filter", S.one_of((3, 5, 7))), S.Key("stride", S.one_of(
 
 
 @dataclass(frozen=True)
-class DepthwiseStripHalf(Strip):
-    vector: int = 2  # a pair of channels a thread, one __half2
+class DepthwiseStripHalf(DepthwiseStrip):
+    """DepthwiseStrip's kernels of a pair of channels a thread (its name, checks and values), summed
+    in fp16 pairs: their accumulator, name stem, C++ type and threads a CTA are this family's."""
+
     accumulator = "f16"
     kernel_type = "DepthwiseStripHalf"
     name_stem = "dwconv_strip_half2"
     template = TEMPLATE
 
-    @property
-    def name(self) -> str:
-        return self.name_of(f"{self.filter}x{self.filter}") + ("_pdl" if self.launch == "pdl" else "")
-
     def most_threads(self) -> int:
         """strip_conv.h's HalfItem::kMostThreads: a thread's taps, sums and window in its registers."""
         return {3: 1024, 5: 512, 7: 384}[self.filter]
-
-    def item_refuses(self, conv) -> str | None:
-        why = one_stride_depthwise_refuses(conv, self.stride, 2, MOST_ELEMENTS)
-        if why is not None:
-            return why
-        return self.fit_refuses(conv, conv.c // 2, "channel pairs")
-
-    def values(self) -> dict:
-        return {"type": self.kernel_type, "filter": self.filter, "stride": self.stride, "columns": self.columns,
-                "lanes": self.lanes, "pdl": self.launch == "pdl"}
 
 
 def expand(path, raw: dict) -> list:
