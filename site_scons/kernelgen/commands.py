@@ -10,10 +10,11 @@ where the project is checked out.
 import hashlib
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
-from . import candidates, cost_model, inputs, outputs, resolved, results
+from . import candidates, cost_model, inputs, outputs, resolved, results, signature
 from . import plan as plan_module
 from . import units as units_module
 from .config import Config
@@ -120,6 +121,74 @@ def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tup
     return plan, proposals
 
 
+_NVCC_CUDA = re.compile(r"\bcuda_(\d+)\.(\d+)")
+
+
+def measuring_stack(config: Config) -> tuple | None:
+    """The provenance (``results.PROVENANCE``) a profile run here gives its rows, where it can be
+    known without the profiler: the GPU's name and driver as nvidia-smi reports them, CUDA's version
+    as nvcc's (the profiler's runtime is nvcc's own), CUTLASS's from its headers, and the profiler's
+    own timing (``results.PROFILER_TIMING``), which PROFILE_ARGS= may change. None where any part
+    is unknown: no GPU, PROFILE_ARGS=, an nvcc whose version is not found."""
+    from .profile import NoGpuError, query_gpu
+
+    cuda = _NVCC_CUDA.search(config.toolchain_version)
+    if config.profile_args or cuda is None:
+        return None
+    try:
+        gpu, driver = query_gpu()
+        cutlass = signature.cutlass_version(config.cutlass_includes[0])
+    except KernelgenError:  # NoGpuError among them
+        return None
+    return gpu, driver, f"{cuda[1]}.{cuda[2]}", cutlass, results.PROFILER_TIMING
+
+
+def pending_kernels(config: Config, kernels: list, hashes: dict, pairs: dict | None, frames: dict,
+                    stack: tuple | None) -> set:
+    """The names of ``kernels`` (of hashes ``hashes``, measured on the workloads ``pairs`` names
+    them for) that have a (workload, kernel) pair still to measure as a profile plans it
+    (``profile.Runner.plan``): a kernel serving the workload that is wanted there and that the
+    workload's CSV (``frames``) holds no row of on its current code, measured with ``stack``
+    (None: any stack)."""
+    pending = set()
+    for problem in config.problems:
+        frame = frames.get(problem.name)
+        rows = [] if frame is None else list(zip(frame["kernel"], frame["kernel_hash"],
+                                                 zip(*(frame[c] for c in results.PROVENANCE))))
+        kept = {k for k, h, provenance in rows if h == hashes.get(k, h)
+                and (stack is None or tuple(map(str, provenance)) == stack)}
+        wanted = results.measured_with(pairs, problem.name, [k for k, _, _ in rows])
+        pending.update(k.name for k in kernels if k.name not in kept and serves_op(k, problem)
+                       and (wanted is None or k.name in wanted))
+    return pending
+
+
+def profiler_plan(config: Config, everything: list, plan: plan_module.BuildPlan, frames: dict, sources: dict,
+                  hashes: dict, with_chosen: bool) -> plan_module.BuildPlan:
+    """The part of ``plan`` the profiler links: its kernels with a (workload, kernel) pair still to
+    measure on this GPU and software stack (``pending_kernels``), and with ``with_chosen``, or where
+    none is still to measure, the kernels the set's results choose now, ``chosen`` (what compare
+    times again: after a profile, each layer's choice is one of those or one it measured;
+    ``library_kernels``), whose generated ``sources`` and ``hashes`` the header's (``header_kernels``)
+    hold. The whole plan
+    where the stack cannot be known here (``measuring_stack``) or where that leaves none: a kernel
+    whose rows are of another stack is measured again, and must be in the profiler."""
+    stack = measuring_stack(config) if plan.kernels and config.results_dir is not None else None
+    if stack is None:
+        return plan
+    names = pending_kernels(config, plan.kernels, plan.hashes, plan.pairs, frames, stack)
+    if with_chosen or not names:
+        chosen = library_kernels(config, everything, hashes)
+        if chosen is None:  # no choice for some layer: compare says so as it always has
+            return plan
+        names.update(chosen)
+    if names == set(plan.hashes):
+        return plan
+    kernels = [k for k in everything if k.name in names]  # sorted by name, as the catalog
+    return plan_module.plan_from(kernels, sources, hashes, config.templates_dir, config.arch,
+                                 signature.cutlass_version(config.cutlass_includes[0]), plan.pairs, part=True)
+
+
 def shard_of(name: str, count: int) -> int:
     """The shard of ``count`` that kernel ``name`` belongs to: the same on every machine, and for
     every set of kernels it is in (a kernel proposed or dropped leaves the others where they were)."""
@@ -178,24 +247,29 @@ def list_text(config: Config, everything: list) -> str:
     return listing(config.set_name, config.problems, kernels, each=config.kernels != "*")
 
 
-def dry_run_text(config: Config, plan: plan_module.BuildPlan, frames: dict, units: units_module.Units) -> str:
+def dry_run_text(config: Config, plan: plan_module.BuildPlan, profiled: plan_module.BuildPlan, frames: dict,
+                 units: units_module.Units) -> str:
     """What `scons -n profile` would do, GPU or not: the kernels it compiles (in how many nvcc
-    runs: kernelgen.units) and the (workload, kernel) pairs it measures, less those the set's CSVs
-    hold a row of on the current code."""
+    runs: kernelgen.units) of those the profiler links (``profiled``: ``profiler_plan`` of ``plan``)
+    and the (workload, kernel) pairs it measures, less those the set's CSVs hold a row of on the
+    current code."""
     compiled = set(units.compiled)
-    stale = [name for name in plan.sources if units.objects[name] in compiled]
-    pairs = plan.pairs
+    stale = [name for name in profiled.sources if units.objects[name] in compiled]
     pending = 0
     for problem in config.problems:
         frame = frames.get(problem.name)
         current = set() if frame is None else {
             (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
-        measured = results.measured_with(pairs, problem.name, () if frame is None else frame["kernel"])
-        pending += sum(1 for k in plan.kernels if serves_op(k, problem) and (k.name, plan.hashes[k.name]) not in current
+        measured = results.measured_with(profiled.pairs, problem.name, () if frame is None else frame["kernel"])
+        pending += sum(1 for k in profiled.kernels if serves_op(k, problem)
+                       and (k.name, profiled.hashes[k.name]) not in current
                        and (measured is None or k.name in measured))
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
     runs = f" in {len(compiled)} nvcc run{'s' if len(compiled) != 1 else ''}" if len(compiled) != len(stale) else ""
-    return (f"scons -n profile: would compile {len(stale)} of the build's {len(plan.kernels)} kernels{runs} "
+    linked = (f"the build's {len(plan.kernels)} kernels" if profiled is plan else
+              f"the {len(profiled.kernels)} kernels the profiler links (of the build's {len(plan.kernels)}: those "
+              "with a pair to measure, and for compare the set's choices)")
+    return (f"scons -n profile: would compile {len(stale)} of {linked}{runs} "
             f"and measure {pending} (workload, kernel) pair(s) of {len(config.problems)} "
             f"workload(s) not yet in {_shown(where, config.root)} on the current code")
 

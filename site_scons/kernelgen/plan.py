@@ -49,9 +49,17 @@ def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], 
     """The plan of building ``kernels`` (descriptors, sorted by name); with ``pairs`` (workload name ->
     kernel names), the manifest says which kernels a profile measures on each workload (without,
     every kernel that serves it)."""
-    templates = render.lookup(templates_dir)
-    cutlass = signature.cutlass_version(cutlass_include)
     sources, hashes = sources_and_hashes(kernels, templates_dir, profiler_dir, flags, cutlass_include)
+    return plan_from(kernels, sources, hashes, templates_dir, arch, signature.cutlass_version(cutlass_include), pairs)
+
+
+def plan_from(kernels: list, sources: dict, hashes: dict, templates_dir, arch, cutlass: str,
+              pairs: dict | None = None, part: bool = False) -> BuildPlan:
+    """``plan_of`` ``kernels`` whose sources and hashes are rendered already (``sources`` and
+    ``hashes`` may hold others). With ``part``, the manifest says that its kernels are part of the
+    build's (those its profiler links: they need not serve every workload)."""
+    templates = render.lookup(templates_dir)
+    sources, hashes = {k.name: sources[k.name] for k in kernels}, {k.name: hashes[k.name] for k in kernels}
     manifest = {
         "arch": str(arch),
         "cutlass": cutlass,
@@ -60,6 +68,8 @@ def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], 
     }
     if pairs is not None:
         manifest["pairs"] = pairs
+    if part:
+        manifest["part"] = True
     return BuildPlan(kernels, sources, hashes,
                      render.manifest_source(templates, [k.name for k in kernels]),
                      json.dumps(manifest, indent=1, sort_keys=True) + "\n", pairs)

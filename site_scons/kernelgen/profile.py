@@ -678,7 +678,9 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     and the plan goes on."""
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
-    if shard is None:  # a shard's kernels (SHARD=) serve the workloads they serve; the others, other shards
+    # a shard's kernels (SHARD=) and a part of the build's (those with pairs still to measure,
+    # commands.profiler_plan) serve the workloads they serve; the others are other shards' or measured
+    if shard is None and not manifest.get("part"):
         check_served(problems, manifest["kernels"].values(), workload_file)  # before the GPU is asked anything
     _, driver = query_gpu()
     device = device_of(profiler, driver, list(extra_args))

@@ -56,6 +56,7 @@ PROVENANCE = ("gpu", "driver", "cuda", "cutlass", "timing")
 # cell) read as "launches".
 TIMINGS = ("graph", "launches")
 UNRECORDED_TIMING = "launches"
+PROFILER_TIMING = "graph-rest50"  # the profiler's timing given no option (profiler/main.cu: --rest-ms 50)
 TIMING = re.compile(f"({'|'.join(TIMINGS)})" + r"(-rest[0-9]{1,5}(\.[0-9]{1,3})?)?(-hold[0-9]{1,5}(\.[0-9]{1,3})?)?")
 TIMING_FORMS = f"one of {', '.join(TIMINGS)}, then -rest<ms> and -hold<ms>"  # what TIMING matches, in words
 
