@@ -4,6 +4,7 @@ Skipped where no GPU is usable. Set KERNELGEN_TEST_BUILD to a build directory th
 already holds the kernels' objects (e.g. generated/) to reuse them instead of compiling.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -60,6 +61,10 @@ def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastes
 
     again = scons("profile", *common)
     assert "profiled 0 (workload, kernel) pair(s)" in again.stdout, "nothing left to measure"
+    # the stack SConstruct expected (commands.measuring_stack) is the one the rows were measured with:
+    # with nothing left to measure, the profiler links the chosen kernels alone
+    manifest = json.loads((ROOT / build / "kernels.json").read_text())
+    assert manifest.get("part") is True and sorted(manifest["kernels"]) == sorted(set(fastest)), manifest["kernels"]
 
     scons("best_kernels.h", *common)
     folder = ROOT / build / "sets" / workload_file.stem
