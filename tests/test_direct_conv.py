@@ -53,7 +53,9 @@ def family(tmp_path, kind, entry, accumulator=None):
 
 
 @pytest.mark.parametrize("kind, entry, key, message", [
-    ("depthwise_narrow", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 3, 5, 7"),
+    ("depthwise_narrow", "{ filter = 4, vector = 2, columns = 2 }", "filter", '4 is not one of 3, 5, 7 or "any"'),
+    ("depthwise_narrow", '{ filter = "all", vector = 2, columns = 2 }', "filter", "'all' is not one of 3, 5, 7 or \"any\""),
+    ("depthwise_narrow", "{ filter = true, vector = 2, columns = 2 }", "filter", 'True is not one of 3, 5, 7 or "any"'),
     ("depthwise_narrow", "{ filter = 3, vector = 4, columns = 2 }", "vector", "4 is not one of 1, 2"),
     ("depthwise_narrow", "{ filter = 3, vector = 2, columns = 9 }", "columns", "9 is outside [1, 8]"),
     ("depthwise_narrow", "{ filter = 3, vector = 2 }", "columns", "missing"),
@@ -83,7 +85,7 @@ def family(tmp_path, kind, entry, accumulator=None):
     ("grouped_strip", "{ filter = 5, channels = 8, stride = 1, columns = 4, lanes = 1 }", "channels", "do not fit"),
     ("grouped_strip", "{ filter = 3, stride = 1, columns = 4, lanes = 1 }", "channels", "missing"),
     ("grouped_strip", "{ filter = 3, channels = 8, stride = 1, columns = 4, lanes = 1, vector = 2 }", "vector", "unknown key"),
-    ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", "4 is not one of 1, 3, 5, 7"),
+    ("grouped_direct", "{ filter = 4, vector = 2, columns = 2 }", "filter", '4 is not one of 1, 3, 5, 7 or "any"'),
     ("grouped_direct", "{ filter = 3, vector = 8, columns = 2 }", "vector", "8 is not one of 1, 2, 4"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 0 }", "columns", "0 is outside [1, 8]"),
     ("grouped_direct", "{ filter = 3, vector = 2, columns = 2, rows = 2 }", "rows", "unknown key"),
@@ -99,7 +101,7 @@ def test_the_fp16_pair_family_refuses_fp32_sums_naming_the_key(tmp_path):
 
 
 def test_names_are_unique_and_say_every_parameter():
-    kernels = [cls("t", f, v, q, element=e) for cls in (DepthwiseNarrow, GroupedDirect) for f in (3, 5, 7)
+    kernels = [cls("t", f, v, q, element=e) for cls in (DepthwiseNarrow, GroupedDirect) for f in (3, 5, 7, "any")
                for v in (1, 2) for q in (1, 2, 4, 8) for e in ("f16", "bf16")]
     kernels += [DepthwiseRows("t", f, v, q, element=e, stride=st, rows=tp) for f in (3, 5, 7) for v in (1, 2)
                 for q in (1, 2, 4, 8) for e in ("f16", "bf16") for st in (1, 2) for tp in (1, 2, 4)]
@@ -136,6 +138,8 @@ def test_names_are_unique_and_say_every_parameter():
     assert GroupedStrip("t", 3, stride=2, columns=4, lanes=1, channels=8).name == \
         "kernelgen_sm80_simt_gconv_strip_f16nhwc_f16nhwc_f32_f16nhwc_g8_3x3_stride2_q4x1"
     assert GroupedDirect("t", 3, 4, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v4_q2"
+    assert DepthwiseNarrow("t", "any", 2, 2).name == "kernelgen_sm80_simt_dwconv_narrow_f16nhwc_f16nhwc_f32_f16nhwc_rxs_v2_q2"
+    assert GroupedDirect("t", "any", 1, 2).name == "kernelgen_sm80_simt_gconv_direct_f16nhwc_f16nhwc_f32_f16nhwc_rxs_v1_q2"
 
 
 def conv(c=58, r=3, stride=1, dilation=1, groups=None, k=None, pad=1):
@@ -264,6 +268,31 @@ def test_the_grouped_kernels_serve_any_channels_a_group():
     assert serves(four, conv(448, groups=6)) == "needs groups (at least 2) dividing C and K"
 
 
+def test_the_kernels_of_any_filter_serve_every_filter_and_are_proposed_behind_the_fixed_ones():
+    """1x1 depthwise layers at stride 2, 9x9 ones, 1x5 and 11x1 bands: no other committed kernel
+    serves them, and the kernels of any filter do, at any stride, padding and dilation; where a
+    fixed-filter kernel of their class serves a layer, the model ranks it first."""
+    narrow, single, grouped = DepthwiseNarrow("t", "any", 2, 2), DepthwiseNarrow("t", "any", 1, 2), GroupedDirect("t", "any", 1, 2)
+    layers = [Conv2dProblem(32, 112, 112, 48, 48, 1, 1, 0, 0, 2, 2, groups=48),  # FastViT, MobileOne
+              Conv2dProblem(32, 14, 14, 90, 90, 9, 9, 4, 4, 1, 1, groups=90),  # MixNet
+              Conv2dProblem(32, 28, 28, 72, 72, 1, 5, 0, 2, 1, 1, groups=72),  # GhostNetV2
+              Conv2dProblem(32, 56, 56, 12, 12, 11, 1, 5, 0, 1, 1, groups=12),  # InceptionNeXt
+              Conv2dProblem(2, 14, 14, 30, 30, 3, 5, 2, 4, 2, 1, 2, 2, groups=30)]
+    catalog = load_catalog(FAMILIES)
+    for layer in layers:
+        assert serves(narrow, layer) is None and serves(single, layer) is None and serves(grouped, layer) is None
+        assert {k.name for k in catalog if serves(k, layer) is None} == {
+            k.name for k in catalog if getattr(k, "filter", None) == "any"}, layer
+    assert serves(narrow, conv(c=27, r=9, pad=4)) == "C must be a multiple of 2"
+    assert serves(single, conv(k=116, r=9, pad=4)) == "a depthwise kernel: needs groups = C = K"
+    assert serves(grouped, conv(k=116, r=9, pad=4)) is None  # a channel multiplier of 2
+    assert serves(grouped, conv(c=60, groups=7)) == "needs groups (at least 2) dividing C and K"
+    model = load_model("nvidia_h200")
+    fives = Conv2dProblem(32, 14, 14, 27, 27, 5, 5, 2, 2, 1, 1, groups=27)
+    proposal, = candidates.propose([fives], catalog, model, 5)
+    assert [k.filter for _, k in proposal.ranked][0] == 5, "the 5x5 kernel first"
+
+
 @pytest.mark.parametrize("c, groups, kind", [(58, 58, "depthwise_rows"), (116, 116, "depthwise_rows"),
                                              (36, 3, "grouped_direct"), (240, 12, "grouped_direct")])
 def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, groups, kind):
@@ -285,7 +314,10 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
 @requires_nvcc
 def test_a_kernel_of_each_family_compiles_for_sm90a_through_the_rendering(tmp_path):
     """The profiler's translation units of a kernel of each family, in one nvcc run."""
-    assert_kernels_compile(tmp_path, [load_family(spec)[0] for spec in SPECS.values()])
+    kernels = [load_family(spec)[0] for spec in SPECS.values()]
+    kernels += [k for spec in SPECS.values() for k in load_family(spec) if getattr(k, "filter", None) == "any"]
+    assert len(kernels) == len(SPECS) + 3
+    assert_kernels_compile(tmp_path, kernels)
 
 
 # Small odd layers: depthwise of 58, 116, 232 (two channels a thread) and odd C (one), grouped of 48
@@ -320,6 +352,14 @@ LAYERS = [
     "n=2 h=11 w=13 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
     "n=1 h=7 w=9 c=40 k=40 r=3 s=3 pad=1 stride=1 groups=5",
     "n=3 h=14 w=14 c=88 k=88 r=3 s=3 pad=1 stride=2 groups=11",
+    # filters only the kernels of any filter serve: 1x1 at stride 2, 9x9, a 1x5 and an 11x1 band,
+    # 3x5 at strides 2 and 1 with dilation 2, a channel multiplier of a 5x5 filter in odd groups
+    "n=2 h=13 w=11 c=21 k=21 r=1 s=1 pad=0 stride=2 groups=21",
+    "n=2 h=9 w=11 c=30 k=30 r=9 s=9 pad=4 stride=1 groups=30",
+    "n=1 h=10 w=12 c=24 k=24 r=1 s=5 pad_h=0 pad_w=2 stride=1 groups=24",
+    "n=1 h=13 w=7 c=12 k=12 r=11 s=1 pad_h=5 pad_w=0 stride=1 groups=12",
+    "n=2 h=12 w=11 c=30 k=30 r=3 s=5 pad_h=2 pad_w=4 stride_h=2 stride_w=1 dilation=2 groups=30",
+    "n=1 h=9 w=10 c=21 k=42 r=5 s=5 pad=2 stride=2 groups=7",
 ]
 
 
@@ -337,6 +377,7 @@ CPU_CHECK = r"""
 #include "depthwise_rows.h"
 #include "strip_conv.h"
 #include "direct_conv.h"
+#include "direct_conv_any.h"
 
 using kernelgen::Conv2dProblem;
 
@@ -412,10 +453,13 @@ def test_each_kernels_work_items_compute_the_layers_on_the_cpu(tmp_path):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.vector}>"
             elif isinstance(k, GroupedStrip):
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.stride}, {k.columns}, {k.lanes}, {k.channels}>"
+            elif getattr(k, "filter", None) == "any":
+                item = f"kernelgen::{item.replace('Item', 'AnyItem')}<__half, {k.vector}, {k.columns}>"
             else:
                 item = f"kernelgen::{item}<__half, {k.filter}, {k.filter}, {k.vector}, {k.columns}" \
                        + (f", {k.stride}, {k.rows}>" if isinstance(k, DepthwiseRows) else ">")
-            calls.append(f"  bad += check<kernelgen::DirectConv<{item}>, {item}>("
+            conv_type = "AnyFilterConv" if getattr(k, "filter", None) == "any" else "DirectConv"
+            calls.append(f"  bad += check<kernelgen::{conv_type}<{item}>, {item}>("
                          f"Conv2dProblem{{{', '.join(map(str, fields))}}}, {c.groups}, \"{k.name}\");")
     source = tmp_path / "cpu_check.cu"
     source.write_text(CPU_CHECK + "int main() {\n  int bad = 0;\n" + "\n".join(calls) + "\n  return bad;\n}\n")

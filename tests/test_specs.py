@@ -89,7 +89,7 @@ def test_catalog_holds_each_family():
     assert len(cutlass_depthwise) == 6 and {k.op for k in cutlass_depthwise} == {"conv2d_fprop_grouped"}
     assert {k.iterator for k in cutlass_depthwise} == {"fixed", "optimized"}
     dw_narrow = [k for k in kernels if k.family == "depthwise_narrow"]
-    assert len(dw_narrow) == 7 and {(k.filter, k.vector) for k in dw_narrow} == {(f, v) for f in (3, 5, 7) for v in (1, 2)}
+    assert len(dw_narrow) == 9 and {(k.filter, k.vector) for k in dw_narrow} == {(f, v) for f in (3, 5, 7, "any") for v in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in dw_narrow)
     dw_rows = [k for k in kernels if k.family == "depthwise_rows"]
     assert len(dw_rows) == 12 and {k.rows for k in dw_rows} == {1, 2, 4} and {(k.filter, k.stride) for k in dw_rows} == {(f, s) for f in (3, 5) for s in (1, 2)} | {(7, 1)}
@@ -106,7 +106,7 @@ def test_catalog_holds_each_family():
     assert len(g_strip) == 8 and {(k.channels, k.filter) for k in g_strip} == {(8, 3)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "strip_conv.h" for k in g_strip)
     direct = [k for k in kernels if k.family == "grouped_direct"]
-    assert len(direct) == 4 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4)}
+    assert len(direct) == 5 and {(k.filter, k.vector) for k in direct} == {(3, 1), (3, 2), (3, 4), (1, 4), ("any", 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "direct_conv.h" for k in direct)
     dw_mma = [k for k in kernels if k.family == "depthwise_mma"]
     assert len(dw_mma) == 11 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
@@ -211,9 +211,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 814
-    assert len(select(kernels, "*", parse_arch("90"))) == 628, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 474
+    assert len(select(kernels, "*", parse_arch("90a"))) == 817
+    assert len(select(kernels, "*", parse_arch("90"))) == 631, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 477
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

@@ -268,6 +268,8 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
             return _direct_features(kernel, conv, memory, sms)
         if isinstance(kernel, Gemv):
             return _gemv_features(kernel, m, n, k, memory, sms)
+        if isinstance(kernel, DirectKernel) and kernel.any_filter:
+            return [ANY_FILTER_WORK * f for f in (mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0)]
         return [mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
     if isinstance(kernel, Conv2dFpropFewChannels) and conv is not None:
@@ -442,6 +444,10 @@ def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> l
 
 
 MIN_MS = 1e-4  # no kernel takes less than 0.1 us
+# A direct kernel of any filter (profiler/direct_conv_any.h) reads each tap again for each output
+# column and bounds its loops at run time: counted as twice the work of its class's fixed-filter
+# kernels, so that it is proposed where they serve a layer only behind them (no row measured it yet)
+ANY_FILTER_WORK = 2.0
 STORE_SCATTER = 4  # the store traffic of an epilogue that stores D from registers, per byte of D
 RIDGE = 10.0  # the corrections' ridge penalty (the regret changed by under 0.1% between 1 and 30)
 REGIMES = ((0.005, "tiny"), (0.02, "small"), (0.1, "mid"), (math.inf, "large"))  # by the base prediction, ms

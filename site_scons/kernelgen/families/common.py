@@ -10,6 +10,7 @@ from ..errors import SpecError
 from ..vocab import DATA_TYPES
 
 SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90 (the direct kernels' families)
+ANY_FILTER = "any"  # a direct kernel's ``filter`` where R and S are given at run time (direct_conv_any.h)
 
 
 def family_keys(kind: str) -> tuple:
@@ -25,6 +26,17 @@ def family_keys(kind: str) -> tuple:
 def fixed_type_family(kind: str) -> S.Table:
     """A family of entries: the common keys, then ``kernels``, a list of entry tables."""
     return S.Table((*family_keys(kind), S.Key("kernels", lambda v: v)))
+
+
+def direct_filter(sizes) -> callable:
+    """A direct kernel's ``filter`` key: R = S, one of ``sizes``, or "any" (R x S at run time)."""
+    def check(v):
+        if v == ANY_FILTER:
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or v not in sizes:
+            raise ValueError(f"{S.shown(v)} is not one of {', '.join(map(str, sorted(sizes)))} or \"{ANY_FILTER}\"")
+        return v
+    return check
 
 
 def every_entry_builds(path, entry, kernel) -> None:
@@ -106,12 +118,13 @@ class GroupedKernel:
 @dataclass(frozen=True)
 class DirectKernel(GroupedKernel):
     """A direct grouped kernel (profiler/direct_conv.h: depthwise_narrow, grouped_direct): R = S =
-    ``filter``, ``vector`` channels a thread computes, ``columns`` output columns; a family's
-    subclass gives ``kernel_type`` (the C++ type, direct_conv.h's), ``name_stem`` and
-    ``item_refuses`` (its item's checks)."""
+    ``filter``, or any R x S for ``filter = "any"`` (profiler/direct_conv_any.h: taps read at each
+    use), ``vector`` channels a thread computes, ``columns`` output columns; a family's subclass
+    gives ``kernel_type`` (the C++ type, direct_conv.h's; direct_conv_any.h's adds "Any"),
+    ``name_stem`` and ``item_refuses`` (its item's checks)."""
 
     family: str
-    filter: int
+    filter: int | str
     vector: int
     columns: int
     element: str = "f16"
@@ -119,9 +132,16 @@ class DirectKernel(GroupedKernel):
     types = ({"element": "f16", "accumulator": "f32", "output": "f16"},
              {"element": "bf16", "accumulator": "f32", "output": "bf16"})  # what direct_conv.h is written for
     template = "direct_conv.mako"
-    includes = ("direct_conv.h",)
     adapter = "kernelgen::DirectOperation"
     adapter_header = "direct_conv.h"
+
+    @property
+    def any_filter(self) -> bool:
+        return self.filter == ANY_FILTER
+
+    @property
+    def includes(self) -> tuple:
+        return ("direct_conv_any.h",) if self.any_filter else ("direct_conv.h",)
 
     @cached_property
     def name(self) -> str:
@@ -130,17 +150,19 @@ class DirectKernel(GroupedKernel):
                 f"_v{self.vector}_q{self.columns}")
 
     def name_shape(self) -> str:
-        """The name's part after the types: the filter (a subclass adds what else its code is built for)."""
-        return f"{self.filter}x{self.filter}"
+        """The name's part after the types: the filter, "rxs" for any (a subclass adds what else its
+        code is built for)."""
+        return "rxs" if self.any_filter else f"{self.filter}x{self.filter}"
 
     def refuses(self, conv) -> str | None:
-        """Why the kernel's can_implement (DirectConv's, then its item's) refuses ``conv``, or None."""
+        """Why the kernel's can_implement (DirectConv's or AnyFilterConv's, then its item's) refuses
+        ``conv``, or None."""
         if conv.groups < 2 or conv.c % conv.groups or conv.k % conv.groups:
             return "needs groups (at least 2) dividing C and K"
-        if (conv.r, conv.s) != (self.filter, self.filter):
+        if not self.any_filter and (conv.r, conv.s) != (self.filter, self.filter):
             return f"built for {self.filter}x{self.filter} filters"
         return self.item_refuses(conv)
 
     def values(self) -> dict:
-        return {"type": self.kernel_type, "element": self.cuda_element(), "filter": self.filter,
-                "vector": self.vector, "columns": self.columns}
+        return {"type": self.kernel_type + ("Any" if self.any_filter else ""), "element": self.cuda_element(),
+                "filter": self.filter, "vector": self.vector, "columns": self.columns}

@@ -13,7 +13,7 @@ a multiple of ``vector`` and a channel multiplier (K = m*C: grouped_direct.py) a
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family
+from .common import DirectKernel, direct_filter, every_entry_builds, expand_fixed_type_entries, fixed_type_family
 
 KIND = "depthwise_narrow"
 TEMPLATE = DirectKernel.template
@@ -21,7 +21,7 @@ TYPES = DirectKernel.types
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
-    S.Key("filter", S.one_of((3, 5, 7))),
+    S.Key("filter", direct_filter((3, 5, 7))),
     S.Key("vector", S.one_of((1, 2))),
     S.Key("columns", S.integer(1, 8)),
 ))

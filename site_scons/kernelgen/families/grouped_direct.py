@@ -15,7 +15,7 @@ channels innermost. A spec lists entries of ``filter`` (R = S: 1, 3, 5 or 7), ``
 from dataclasses import dataclass
 
 from .. import spec_schema as S
-from .common import DirectKernel, every_entry_builds, expand_fixed_type_entries, fixed_type_family
+from .common import DirectKernel, direct_filter, every_entry_builds, expand_fixed_type_entries, fixed_type_family
 
 KIND = "grouped_direct"
 TEMPLATE = DirectKernel.template
@@ -23,7 +23,7 @@ TYPES = DirectKernel.types
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
-    S.Key("filter", S.one_of((1, 3, 5, 7))),
+    S.Key("filter", direct_filter((1, 3, 5, 7))),
     S.Key("vector", S.one_of((1, 2, 4))),
     S.Key("columns", S.integer(1, 8)),
 ))
