@@ -55,9 +55,11 @@ def test_a_grouped_layer_is_served_by_grouped_kernels_only_and_a_dense_one_never
     # the depthwise kernels' static checks, as their can_implement: the filter, the stride, C % 8
     fitting = {k.name for k in EVERYTHING if serves(k, depthwise) is None}
     # (CUTLASS's optimized depthwise kernels, the narrow and the direct grouped ones take the stride
-    # at run time: "3x3_strided", "_dwconv_narrow_..._3x3_v", "_gconv_direct_..._3x3_v")
+    # at run time: "3x3_strided", "_dwconv_narrow_..._3x3_v", "_gconv_direct_..._3x3_v"; and the
+    # narrow and direct ones of any filter: "_rxs_v")
     assert fitting and all("3x3_stride1" in name or "3x3_strided" in name
-                           or ("_dwconv_narrow_" in name or "_gconv_direct_" in name) and "_3x3_v" in name for name in fitting)
+                           or ("_dwconv_narrow_" in name or "_gconv_direct_" in name)
+                           and ("_3x3_v" in name or "_rxs_v" in name) for name in fitting)
     odd, = parse_workloads("conv2d_fprop n=1 h=8 w=8 c=36 k=36 r=3 s=3 pad=1 groups=36\n")
     assert all(serves(k, odd) == "C must be a multiple of 8" for k in EVERYTHING
                if "_dwconv_" in k.name and "3x3_stride1" in k.name and k.element == "f16"

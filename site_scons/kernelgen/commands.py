@@ -143,14 +143,14 @@ def measuring_stack(config: Config) -> tuple | None:
     return gpu, driver, f"{cuda[1]}.{cuda[2]}", cutlass, results.PROFILER_TIMING
 
 
-def pending_kernels(config: Config, kernels: list, hashes: dict, pairs: dict | None, frames: dict,
-                    stack: tuple | None) -> set:
-    """The names of ``kernels`` (of hashes ``hashes``, measured on the workloads ``pairs`` names
-    them for) that have a (workload, kernel) pair still to measure as a profile plans it
+def pending_pairs(config: Config, kernels: list, hashes: dict, pairs: dict | None, frames: dict,
+                  stack: tuple | None) -> list:
+    """The (workload name, kernel name) pairs of ``kernels`` (of hashes ``hashes``, measured on the
+    workloads ``pairs`` names them for) still to measure as a profile plans them
     (``profile.Runner.plan``): a kernel serving the workload that is wanted there and that the
-    workload's CSV (``frames``) holds no row of on its current code, measured with ``stack``
-    (None: any stack)."""
-    pending = set()
+    workload's CSV (``frames``) holds no row of on its current code, measured with ``stack`` (None:
+    any stack)."""
+    pending = []
     for problem in config.problems:
         frame = frames.get(problem.name)
         rows = [] if frame is None else list(zip(frame["kernel"], frame["kernel_hash"],
@@ -158,25 +158,24 @@ def pending_kernels(config: Config, kernels: list, hashes: dict, pairs: dict | N
         kept = {k for k, h, provenance in rows if h == hashes.get(k, h)
                 and (stack is None or tuple(map(str, provenance)) == stack)}
         wanted = results.measured_with(pairs, problem.name, [k for k, _, _ in rows])
-        pending.update(k.name for k in kernels if k.name not in kept and serves_op(k, problem)
-                       and (wanted is None or k.name in wanted))
+        pending += [(problem.name, k.name) for k in kernels if k.name not in kept and serves_op(k, problem)
+                    and (wanted is None or k.name in wanted)]
     return pending
 
 
 def profiler_plan(config: Config, everything: list, plan: plan_module.BuildPlan, frames: dict, sources: dict,
                   hashes: dict, with_chosen: bool) -> plan_module.BuildPlan:
     """The part of ``plan`` the profiler links: its kernels with a (workload, kernel) pair still to
-    measure on this GPU and software stack (``pending_kernels``), and with ``with_chosen``, or where
-    none is still to measure, the kernels the set's results choose now, ``chosen`` (what compare
-    times again: after a profile, each layer's choice is one of those or one it measured;
-    ``library_kernels``), whose generated ``sources`` and ``hashes`` the header's (``header_kernels``)
-    hold. The whole plan
+    measure on this GPU and software stack (``pending_pairs``), and with ``with_chosen``, or where
+    none is still to measure, the kernels the set's results choose now (``library_kernels``: what
+    compare times again; after a profile, each layer's choice is one of those or one it measured),
+    whose generated ``sources`` and ``hashes`` the header's (``header_kernels``) hold. The whole plan
     where the stack cannot be known here (``measuring_stack``) or where that leaves none: a kernel
     whose rows are of another stack is measured again, and must be in the profiler."""
     stack = measuring_stack(config) if plan.kernels and config.results_dir is not None else None
     if stack is None:
         return plan
-    names = pending_kernels(config, plan.kernels, plan.hashes, plan.pairs, frames, stack)
+    names = {kernel for _, kernel in pending_pairs(config, plan.kernels, plan.hashes, plan.pairs, frames, stack)}
     if with_chosen or not names:
         chosen = library_kernels(config, everything, hashes)
         if chosen is None:  # no choice for some layer: compare says so as it always has
@@ -255,15 +254,7 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, profiled: plan_mod
     current code."""
     compiled = set(units.compiled)
     stale = [name for name in profiled.sources if units.objects[name] in compiled]
-    pending = 0
-    for problem in config.problems:
-        frame = frames.get(problem.name)
-        current = set() if frame is None else {
-            (k, h) for k, h in zip(frame["kernel"], frame["kernel_hash"])}
-        measured = results.measured_with(profiled.pairs, problem.name, () if frame is None else frame["kernel"])
-        pending += sum(1 for k in profiled.kernels if serves_op(k, problem)
-                       and (k.name, profiled.hashes[k.name]) not in current
-                       and (measured is None or k.name in measured))
+    pending = len(pending_pairs(config, profiled.kernels, profiled.hashes, profiled.pairs, frames, None))
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
     runs = f" in {len(compiled)} nvcc run{'s' if len(compiled) != 1 else ''}" if len(compiled) != len(stale) else ""
     linked = (f"the build's {len(plan.kernels)} kernels" if profiled is plan else
