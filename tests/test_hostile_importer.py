@@ -270,8 +270,8 @@ FACTORIES = [
     ("F2 breakpoint", f"{NETS}:debugs",
      r"the factory raised RuntimeError: breakpoint\(\) called; scons workloads runs the model without a debugger$"),
     ("F1 exit at import", f"{EXITS_ON_IMPORT}:make", rf"module '{EXITS_ON_IMPORT}' does not import: SystemExit: 3$"),
-    ("F1 forward exits", f"{NETS}:exits_on_forward", r"the forward pass on a 2x3x8x8 input failed: SystemExit: 0$"),
-    ("F2 forward breakpoint", f"{NETS}:debugs_on_forward", r"the forward pass on a 2x3x8x8 input failed: "
+    ("F1 forward exits", f"{NETS}:exits_on_forward", r"the forward pass on a 2x3x8x8 input \(BATCH x INPUT=\) failed: SystemExit: 0$"),
+    ("F2 forward breakpoint", f"{NETS}:debugs_on_forward", r"the forward pass on a 2x3x8x8 input \(BATCH x INPUT=\) failed: "
                                                             r"RuntimeError: breakpoint\(\) called"),
     ("a 900 KB message", f"{NETS}:huge", r"the factory raised RuntimeError: x{60}\.\.\. \(900000 characters\) "
                                          r"\.\.\.x{20}$"),

@@ -654,7 +654,7 @@ def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_cpu(torch_nets, tmp_
     ("kernelgen_test_nets:not_a_module", "the factory returned str, not a torch.nn.Module"),
     ("kernelgen_test_nets:nothing", "the forward pass runs no convolution and no linear layer, so there is nothing"),
     ("kernelgen_test_nets:four_channels", "MODEL=kernelgen_test_nets:four_channels: the forward pass on a 2x3x8x8 "
-                                          "input failed: RuntimeError: Given groups=1, weight of size [8, 4, 3, 3]"),
+                                          "input (BATCH x INPUT=) failed: RuntimeError: Given groups=1, weight of size [8, 4, 3, 3]"),
 ])
 def test_bad_models_are_refused_in_one_line_and_nothing_is_written(torch_nets, tmp_path, capsys, model, message):
     assert importer.main(["--model", model, "--batch", "2", "--input", "3x8x8", "--sets-dir", str(tmp_path)]) == 1

@@ -1140,7 +1140,7 @@ def _record(request: Request, torch, build, log) -> list:
         return record_calls(torch, model, _example(torch, model, shape, "cpu"))
     except BaseException as e:
         raise ModelError(f"MODEL={request.model}: the forward pass on a {'x'.join(map(str, shape))} input "
-                         f"failed: {_one_line(e)}") from None
+                         f"(BATCH x INPUT=) failed: {_one_line(e)}") from None
 
 
 def torch_versions() -> str:
