@@ -180,8 +180,9 @@ def profiler_plan(config: Config, everything: list, plan: plan_module.BuildPlan,
         chosen = library_kernels(config, everything, hashes)
         if chosen is None:  # no choice for some layer: compare says so as it always has
             return plan
-        names.update(chosen)
-    if names == set(plan.hashes):
+        # (a shard, SHARD=, compiles only its share of them: the others are other shards' to link)
+        names.update(n for n in chosen if config.shard is None or n in plan.hashes)
+    if not names or names == set(plan.hashes):
         return plan
     kernels = [k for k in everything if k.name in names]  # sorted by name, as the catalog
     return plan_module.plan_from(kernels, sources, hashes, config.templates_dir, config.arch,
