@@ -138,9 +138,10 @@ def test_catalog_holds_each_family():
     assert len(patch) == 10 and {(k.op, k.adapter_header, k.fusible) for k in patch} == {
         ("conv2d_fprop", "patch_adapter_3x.h", True)}
     bf16 = [k for k in kernels if k.element == "bf16" and k not in depthwise]
-    assert len(bf16) == 15 and {k.family for k in bf16} == {
+    assert len(bf16) == 22 and {k.family for k in bf16} == {
         "conv2d_fprop_sm90_persistent_bf16", "conv2d_fprop_sm90_transposed_bf16", "gemm_sm90_bf16",
-        "conv2d_fprop_sm90_halo_bf16", "conv2d_fprop_sm90_pointwise_bf16"}
+        "conv2d_fprop_sm90_halo_bf16", "conv2d_fprop_sm90_pointwise_bf16", "conv2d_fprop_sm80_few_channels_bf16",
+        "grouped_direct_bf16"}
     assert all(k.output == "bf16" and "bf16" in k.name and "f16_" not in k.name.replace("bf16", "") for k in bf16)
     gemv = [k for k in kernels if k.family == "gemv"]
     assert len(gemv) == 38 and {k.max_m for k in gemv} == {1, 2, 4, 8, 32} and {k.op for k in gemv} == {"gemm"}
@@ -211,9 +212,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 817
-    assert len(select(kernels, "*", parse_arch("90"))) == 631, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 477
+    assert len(select(kernels, "*", parse_arch("90a"))) == 824
+    assert len(select(kernels, "*", parse_arch("90"))) == 638, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 484
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -345,9 +346,9 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (SM80.replace('"optimized"', '"fast"'), None, "iterator", "'fast' is not one of analytic, few_channels, optimized"),
     (SM80.replace("stages = 6", 'stages = "6"'), "tiles[1]", "stages", "expected an integer"),
     (SM80.replace("stages = 6", "stages = 11"), "tiles[1]", "stages", "outside"),
-    (SM80.replace("stages = 6", "stages = 2"), "tiles[1]", "stages", "SM80 mainloops take 3 to 10 stages"),
     (SM80.replace("stages = 6", "stages = 1"), "tiles[1]", "stages", "outside"),
-    (SM80.replace("[8]", "[1]"), None, "alignments", "2-byte accesses; SM80 multistage"),
+    (SM80.replace("[8]", "[1]"), "tiles[0]", "stages", r"2-byte accesses; SM80 multistage mainloops copy 4, 8, 16 "
+                                                         r"bytes \(use 2 stages, or arch = 75\)"),
     (SM80.replace('iterator =', 'arch = 75\niterator ='), "tiles[0]", "stages", "SM75 mainloops take 2 to 2"),
     (SM80.replace('iterator =', 'arch = 86\niterator ='), None, "arch", "86 is not one of 75, 80"),
     (SM80.replace("[64, 64, 32], warps = [2, 2, 1], stages = 6", "[256, 128, 64], warps = [4, 2, 1], stages = 5"),

@@ -30,7 +30,10 @@ INCLUDES = (
     "cutlass/conv/kernel/default_conv2d_fprop.h",
     "cutlass/conv/device/implicit_gemm_convolution.h",
 )
-STAGES = {75: (2, 2), 80: (3, 10)}  # two-stage pipelined mainloop; cp.async multistage mainloops
+# SM75: the two-stage pipelined mainloop; SM80: that one too (2 stages: through registers, accesses
+# of any size: the bf16 kernels of 2-byte accesses), or the cp.async multistage mainloops (3 to 10)
+STAGES = {75: (2, 2), 80: (2, 10)}
+PIPELINED = 2  # stages of the two-stage pipelined mainloop (CUTLASS's DefaultConv2dFprop<..., 2, ...>)
 CP_ASYNC_BYTES = (4, 8, 16)  # the access sizes cp.async (SM80 multistage) can copy
 
 FAMILY = S.Table((
@@ -160,10 +163,6 @@ def expand(path, raw: dict) -> list:
     for a in fam["alignments"]:
         if a & (a - 1) or a * bits > 128:
             raise SpecError(path, f"alignment {a} must be a power of two of at most 128 bits", None, "alignments")
-        if fam["arch"] >= 80 and a * bits // 8 not in CP_ASYNC_BYTES:
-            raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
-                            f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use arch = 75)",
-                            None, "alignments")
     for a in fam["output_alignments"]:
         if a & (a - 1) or a > min(fam["alignments"]):
             raise SpecError(path, f"output alignment {a} must be a power of two of at most the alignments' "
@@ -172,6 +171,11 @@ def expand(path, raw: dict) -> list:
     kernels = []
     for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
         _check_tile(path, entry, fam, tile)
+        for a in fam["alignments"]:
+            if fam["arch"] >= 80 and tile["stages"] > PIPELINED and a * bits // 8 not in CP_ASYNC_BYTES:
+                raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
+                                f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use {PIPELINED} "
+                                "stages, or arch = 75)", entry, "stages")
         for alignment in fam["alignments"]:
             for output_alignment in [a for a in fam["output_alignments"] if a < alignment] or [0]:
                 for swizzle in fam["swizzles"]:
