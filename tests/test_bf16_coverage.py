@@ -8,11 +8,13 @@ sm_90a through the rendering."""
 
 import pytest
 
-from conftest import ROOT, assert_kernels_compile, requires_nvcc
+from conftest import (ROOT, assert_kernels_compile, assert_served_rows_verify, profile_layers, requires_gpu,
+                      requires_nvcc)
 from kernelgen.cost_model import serves
 from kernelgen.families.conv2d_2x import Conv2dFprop2x
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_catalog, load_family
+from kernelgen.vocab import verify_tolerance
 
 FAMILIES = ROOT / "kernel_specs" / "families"
 FEW = FAMILIES / "conv2d_fprop_sm80_few_channels_bf16.toml"
@@ -70,3 +72,23 @@ def test_a_multistage_sm80_tile_of_accesses_cp_async_cannot_copy_is_refused(tmp_
     else:
         assert_family_refused(path, "tiles[1]", "stages", "alignment 1 makes 2-byte accesses; SM80 multistage "
                                                           "mainloops copy 4, 8, 16 bytes (use 2 stages, or arch = 75)")
+
+
+# Small odd bf16 layers for the GPU: a first layer of 3 channels at stride 2, 6 -> 20 (alignment 2),
+# 12 -> 4 (4), a 1x1 58 -> 58, grouped of 3 channels a group, an odd depthwise one, a 1x5 band.
+GPU_LAYERS = ["n=2 h=17 w=15 c=3 k=20 r=3 s=3 pad=1 stride=2 dtype=bf16",
+              "n=2 h=9 w=11 c=6 k=20 r=3 s=3 pad=1 stride=1 dtype=bf16",
+              "n=3 h=7 w=7 c=12 k=4 r=1 s=1 pad=0 stride=1 dtype=bf16",
+              "n=2 h=6 w=9 c=58 k=58 r=1 s=1 pad=0 stride=1 dtype=bf16",
+              "n=2 h=9 w=7 c=15 k=15 r=3 s=3 pad=1 stride=2 groups=5 dtype=bf16",
+              "n=1 h=11 w=13 c=27 k=27 r=3 s=3 pad=1 stride=1 groups=27 dtype=bf16",
+              "n=2 h=8 w=10 c=24 k=24 r=1 s=5 pad_h=0 pad_w=2 stride=1 groups=24 dtype=bf16"]
+
+
+@requires_gpu
+def test_the_bf16_kernels_verify_on_small_odd_layers_or_refuse_them(tmp_path):
+    kernels = {k.name: k for k in load_family(FEW) + load_family(GROUPED)}
+    tolerance = max(map(verify_tolerance, kernels.values()))
+    assert tolerance > 1e-3, "bf16's tolerance"
+    for problem, frame in profile_layers(tmp_path, GPU_LAYERS, ",".join(kernels)):
+        assert_served_rows_verify(problem, frame, kernels, limit=tolerance)
