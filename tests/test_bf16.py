@@ -27,7 +27,7 @@ def test_the_bf16_kernels_serve_bf16_workloads_only_at_bf16s_tolerance():
     bf16, = parse_workloads("gemm m=8 n=16 k=32 dtype=bf16\n")
     f16, = parse_workloads("gemm m=8 n=16 k=32\n")
     kernels = [k for k in CATALOG if k.element == "bf16" and k.op != "conv2d_fprop_grouped"]
-    assert len(kernels) == 15 and all(serves(k, bf16) and not serves(k, f16) for k in kernels)
+    assert len(kernels) == 21 and all(serves(k, bf16) and not serves(k, f16) for k in kernels)
     assert {verify_tolerance(k) for k in kernels} == {8e-3}
     assert not any(serves(k, bf16) for k in CATALOG if k.element == "f16")
 
