@@ -185,8 +185,9 @@ def profiler_plan(config: Config, everything: list, plan: plan_module.BuildPlan,
     if not names or names == set(plan.hashes):
         return plan
     kernels = [k for k in everything if k.name in names]  # sorted by name, as the catalog
-    return plan_module.plan_from(kernels, sources, hashes, config.templates_dir, config.arch,
-                                 signature.cutlass_version(config.cutlass_includes[0]), plan.pairs, part=True)
+    cutlass = stack[results.PROVENANCE.index("cutlass")]  # (read from CUTLASS's headers once, by measuring_stack)
+    return plan_module.plan_from(kernels, sources, hashes, config.templates_dir, config.arch, cutlass, plan.pairs,
+                                 part=True)
 
 
 def shard_of(name: str, count: int) -> int:

@@ -30,12 +30,15 @@ def fixed_type_family(kind: str) -> S.Table:
 
 def direct_filter(sizes) -> callable:
     """A direct kernel's ``filter`` key: R = S, one of ``sizes``, or "any" (R x S at run time)."""
+    size = S.one_of(sizes)
+
     def check(v):
         if v == ANY_FILTER:
             return v
-        if isinstance(v, bool) or not isinstance(v, int) or v not in sizes:
-            raise ValueError(f"{S.shown(v)} is not one of {', '.join(map(str, sorted(sizes)))} or \"{ANY_FILTER}\"")
-        return v
+        try:
+            return size(v)
+        except ValueError as e:
+            raise ValueError(f'{e} or "{ANY_FILTER}"') from None
     return check
 
 
