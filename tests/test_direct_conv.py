@@ -484,4 +484,5 @@ def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
                                                            "kernelgen_sm*_simt_dwconv_strip_*,"
                                                            "kernelgen_sm*_simt_gconv_strip_*,"
                                                            "kernelgen_sm80_simt_gconv_direct_*"):
-        assert_served_rows_verify(problem, frame, kernels)
+        # fp16 sums (the half2 strip kernels) within test_depthwise_half's 5e-3
+        assert_served_rows_verify(problem, frame, kernels, limit={"f32": 1e-3, "f16": 5e-3})
