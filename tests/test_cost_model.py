@@ -903,3 +903,45 @@ def test_the_model_commands_refuse_in_one_line(tmp_path, module, args, status, m
                          env={**os.environ, "PYTHONPATH": str(ROOT / "site_scons")})
     assert out.returncode == status and out.stderr.startswith(message.replace("{tmp}", str(tmp_path))), out.stderr
     assert out.stderr.count("\n") == 1 and not (tmp_path / "models").exists(), out.stderr
+
+
+def test_a_direct_kernels_chain_is_its_items_work_times_the_passes_its_launch_makes(catalog):
+    """The ``iterations`` feature of a direct depthwise kernel is the multiply-adds one thread makes
+    in turn (thousands). On a batch-1 layer of 12 channels on 56x56 (GhostNet-1.0's) every kernel
+    makes one pass: a flat kernel's thread 2 pairs of channels of a pixel (a CTA of 256 threads, 336
+    pairs a band), a row kernel's 4 columns of one channel, a strip kernel's 7 columns of a pair;
+    on ReXNet-1.0's 162 channels on 56x56 at batch 32 the row kernel's items take 8 passes of the
+    GPU's 132 x 2048 threads."""
+    chain = cost_model.FEATURES.index("iterations")
+    flat = catalog["kernelgen_sm80_simt_dwconv_flat_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_p1"]
+    rows = catalog["kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_v1_q4"]
+    strip = catalog["kernelgen_sm90_simt_dwconv_strip_half2_f16nhwc_f16nhwc_f16_f16nhwc_3x3_stride1_q7x1_pdl"]
+    small = Conv2dProblem(1, 56, 56, 12, 12, 3, 3, 1, 1, groups=12)
+    assert cost_model.features(flat, small, 132)[chain] == pytest.approx(2 * 2 * 9 / 1e3)
+    assert cost_model.features(rows, small, 132)[chain] == pytest.approx(4 * 1 * 9 / 1e3)
+    assert cost_model.features(strip, small, 132)[chain] == pytest.approx(7 * 2 * 9 / 1e3)
+    wide = catalog["kernelgen_sm80_simt_dwconv_rows_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_v2_q4"]
+    large = Conv2dProblem(32, 56, 56, 162, 162, 3, 3, 1, 1, groups=162)
+    passes = -(-(32 * 56 * 14 * 81) // (132 * 2048))
+    assert passes == 8 and cost_model.features(wide, large, 132)[chain] == pytest.approx(passes * 4 * 2 * 9 / 1e3)
+
+
+def test_a_group_of_no_fast_rows_takes_a_launch_weight_no_larger_than_the_fast_groups_median():
+    """A group whose rows are all over LAUNCH_ROWS_US has its counts fitted again with the median
+    launch weight of the groups that have such rows, where its own is larger; its rows' times stay
+    within the fit's error. A group of fast rows keeps its own, and so does a slow one of a smaller."""
+    at = cost_model.FEATURES.index("launch")
+    def rows(times, work):
+        return [(np.array([w if i == 0 else 1.0 if i == at else 0.0 for i in range(len(cost_model.FEATURES))]), t)
+                for w, t in zip(work, times)]
+    work = [0.0, 10.0, 40.0]
+    by_group = {"a": rows([1.5, 6.0, 19.5], work), "b": rows([2.5, 7.0, 20.5], work),
+                "slow": rows([26.0, 36.0, 66.0], [20.0, 30.0, 60.0]), "quick": rows([11.0, 21.0], [10.0, 20.0])}
+    theta = {"a": [0.45, 0, 0, 0, 0, 0, 1.5], "b": [0.45, 0, 0, 0, 0, 0, 2.5],
+             "slow": [1.0, 0, 0, 0, 0, 0, 6.0], "quick": [1.0, 0, 0, 0, 0, 0, 1.0]}
+    cost_model._share_launch(theta, by_group)
+    assert theta["a"][at] == 1.5 and theta["b"][at] == 2.5 and theta["quick"][at] == 1.0
+    assert theta["slow"][at] == 2.0, "the median of 1.5 and 2.5"
+    fitted = [float(f @ np.array(theta["slow"])) for f, _ in by_group["slow"]]
+    assert all(abs(p / t - 1) < 0.1 for p, (_, t) in zip(fitted, by_group["slow"]))
+    assert theta["slow"][0] > 1.0, "the counts take what the launch gave up"

@@ -58,6 +58,8 @@ from .families.depthwise import Depthwise
 from .families.depthwise_half import DepthwiseHalf
 from .families.depthwise_mma import DepthwiseMma
 from .families.depthwise_cutlass import DepthwiseCutlass
+from .families.depthwise_flat import DepthwiseFlat
+from .families.depthwise_strip import Strip
 from .families.common import DirectKernel
 from .families.gemv import SHARED_MEMORY, Gemv
 from .families.grouped_direct import GroupedDirect
@@ -268,9 +270,10 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
             return _direct_features(kernel, conv, memory, sms)
         if isinstance(kernel, Gemv):
             return _gemv_features(kernel, m, n, k, memory, sms)
+        chain = _thread_chain(kernel, conv, sms) if isinstance(kernel, DirectKernel) and conv is not None else 0.0
         if isinstance(kernel, DirectKernel) and kernel.any_filter:
-            return [ANY_FILTER_WORK * f for f in (mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0)]
-        return [mflop_per_sm, 0.0, 0.0, 0.0, 0.0, memory, 1.0]
+            return [ANY_FILTER_WORK * f for f in (mflop_per_sm, 0.0, 0.0, 0.0, chain, memory, 1.0)]
+        return [mflop_per_sm, 0.0, 0.0, 0.0, chain, memory, 1.0]
     tm, tn, tk, cm, cn, per_sm = tiling
     if isinstance(kernel, Conv2dFpropFewChannels) and conv is not None:
         tk = k = -(-layer_columns(kernel, conv) // 16) * 16  # the layer's, in MMA k-steps of 16
@@ -419,6 +422,41 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     waves = math.ceil(tiles / (sms * per_sm))
     return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
             waves * per_sm, float(waves * chain), memory, 1.0]
+
+
+THREADS_SM = 2048  # the threads an SM holds at once (SM80, SM90)
+
+
+def _thread_chain(kernel, conv, sms: int) -> float:
+    """The multiply-adds (thousands) one thread of a direct kernel (``DirectKernel``: the depthwise
+    narrow, rows, flat and strip kernels, the grouped direct and strip ones) makes in turn on
+    ``conv``: the work of its item times the passes its launch makes over the layer's items. Their
+    counts are otherwise the layer's work shared by the SMs, which a layer of a few thousand outputs
+    (batch 1) does not fill: there a kernel of more threads, each of less work, wins (held out,
+    GhostNet-1.0 b1's depthwise layers of 12 to 100 channels had their winners, kernels of one
+    output pixel a thread, predicted 2-3 times their time and ranked 20th to 27th)."""
+    taps, per_group = conv.r * conv.s, conv.c // conv.groups
+    if isinstance(kernel, DepthwiseFlat):
+        # a CTA of 256 threads a band of ``rows`` output rows of an image: channel pairs of its columns
+        ctas = conv.n * -(-conv.p // kernel.rows)
+        per_sm = max(1, min(THREADS_SM // 256, SHARED_MEMORY_SM // (kernel.shared_bytes(conv) + 1024)))
+        positions = kernel.rows * conv.q * -(-conv.k // 2)
+        return -(-ctas // (sms * per_sm)) * -(-positions // 256) * 2 * taps / 1e3
+    if isinstance(kernel, Strip):
+        # a CTA a segment of a strip's output rows, walked in turn; segments as many as fill the GPU
+        # (strip_conv.h: Ring::segments), a thread ``vector`` channels of ``columns`` columns
+        strips = -(-conv.q // (kernel.columns * kernel.lanes))
+        threads = -(-(conv.k // kernel.vector) * kernel.lanes // 32) * 32
+        resident = max(1, min(THREADS_SM // threads, SHARED_MEMORY_SM // (kernel.shared_bytes(conv) + 1024)))
+        base = conv.n * strips
+        count = min(max(1, -(-sms * resident // base)), conv.p)
+        rows = -(-conv.p // count)
+        ctas = base * -(-conv.p // rows)
+        return -(-ctas // (sms * resident)) * rows * kernel.columns * kernel.vector * taps * per_group / 1e3
+    # a grid-stride walk of items: ``rows`` x ``columns`` output pixels of ``vector`` output channels
+    rows = getattr(kernel, "rows", 1)
+    items = conv.n * -(-conv.p // rows) * -(-conv.q // kernel.columns) * -(-conv.k // kernel.vector)
+    return -(-items // (sms * THREADS_SM)) * rows * kernel.columns * kernel.vector * taps * per_group / 1e3
 
 
 def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> list:
@@ -813,11 +851,36 @@ def fit(samples: list, gpu: str, sms: int) -> Model:
         x = np.array([f for f, _ in rows])
         t = np.array([us for _, us in rows])
         theta[name] = [round(float(v), 9) for v in nonnegative_least_squares(x / t[:, None], np.ones(len(t)))]
+    _share_launch(theta, by_group)
     fallback = [float(np.median([th[i] for th in theta.values()])) for i in range(len(FEATURES))]
     model = Model(gpu, sms, theta, fallback, {}, len(samples))
     model.corrections = _fit_corrections(model, samples)
     model.points, model.neighbours = _fit_neighbours(model, samples)
     return model
+
+
+LAUNCH_ROWS_US = 4.0  # a group's launch weight is its own where it has rows faster than this (about two launches)
+
+
+def _share_launch(theta: dict, by_group: dict) -> None:
+    """A group of no row under LAUNCH_ROWS_US has its counts fitted again (in place) with a launch
+    weight no larger than the median of the groups that have such rows: its own, fitted on layers of
+    tens of microseconds, is what its counts leave unexplained there, and on a layer of a few (batch
+    1) it ranks the group behind kernels of the same work (held out, GhostNet-1.0 b1's depthwise
+    winners, whose families had rows of batch-32 layers alone, took 3.3 us of launch of their 2.2)."""
+    import numpy as np
+    at = FEATURES.index("launch")
+    fast = [theta[name][at] for name, rows in by_group.items() if min(us for _, us in rows) < LAUNCH_ROWS_US]
+    if not fast:
+        return
+    launch = float(np.median(fast))
+    for name, rows in by_group.items():
+        if min(us for _, us in rows) < LAUNCH_ROWS_US or theta[name][at] <= launch:
+            continue
+        x = np.delete(np.array([f for f, _ in rows]), at, axis=1)
+        t = np.array([us for _, us in rows])
+        rest = nonnegative_least_squares(x / t[:, None], (t - launch) / t)
+        theta[name] = [round(float(v), 9) for v in np.insert(rest, at, launch)]
 
 
 def _fit_neighbours(model: Model, samples: list) -> tuple:
