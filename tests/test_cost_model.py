@@ -945,3 +945,23 @@ def test_a_group_of_no_fast_rows_takes_a_launch_weight_no_larger_than_the_fast_g
     fitted = [float(f @ np.array(theta["slow"])) for f, _ in by_group["slow"]]
     assert all(abs(p / t - 1) < 0.1 for p, (_, t) in zip(fitted, by_group["slow"]))
     assert theta["slow"][0] > 1.0, "the counts take what the launch gave up"
+
+
+def test_a_direct_kernels_reads_count_what_it_reuses(catalog):
+    """The ``loads`` feature of a direct depthwise kernel: the input elements its threads read, a
+    SM's share, in thousands. On ReXNet-1.0's 162 channels on 56x56 at batch 32, a narrow item of 4
+    columns reads each tap of each column (9 x 4 x 2 for 8 outputs), a row kernel's item of one row
+    its window's 3 x 6 columns once (x 2 channels), of 4 rows its 6 x 6, a strip kernel's thread of
+    7 columns 3 x 9 an output row, a flat kernel's each tap of a pixel and its band's 3 input rows."""
+    loads = cost_model.FEATURES.index("loads")
+    layer = Conv2dProblem(32, 56, 56, 162, 162, 3, 3, 1, 1, groups=162)
+    outputs = 32 * 56 * 56 * 162
+    def per_output(name):
+        return cost_model.features(catalog[name], layer, 132)[loads] * 132 * 1e3 / outputs
+    stem = "kernelgen_sm80_simt_dwconv_"
+    assert per_output(stem + "narrow_f16nhwc_f16nhwc_f32_f16nhwc_3x3_v2_q4") == pytest.approx(9 * 4 * 2 / 8)
+    assert per_output(stem + "rows_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_v2_q4") == pytest.approx(3 * 6 * 2 / 8)
+    assert per_output(stem + "rows_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_p4_v2_q4") == pytest.approx(6 * 6 * 2 / 32)
+    assert per_output("kernelgen_sm80_simt_dwconv_strip_half2_f16nhwc_f16nhwc_f16_f16nhwc_3x3_stride1_q7x1") == \
+        pytest.approx(3 * 9 * 2 / 14)
+    assert per_output(stem + "flat_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_p1") == pytest.approx(9 + 3 * 56 * 162 / (56 * 162))
