@@ -1058,3 +1058,27 @@ def test_a_convolution_whose_weight_another_call_uses_too_is_not_marked_for_padd
         calls = importer.record_calls(torch, Odd(shared).eval(), torch.zeros(1, 8, 6, 6))
         assert [c.fed_by for c in calls] == fed
     assert importer.pad_channels(importer.record_calls(torch, Odd(False).eval(), torch.zeros(1, 8, 6, 6)))[1].input[1] == 8
+
+
+def test_without_input_a_request_takes_the_models_own_size_or_the_default(monkeypatch):
+    """INPUT= empty (scons workloads' default) leaves the input to the model: a model that names its
+    input size (timm's ``pretrained_cfg``) is recorded at it, the command that wrote the file says so;
+    one that names none (or a torchvision name) at 3x224x224; a given INPUT= is kept."""
+    from types import SimpleNamespace
+    assert parse_request("resnet50", 1, "").input is None and parse_request("resnet50", 1, " ").input is None
+    assert importer.with_model_input(parse_request("resnet50", 1, ""), log=None).input == (3, 224, 224)
+    models = {"sized": SimpleNamespace(pretrained_cfg={"input_size": (3, 256, 192)}),
+              "old": SimpleNamespace(pretrained_cfg=None, default_cfg={"input_size": [3, 288, 288]}),
+              "odd": SimpleNamespace(pretrained_cfg={"input_size": (3, 0, 224)}), "plain": SimpleNamespace()}
+    torch = SimpleNamespace(device=lambda name: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(importer, "import_torch", lambda request: (torch, None))
+    monkeypatch.setattr(importer, "model_builder", lambda request, torch, tv: lambda: models[request.factory[1]])
+    said = []
+    sized = importer.with_model_input(parse_request("zoo.nets:sized", 2, ""), log=said.append)
+    assert sized.input == (3, 256, 192) and sized.command() == "scons workloads MODEL=zoo.nets:sized BATCH=2 INPUT=3x256x192"
+    assert said == ["INPUT=3x256x192: the model's own input size (its pretrained_cfg)"]
+    assert importer.with_model_input(parse_request("zoo.nets:old", 1, ""), log=said.append).input == (3, 288, 288)
+    for name in ("odd", "plain"):
+        assert importer.with_model_input(parse_request(f"zoo.nets:{name}", 1, ""), log=said.append).input == (3, 224, 224)
+    given = parse_request("zoo.nets:sized", 1, "3x64x64")
+    assert importer.with_model_input(given, log=said.append) is given

@@ -81,7 +81,7 @@ class NoTorchError(ModelError):
 class Request:
     model: str  # a torchvision name or package.module:factory
     batch: int
-    input: tuple  # (C, H, W)
+    input: tuple | None  # (C, H, W); None: the model's own (``with_model_input``)
     dtype: str  # what the layers are profiled as
     name: str  # the workload set's name
     replace: bool = False  # whether an existing NAME.txt may be written again
@@ -111,7 +111,7 @@ class Request:
 
     @property
     def input_text(self) -> str:
-        return "x".join(map(str, self.input))
+        return "" if self.input is None else "x".join(map(str, self.input))
 
 
 def _positive(variable: str, text: str) -> int:
@@ -181,7 +181,7 @@ def parse_request(model, batch, input=DEFAULT_INPUT, dtype=DEFAULT_DTYPE, name="
     if factory:
         check_factory_module(model, factory.group(1))
     batch = _positive("BATCH", str(batch))
-    shape = parse_input(str(input))
+    shape = None if not str(input).strip() else parse_input(str(input))  # empty: the model's own
     if dtype not in DTYPES:
         raise ModelError(f"DTYPE={shorten(dtype)!r}: expected one of {', '.join(DTYPES)}")
     name = name or default_name(model, batch)
@@ -1111,6 +1111,39 @@ def _example(torch, model, shape, device):
     return torch.zeros(shape, dtype=dtype, device=device)
 
 
+def with_model_input(request: Request, log=print) -> Request:
+    """``request`` with its input: the one given, or the model's own where it names one (a timm
+    model's ``pretrained_cfg["input_size"]``, built on the meta device to read it: several assert
+    it, as BEiT, Swin and EfficientNet-B3 do), else DEFAULT_INPUT (a torchvision model's)."""
+    if request.input is not None:
+        return request
+    own = None
+    if request.factory is not None:
+        torch, torchvision = import_torch(request)
+        try:
+            with _users_code(), torch.device("meta"):
+                model = model_builder(request, torch, torchvision)()
+            own = model_input(model)
+        except BaseException:  # a model that cannot be built on meta: the forward pass says why, below
+            own = None
+    if own is None:
+        return replace(request, input=parse_input(DEFAULT_INPUT))
+    log(f"INPUT={'x'.join(map(str, own))}: the model's own input size (its pretrained_cfg)")
+    return replace(request, input=own)
+
+
+def model_input(model) -> tuple | None:
+    """The input size ``model`` names (timm's ``pretrained_cfg`` or ``default_cfg``: ``input_size``,
+    C x H x W), or None."""
+    for attribute in ("pretrained_cfg", "default_cfg"):
+        cfg = getattr(model, attribute, None)
+        size = cfg.get("input_size") if isinstance(cfg, dict) else None
+        if isinstance(size, (tuple, list)) and len(size) in INPUT_FORMS and all(
+                isinstance(v, int) and 0 < v <= INT_MAX for v in size):
+            return tuple(size)
+    return None
+
+
 def record_model(request: Request, log=print) -> list:
     """Build the model and record one forward pass. On the meta device (shapes only): built
     there, or, when its constructor cannot run there, built on the CPU and moved; on the CPU,
@@ -1182,6 +1215,7 @@ def destination(request: Request, sets_dir, results_root=DEFAULT_RESULTS) -> Pat
 def import_workloads(request: Request, sets_dir, log=print, results_root=DEFAULT_RESULTS) -> Path:
     """Record the model, write SETS_DIR/NAME.txt (atomically, only when complete), report."""
     path = destination(request, sets_dir, results_root)
+    request = with_model_input(request, log)
     calls = record_model(request, log)
     if request.pad:
         calls = pad_channels(calls)
@@ -1201,7 +1235,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.importer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="torchvision model name or package.module:factory")
     parser.add_argument("--batch", default="1")
-    parser.add_argument("--input", default=DEFAULT_INPUT, help="CxHxW (CxTxHxW for a video model, CxL for a sequence)")
+    parser.add_argument("--input", default="", help="CxHxW (CxTxHxW for a video model, CxL for a sequence); "
+                                                     f"default: the model's own input size, else {DEFAULT_INPUT}")
     parser.add_argument("--dtype", default=DEFAULT_DTYPE, help=" or ".join(DTYPES))
     parser.add_argument("--name", default="", help="the workload set's name (default <model>_b<batch>)")
     parser.add_argument("--sets-dir", required=True, help="where NAME.txt is written")

@@ -69,7 +69,8 @@ def variables(arguments) -> Variables:
         ("PROFILE_ARGS", "extra profiler arguments, e.g. '--repeats 30 --batch-ms 2'", ""),
         ("MODEL", "scons workloads: a torchvision model name (resnet50) or package.module:factory", ""),
         ("BATCH", "scons workloads: the batch size", "1"),
-        ("INPUT", "scons workloads: the input's CxHxW", importer.DEFAULT_INPUT),
+        ("INPUT", "scons workloads: the input's CxHxW (default: the model's own, as a timm model names it; "
+                  f"else {importer.DEFAULT_INPUT})", ""),
         ("DTYPE", f"scons workloads: what the layers are profiled as ({' or '.join(importer.DTYPES)})",
          importer.DEFAULT_DTYPE),
         ("NAME", "scons workloads: the set's name (default <model>_b<batch>)", ""),
