@@ -293,14 +293,17 @@ def test_the_kernels_of_any_filter_serve_every_filter_and_are_proposed_behind_th
     assert [k.filter for _, k in proposal.ranked][0] == 5, "the 5x5 kernel first"
 
 
-@pytest.mark.parametrize("c, groups, kind", [(58, 58, "depthwise_rows"), (116, 116, "depthwise_rows"),
-                                             (36, 3, "grouped_direct"), (240, 12, "grouped_direct")])
-def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, groups, kind):
+@pytest.mark.parametrize("c, groups, kind, proposed", [(58, 58, "depthwise_rows", "depthwise_strip_half"),
+                                                       (116, 116, "depthwise_rows", "depthwise_strip_half"),
+                                                       (36, 3, "grouped_direct", "grouped_direct"),
+                                                       (240, 12, "grouped_direct", "grouped_direct")])
+def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, groups, kind, proposed):
     """ShuffleNetV2's depthwise layers (58, 116 channels), groups of 12 and 20 channels (neither a
     tensor-core kernel's group nor a multiple of 8): no other kernel serves them; the committed specs'
     direct kernels do (a depthwise layer at stride 1: the narrow ones, the row ones and the grouped
     one of one output channel a thread), and the committed model proposes kernels of these families
-    for them (for the depthwise layers the row kernels, measured faster than the narrow ones)."""
+    for them (for the depthwise layers first the strip kernels of fp16 sums, measured fastest on
+    ShuffleNetV2's 116-channel layers at stride 1: 0.0048 ms on 14x14, the row kernels 0.0056)."""
     layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, 1, 1, groups=groups)
     catalog = load_catalog(FAMILIES)
     served = [k for k in catalog if serves(k, layer) is None]
@@ -308,7 +311,7 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
     if groups == c:
         assert {k.family for k in served} == set(SPECS) - {"grouped_strip"}
     proposal, = candidates.propose([layer], catalog, load_model("nvidia_h200"), 3)
-    assert {k.family for _, k in proposal.ranked} <= set(SPECS) and any(k.family == kind for _, k in proposal.ranked)
+    assert {k.family for _, k in proposal.ranked} <= set(SPECS) and any(k.family == proposed for _, k in proposal.ranked)
 
 
 @requires_nvcc
