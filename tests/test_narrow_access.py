@@ -2,7 +2,8 @@
 16-byte input and 1-, 2- or 4-element output accesses for K no multiple of 8;
 conv2d_fprop_sm75_narrow.toml: 2-byte accesses throughout for odd C;
 conv2d_fprop_sm80_narrow_output_split.toml: the first's with K split over CTAs;
-conv2d_fprop_sm90_persistent_narrow_output.toml: SM90 wgmma kernels storing D from registers, any K):
+conv2d_fprop_sm90_persistent_narrow_output.toml: SM90 wgmma kernels storing D from registers, any K;
+conv2d_fprop_sm80_narrow_access.toml: CUTLASS 2.x tiles of 4- and 2-element accesses as cuBLAS takes them):
 a kernel of each compiles
 through the project's rendering, the cost model proposes them for such layers, and on a GPU each
 kernel computes exactly the small odd layers it says it serves (verified against the reference)
@@ -16,9 +17,12 @@ from kernelgen.specs import load_catalog, load_family
 
 FAMILIES = ROOT / "kernel_specs" / "families"
 SPECS = [FAMILIES / "conv2d_fprop_sm80_narrow_output.toml", FAMILIES / "conv2d_fprop_sm75_narrow.toml",
-         FAMILIES / "conv2d_fprop_sm80_narrow_output_split.toml", FAMILIES / "conv2d_fprop_sm90_persistent_narrow_output.toml"]
+         FAMILIES / "conv2d_fprop_sm80_narrow_output_split.toml", FAMILIES / "conv2d_fprop_sm90_persistent_narrow_output.toml",
+         FAMILIES / "conv2d_fprop_sm80_narrow_access.toml"]
 GLOBS = ("cutlass_tensorop_f16_s16816fprop_optimized_f16_*_align8_out*,cutlass_tensorop_f16_s1688fprop_optimized_f16_*_align1,"
-         "cutlass3x_sm90_tensorop_fprop_*_epi_nosmem")
+         "cutlass3x_sm90_tensorop_fprop_*_epi_nosmem,"
+         + ",".join(f"cutlass_tensorop_f16_s16816fprop_optimized_f16_{tile}_nhwc_align[24]"
+                    for tile in ("128x64_64x3", "64x128_64x4", "256x128_32x3")))
 
 
 def test_the_model_proposes_narrow_accesses_where_the_channels_are_odd():

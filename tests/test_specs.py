@@ -153,6 +153,9 @@ def test_catalog_holds_each_family():
     odd_split = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_output_split"]
     assert len(odd_split) == 3 * 3 * 2 and {k.split_k_slices for k in odd_split} == {2, 4}
     assert all(k.name.endswith(f"_out{k.output_alignment}_splitk{k.split_k_slices}") for k in odd_split)
+    access = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_access"]
+    assert len(access) == 3 * 2 and {k.alignment for k in access} == {2, 4}
+    assert {(k.threadblock, k.stages) for k in access} == {((128, 64, 64), 3), ((64, 128, 64), 4), ((256, 128, 32), 3)}
     odd_c = [k for k in kernels if k.family == "conv2d_fprop_sm75_narrow"]
     assert len(odd_c) == 4 and {(k.arch, k.iterator, k.alignment, k.k_alignment) for k in odd_c} == {
         (75, "optimized", 1, 1)}
@@ -167,7 +170,7 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem + padded_nosmem)
     assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
-    assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
+    assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
@@ -212,9 +215,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 824
-    assert len(select(kernels, "*", parse_arch("90"))) == 638, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 484
+    assert len(select(kernels, "*", parse_arch("90a"))) == 830
+    assert len(select(kernels, "*", parse_arch("90"))) == 644, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 490
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -362,6 +365,9 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
      "the filter tile of 16x32 is 64 accesses of 8 elements, fewer than the 128 threads"),
     (SM80.replace("[64, 64, 32], warps = [2, 2, 1]", "[64, 64, 48], warps = [2, 2, 1]"), "tiles[1]", "threadblock",
      "the tile's K 48 is 3 of the instruction's K 16 a warp; the mainloop takes an even number, at least 2"),
+    (SM80.replace("[64, 64, 32], warps = [2, 2, 1], stages = 6", "[32, 32, 128], warps = [1, 1, 1], stages = 2"),
+     "tiles[1]", "threadblock", "the tile's K 128 is 256 bytes of f16; CUTLASS 2.x tensor-op tiles take at most one "
+                                "128-byte line of K"),
     (SM80.replace("[8]", "[8, 3]"), None, "alignments", "power of two"),
     (SM80.replace("alignments = [8]", "alignments = [8, 4]\noutput_alignments = [8]"), None, "output_alignments",
      "output alignment 8 must be a power of two of at most the alignments' 4"),

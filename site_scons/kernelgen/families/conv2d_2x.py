@@ -139,6 +139,12 @@ def _check_tile(path, entry, fam, tile):
         # CUTLASS's multistage mainloop (gemm/threadblock/mma_base.h) alternates two warp-level steps
         raise SpecError(path, f"the tile's K {tb[2]} is {steps} of the instruction's K {inst[2]} a warp; "
                         "the mainloop takes an even number, at least 2", entry, "threadblock")
+    bits = DATA_TYPES[fam["element"]].bits
+    if tb[2] * bits > 1024:
+        # its shared-memory layouts (layout/tensor_op_multiplicand_sm75.h) hold a K tile of one
+        # 128-byte line at most: 64 elements of 16 bits
+        raise SpecError(path, f"the tile's K {tb[2]} is {tb[2] * bits // 8} bytes of {fam['element']}; CUTLASS 2.x "
+                        "tensor-op tiles take at most one 128-byte line of K", entry, "threadblock")
     threads = 32 * warps[0] * warps[1] * warps[2]
     if threads > 1024:
         raise SpecError(path, f"{threads} threads exceed 1024 per threadblock", entry, "warps")
