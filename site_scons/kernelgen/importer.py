@@ -1124,7 +1124,7 @@ def with_model_input(request: Request, log=print) -> Request:
             with _users_code(), torch.device("meta"):
                 model = model_builder(request, torch, torchvision)()
             own = model_input(model)
-        except BaseException:  # a model that cannot be built on meta: the forward pass says why, below
+        except Exception:  # a model that cannot be built on meta: the forward pass says why, below
             own = None
     if own is None:
         return replace(request, input=parse_input(DEFAULT_INPUT))
