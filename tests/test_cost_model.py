@@ -516,6 +516,8 @@ BAD_MODELS = [
      "not a cost model \\(missing or malformed points: each 5 numbers\\)"),
     ("a residual of no layer", lambda good: re.sub(r"\[\[\d+,", "[[999999,", good, count=1),
      "not a cost model \\(missing or malformed neighbours: a residual of a layer not in points\\)"),
+    ("families of numbers", lambda good: good.replace('"families": [', '"families": [1, ', 1),
+     "not a cost model \\(missing or malformed families: a list of family names\\)"),
 ]
 
 
@@ -965,3 +967,27 @@ def test_a_direct_kernels_reads_count_what_it_reuses(catalog):
     assert per_output("kernelgen_sm80_simt_dwconv_strip_half2_f16nhwc_f16nhwc_f16_f16nhwc_3x3_stride1_q7x1") == \
         pytest.approx(3 * 9 * 2 / 14)
     assert per_output(stem + "flat_f16nhwc_f16nhwc_f32_f16nhwc_3x3_stride1_p1") == pytest.approx(9 + 3 * 56 * 162 / (56 * 162))
+
+
+def test_a_cutlass_2x_family_of_no_measured_row_is_proposed_in_full_where_it_serves(everything):
+    """The CUTLASS 2.x tiles of narrow accesses (conv2d_fprop_sm80_narrow_access.toml), a family of
+    no committed row in a group the model has constants for: every one of them that serves a layer
+    is proposed on it beside the model's top k (which ranks them 22nd to 49th on ReXNet-1.0's
+    odd-channel 1x1 layers), where the layer's channels take no wider access than theirs; once the
+    model was fitted on a row of the family, only its top k is; a model file from before the
+    families were kept explores none."""
+    fitted = cost_model.load_model(GPU)
+    assert "conv2d_fprop_sm80_narrow_access" not in fitted.families and "conv2d_fprop_sm80" in fitted.families
+    layer = Conv2dProblem(32, 28, 28, 228, 50, 1, 1, 0, 0, line=1)
+    access = {k.name for k in everything if k.family == "conv2d_fprop_sm80_narrow_access"
+              and cost_model.serves(k, layer) is None}
+    assert len(access) == 3, "the three tiles of 2-element accesses (50 output channels)"
+    proposal, = candidates.propose([layer], everything, fitted, 3)
+    assert access <= {k.name for _, k in proposal.ranked} and access <= proposal.unranked
+    assert not any(k.family == "conv2d_fprop_sm80" for k in everything if k.name in proposal.unranked)
+    aligned = Conv2dProblem(32, 28, 28, 64, 64, 1, 1, 0, 0, line=1)  # 16-byte kernels take it: nothing explored
+    assert not candidates.propose([aligned], everything, fitted, 3)[0].unranked
+    measured = replace(fitted, families=sorted(fitted.families + ["conv2d_fprop_sm80_narrow_access"]))
+    proposal, = candidates.propose([layer], everything, measured, 3)
+    assert not access & proposal.unranked
+    assert not candidates.propose([layer], everything, replace(fitted, families=None), 3)[0].unranked & access

@@ -130,20 +130,27 @@ class Memo:
         return json.dumps(kept, sort_keys=True) + "\n"
 
 
-def unfitted(model, kernel) -> bool:
+def unfitted(model, kernel, problem=None) -> bool:
     """Whether ``kernel`` is of a family quick to compile (``measure_unfitted``) of whose group the
     model was fitted on no measured row: its prediction is a guess the model cannot order the
     family's kernels by, so every layer it serves measures each of them, until rows of it are
-    committed and the model is fitted again."""
-    return getattr(kernel, "measure_unfitted", False) and theta_group(kernel) not in model.theta
+    committed and the model is fitted again. So is a kernel of a family of no measured row whose
+    class is measured so (``measure_new_family``: a few CUTLASS 2.x kernels, tiles for a class of
+    layers that the group's rows, of other tiles, may rank low there) on ``problem`` where the
+    kernel says it is of that class (``explores``: the layers of its accesses' width)."""
+    if getattr(kernel, "measure_unfitted", False) and theta_group(kernel) not in model.theta:
+        return True
+    families = getattr(model, "families", None)
+    return (getattr(kernel, "measure_new_family", False) and families is not None and kernel.family not in families
+            and problem is not None and kernel.explores(problem))
 
 
-def chosen_for(ranked: list, model, top: int) -> tuple:
+def chosen_for(ranked: list, model, top: int, problem=None) -> tuple:
     """(candidates, the names of those proposed as ``unfitted``) of a layer from ``ranked``
     [(predicted ms, kernel)], fastest first: its ``top`` best-ranked distinct kernels
     (``distinct``) of those the model can order, and the ``unfitted`` ones besides (their guessed
     times would push the model's proposals out)."""
-    unranked = frozenset(k.name for _, k in ranked if unfitted(model, k))
+    unranked = frozenset(k.name for _, k in ranked if unfitted(model, k, problem))
     chosen = distinct([(ms, k) for ms, k in ranked if k.name not in unranked], top)
     if unranked:
         chosen = sorted(chosen + [(ms, k) for ms, k in ranked if k.name in unranked],
@@ -178,7 +185,7 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             why = "; ".join(f"{n} {reason}" for reason, n in (near.most_common(4) + far.most_common(4))[:4])
             raise WorkloadError(workload_file or problem.name, f"no kernel of the space serves {problem.name} "
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
-        chosen, unranked = chosen_for(ranked, model, top)
+        chosen, unranked = chosen_for(ranked, model, top, problem)
         if memo is not None:
             memo.put(key, chosen, unranked)
         proposals.append(Proposal(problem, chosen, unranked))
@@ -207,7 +214,8 @@ def build_measures(layers: list, model, top: int, measured_top: int = MEASURED_T
     layers' candidates hold, those ``measured_by_rank`` takes; chosen among the rows measured on
     the layer (the kernels no such build compiles among them: a floor on what a build measures).
     ``record.record``'s "a build measures" column."""
-    own = [{k.name for _, k in chosen_for([(ms, row[0]) for ms, row in ranked], model, top)[0]} for ranked in layers]
+    own = [{k.name for _, k in chosen_for([(ms, row[0]) for ms, row in ranked], model, top, ranked[0][1][1])[0]}
+           for ranked in layers]
     built = set().union(*own)
     out = []
     for ranked, mine in zip(layers, own):

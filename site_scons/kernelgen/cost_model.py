@@ -658,6 +658,7 @@ class Model:
     rows: int = 0  # rows it was fitted on
     points: list = field(default_factory=list)  # the measured layers, each its layer_point
     neighbours: dict = field(default_factory=dict)  # kernel name -> [(index into points, residual)]
+    families: list | None = None  # the families of the rows it was fitted on (None: a file from before they were kept)
 
     def base(self, kernel, problem) -> float:
         """The counts' prediction in ms, before corrections."""
@@ -794,7 +795,8 @@ class Model:
     def to_json(self) -> str:
         """The constants as JSON, the layers and each kernel's residuals a line each."""
         text = json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
-                           "fallback": self.fallback, "theta": self.theta, "corrections": self.corrections},
+                           "fallback": self.fallback, "theta": self.theta, "corrections": self.corrections,
+                           **({} if self.families is None else {"families": self.families})},
                           indent=1, sort_keys=True)
         compact = {"separators": (",", ":")}
         points = ",\n  ".join(json.dumps(list(p), **compact) for p in self.points)
@@ -840,9 +842,12 @@ def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
         neighbours = {str(name): [(int(i), float(r)) for i, r in rows] for name, rows in data.get("neighbours", {}).items()}
         if any(not 0 <= i < len(points) for rows in neighbours.values() for i, _ in rows):
             raise ValueError("neighbours: a residual of a layer not in points")
+        families = data.get("families")
+        if families is not None and not (isinstance(families, list) and all(isinstance(f, str) for f in families)):
+            raise ValueError("families: a list of family names")
         return Model(data["gpu"], int(data["sms"]), {g: [float(v) for v in t] for g, t in data["theta"].items()},
                      [float(v) for v in data["fallback"]], {a: float(v) for a, v in data["corrections"].items()},
-                     int(data["rows"]), points, neighbours)
+                     int(data["rows"]), points, neighbours, families)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModelError(f"{path}: not a cost model (missing or malformed {shorten(one_line(e))}); fit it again "
                          "with python -m kernelgen.cost_model fit") from None
@@ -879,7 +884,7 @@ def fit(samples: list, gpu: str, sms: int) -> Model:
         theta[name] = [round(float(v), 9) for v in nonnegative_least_squares(x / t[:, None], np.ones(len(t)))]
     _share_launch(theta, by_group)
     fallback = [float(np.median([th[i] for th in theta.values()])) for i in range(len(FEATURES))]
-    model = Model(gpu, sms, theta, fallback, {}, len(samples))
+    model = Model(gpu, sms, theta, fallback, {}, len(samples), families=sorted({k.family for k, _, _ in samples}))
     model.corrections = _fit_corrections(model, samples)
     model.points, model.neighbours = _fit_neighbours(model, samples)
     return model

@@ -75,6 +75,21 @@ class Conv2dFprop2x:
     arch_specific = False  # needs sm_{arch}a, not a later architecture
     template = TEMPLATE
     includes = INCLUDES
+    # a family of no measured row is measured in full on the layers of its accesses' width
+    # (candidates.unfitted, ``explores``): its tiles share their group's weights, fitted on other
+    # tiles' rows, which may rank them low on the layers they were added for (ReXNet-1.0's
+    # odd-channel 1x1 layers: 22nd to 49th)
+    measure_new_family = True
+
+    def explores(self, problem) -> bool:
+        """Whether ``problem`` is of the layers a kernel of a new family is measured on in full: those
+        whose C and K take no wider access than its ``alignment`` (a 2-element kernel on 228 -> 50
+        channels, not on 64 -> 64, which 16-byte kernels take)."""
+        conv = problem.as_conv()
+        widest = 8
+        while widest > 1 and (conv.c % widest or conv.k % widest):
+            widest //= 2
+        return self.alignment >= widest
 
     @property
     def adapter(self) -> str:
