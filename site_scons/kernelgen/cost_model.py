@@ -901,12 +901,12 @@ def _share_launch(theta: dict, by_group: dict) -> None:
     winners, whose families had rows of batch-32 layers alone, took 3.3 us of launch of their 2.2)."""
     import numpy as np
     at = FEATURES.index("launch")
-    fast = [theta[name][at] for name, rows in by_group.items() if min(us for _, us in rows) < LAUNCH_ROWS_US]
+    fast = {name for name, rows in by_group.items() if min(us for _, us in rows) < LAUNCH_ROWS_US}
     if not fast:
         return
-    launch = float(np.median(fast))
+    launch = float(np.median([theta[name][at] for name in fast]))
     for name, rows in by_group.items():
-        if min(us for _, us in rows) < LAUNCH_ROWS_US or theta[name][at] <= launch:
+        if name in fast or theta[name][at] <= launch:
             continue
         x = np.delete(np.array([f for f, _ in rows]), at, axis=1)
         t = np.array([us for _, us in rows])
