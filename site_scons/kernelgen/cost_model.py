@@ -108,7 +108,7 @@ def serves(kernel, problem) -> str | None:
             return f"built for {kernel.filter}x{kernel.filter} filters, stride {kernel.stride}"
         if conv.dilation_h != 1 or conv.dilation_w != 1:
             return "built for dilation 1"
-        return None if conv.c % 8 == 0 else "C must be a multiple of 8"
+        return kernel.refuses_channels(conv.c)
     pointwise = conv.r == conv.s == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == conv.pad_w == 0
     if kernel.op.split(":")[0] == "gemm" and not pointwise:
         return "not a GEMM: needs a 1x1, stride-1, unpadded convolution"

@@ -78,6 +78,10 @@ class Depthwise(GroupedKernel):
                 f"_s{self.stages}" + ("_tma" if self.loader == "tma" else "")
                 + ("" if self.threads == 256 else f"_cta{self.threads}"))
 
+    def refuses_channels(self, c: int):
+        """Why a layer of ``c`` channels is not this kernel's (16-byte vectors along C), or None."""
+        return None if c % 8 == 0 else "C must be a multiple of 8"
+
     def thread_grid(self) -> tuple:
         """A CTA's threads along the tile's rows and columns (Tile::kPR, Tile::kPC); 0 columns where
         the rows do not divide them."""
