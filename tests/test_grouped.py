@@ -63,10 +63,11 @@ def test_a_grouped_layer_is_served_by_grouped_kernels_only_and_a_dense_one_never
     odd, = parse_workloads("conv2d_fprop n=1 h=8 w=8 c=36 k=36 r=3 s=3 pad=1 groups=36\n")
     assert all(serves(k, odd) == "C must be a multiple of 8" for k in EVERYTHING
                if "_dwconv_" in k.name and "3x3_stride1" in k.name and k.element == "f16"
-               and "_dwconv_rows_" not in k.name and "_dwconv_flat_" not in k.name and "_dwconv_strip_" not in k.name)
-    # the row kernels of 4-byte and 2-byte accesses along C and the flat and strip ones (even C) take it
-    assert {serves(k, odd) for k in EVERYTHING if ("_dwconv_rows_" in k.name or "_dwconv_flat_" in k.name
-                                                   or "_dwconv_strip_" in k.name) and "3x3_stride1" in k.name} == {None}
+               and not any(f"_dwconv_{kind}_" in k.name for kind in ("rows", "flat", "strip", "pairs")))
+    # the row kernels of 4-byte and 2-byte accesses along C, the flat and strip ones (even C) and
+    # the staged ones of 4- and 8-byte copies take it
+    assert {serves(k, odd) for k in EVERYTHING if any(f"_dwconv_{kind}_" in k.name for kind in ("rows", "flat", "strip", "pairs"))
+            and "3x3_stride1" in k.name} == {None}
 
 
 def test_a_grouped_layer_no_kernel_of_the_build_serves_is_refused_naming_it():
