@@ -11,11 +11,16 @@
 // the taps likewise) into the stages the persistent grid keeps in flight, and its threads compute
 // from shared memory as depthwise.h's do: TPT x TQ outputs of two channels, 4 bytes a pixel.
 //
-// kernelgen::DepthwisePairs<T, R, S, Stride, TP, TPT, TQ, CB, STAGES, BYTES> is a kernel type for
-// DepthwiseOperation (depthwise_adapter.h).
+// With HALF (fp16 only), a thread's two channels are one __half2 from the stage to the store, each
+// product added in fp16 by HFMA2 (depthwise_half.h's sums): half the multiply-add instructions and
+// no conversions.
+//
+// kernelgen::DepthwisePairs<T, R, S, Stride, TP, TPT, TQ, CB, STAGES, BYTES, HALF> is a kernel type
+// for DepthwiseOperation (depthwise_adapter.h).
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "depthwise.h"
 
@@ -34,7 +39,7 @@ __device__ __forceinline__ void copy_piece(void* shared, const void* global, boo
                  "r"(valid ? BYTES : 0));
 }
 
-template <typename T, int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int BYTES>
+template <typename T, int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int BYTES, bool HALF>
 __global__ void __launch_bounds__(256) pairs_kernel(Conv2dProblem p, Tiling tiling, const T* __restrict__ x,
                                                     const T* __restrict__ w, T* __restrict__ y) {
   using Shape = Tile<R, S, Stride, TP, TPT, TQ, CB, STAGES>;
@@ -43,6 +48,8 @@ __global__ void __launch_bounds__(256) pairs_kernel(Conv2dProblem p, Tiling tili
   constexpr int kInputPieces = Shape::kInputVectors * (16 / BYTES);
   constexpr int kTapPieces = Shape::kTapVectors * (16 / BYTES);
   static_assert(256 % kPieces == 0, "a thread copies the same piece of every pixel it copies");
+  static_assert(!HALF || std::is_same<T, __half>::value, "fp16 sums of fp16 elements");
+  using Sum = typename std::conditional<HALF, __half2, float2>::type;  // a thread's two channels
   extern __shared__ uint4 shared[];
   const int tid = threadIdx.x;
   const int pair = tid % Shape::kPairs, position = tid / Shape::kPairs;
@@ -116,22 +123,31 @@ __global__ void __launch_bounds__(256) pairs_kernel(Conv2dProblem p, Tiling tili
     const uint4* const stage = shared + (i % STAGES) * Shape::kStageVectors;
     // The thread's two channels' taps, zeros past the layer's channels (the copy filled them so).
     const T* raw = reinterpret_cast<const T*>(stage + Shape::kInputVectors) + 2 * pair * (R * S);
-    float2 tap[R * S];
+    Sum tap[R * S];
 #pragma unroll
-    for (int rs = 0; rs < R * S; ++rs)
-      tap[rs] = make_float2(element_to_float<T>(raw[rs]), element_to_float<T>(raw[R * S + rs]));
-    float2 acc[TPT][TQ];
+    for (int rs = 0; rs < R * S; ++rs) {
+      if constexpr (HALF) tap[rs] = __halves2half2(raw[rs], raw[R * S + rs]);
+      else tap[rs] = make_float2(element_to_float<T>(raw[rs]), element_to_float<T>(raw[R * S + rs]));
+    }
+    Sum acc[TPT][TQ];
 #pragma unroll
     for (int a = 0; a < TPT; ++a) {
 #pragma unroll
-      for (int t = 0; t < TQ; ++t) acc[a][t] = make_float2(0.0f, 0.0f);
+      for (int t = 0; t < TQ; ++t) {
+        if constexpr (HALF) acc[a][t] = __float2half2_rn(0.0f);
+        else acc[a][t] = make_float2(0.0f, 0.0f);
+      }
     }
     const uint32_t* in = reinterpret_cast<const uint32_t*>(stage) + first;
 #pragma unroll
     for (int ir = 0; ir < Shape::kThreadRows; ++ir) {
-      float2 window[Shape::kWindow];
+      Sum window[Shape::kWindow];
 #pragma unroll
-      for (int j = 0; j < Shape::kWindow; ++j) window[j] = pair_to_float<T>(in[(ir * Shape::kInQ + j) * (CB * 4)]);
+      for (int j = 0; j < Shape::kWindow; ++j) {
+        const uint32_t word = in[(ir * Shape::kInQ + j) * (CB * 4)];
+        if constexpr (HALF) window[j] = *reinterpret_cast<const __half2*>(&word);
+        else window[j] = pair_to_float<T>(word);
+      }
 #pragma unroll
       for (int a = 0; a < TPT; ++a) {
         const int r = ir - a * Stride;  // output row a reads input row a * Stride + r
@@ -140,8 +156,12 @@ __global__ void __launch_bounds__(256) pairs_kernel(Conv2dProblem p, Tiling tili
           for (int t = 0; t < TQ; ++t) {
 #pragma unroll
             for (int s = 0; s < S; ++s) {
-              acc[a][t].x = fmaf(window[t * Stride + s].x, tap[r * S + s].x, acc[a][t].x);
-              acc[a][t].y = fmaf(window[t * Stride + s].y, tap[r * S + s].y, acc[a][t].y);
+              if constexpr (HALF) {
+                acc[a][t] = __hfma2(window[t * Stride + s], tap[r * S + s], acc[a][t]);
+              } else {
+                acc[a][t].x = fmaf(window[t * Stride + s].x, tap[r * S + s].x, acc[a][t].x);
+                acc[a][t].y = fmaf(window[t * Stride + s].y, tap[r * S + s].y, acc[a][t].y);
+              }
             }
           }
         }
@@ -156,8 +176,10 @@ __global__ void __launch_bounds__(256) pairs_kernel(Conv2dProblem p, Tiling tili
       for (int a = 0; a < TPT; ++a) {
 #pragma unroll
         for (int t = 0; t < TQ; ++t) {
-          if (p_base + a < P && q_base + t < Q)
-            *reinterpret_cast<uint32_t*>(out + a * out_row + t * p.k) = pair_from_float<T>(acc[a][t]);
+          if (p_base + a < P && q_base + t < Q) {
+            if constexpr (HALF) *reinterpret_cast<__half2*>(out + a * out_row + t * p.k) = acc[a][t];
+            else *reinterpret_cast<uint32_t*>(out + a * out_row + t * p.k) = pair_from_float<T>(acc[a][t]);
+          }
         }
       }
     }
@@ -166,7 +188,7 @@ __global__ void __launch_bounds__(256) pairs_kernel(Conv2dProblem p, Tiling tili
 
 }  // namespace depthwise
 
-template <typename T, int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int BYTES>
+template <typename T, int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int BYTES, bool HALF = false>
 struct DepthwisePairs {
   static_assert(CB == 1 || CB == 2 || CB == 4 || CB == 8 || CB == 16, "CB 8-channel blocks a CTA: 1 to 16");
   using Shape = depthwise::Tile<R, S, Stride, TP, TPT, TQ, CB, STAGES>;
@@ -191,7 +213,7 @@ struct DepthwisePairs {
   // The CTAs a launch uses on the current device (as many as it runs at once), after setting the
   // kernel's shared memory; 0 with a reason in `why` if the device cannot run it.
   static int configure(std::string& why) {
-    const auto kernel = depthwise::pairs_kernel<T, R, S, Stride, TP, TPT, TQ, CB, STAGES, BYTES>;
+    const auto kernel = depthwise::pairs_kernel<T, R, S, Stride, TP, TPT, TQ, CB, STAGES, BYTES, HALF>;
     int device = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
@@ -217,7 +239,7 @@ struct DepthwisePairs {
     tiling.tiles_p = depthwise::Divisor(tiles_p);
     const int grid = tiling.tiles < ctas ? tiling.tiles : ctas;
     if (grid == 0) return;
-    depthwise::pairs_kernel<T, R, S, Stride, TP, TPT, TQ, CB, STAGES, BYTES><<<grid, 256, Shape::kBytes, stream>>>(
+    depthwise::pairs_kernel<T, R, S, Stride, TP, TPT, TQ, CB, STAGES, BYTES, HALF><<<grid, 256, Shape::kBytes, stream>>>(
         p, tiling, static_cast<const T*>(b.x), static_cast<const T*>(b.w), static_cast<T*>(b.y));
   }
 };

@@ -1,5 +1,5 @@
-"""The depthwise family of narrow copies (profiler/depthwise_pairs.h,
-site_scons/kernelgen/families/depthwise_pairs.py): its spec checks refuse entries the kernel cannot
+"""The depthwise families of narrow copies (profiler/depthwise_pairs.h,
+site_scons/kernelgen/families/depthwise_pairs.py and its fp16 sums, depthwise_pairs_half.py): its spec checks refuse entries the kernel cannot
 build, naming file, entry and key; a kernel serves the depthwise layers of its filter and stride whose
 channels its copies divide and the 16-byte kernels cannot take, and says why it refuses the others;
 the cost model weighs the family apart from the 16-byte kernels (so a build measures it in full until
@@ -15,6 +15,7 @@ from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
 
 SPEC = ROOT / "kernel_specs" / "families" / "depthwise_pairs.toml"
+HALF = ROOT / "kernel_specs" / "families" / "depthwise_pairs_half.toml"
 FIRST = "{ filter = 3, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4, access = 4 }"
 FAMILY = f"""\
 kind = "depthwise_pairs"
@@ -70,6 +71,21 @@ def test_the_name_says_its_copies_and_the_tile_is_the_16_byte_kernels():
     assert {k.access for k in kernels} == {4, 8} and len({k.name for k in kernels}) == len(kernels)
 
 
+def test_the_fp16_sums_say_so_in_name_type_and_tolerance():
+    from kernelgen import render
+    from kernelgen.vocab import VERIFY_TOLERANCE, verify_tolerance
+
+    half = load_family(HALF)[0]
+    twin = next(k for k in load_family(SPEC) if k.values() == {**half.values(), "half": False})
+    assert half.name == twin.name.replace("_pairs_f16nhwc_f16nhwc_f32_", "_pairs_half2_f16nhwc_f16nhwc_f16_")
+    assert verify_tolerance(half) == VERIFY_TOLERANCE["f16"] > verify_tolerance(twin) == VERIFY_TOLERANCE["f32"]
+    assert half.shared_bytes() == twin.shared_bytes() and half.registers() < twin.registers()
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    assert render.type_definition(templates, half).rstrip().endswith(", 3, 4, true>;")
+    assert render.type_definition(templates, twin).rstrip().endswith(", 3, 4>;")
+    assert theta_group(half) == "DepthwisePairsHalf"
+
+
 @pytest.mark.parametrize("c, access, why", [
     (162, 4, None),
     (702, 4, None),
@@ -114,13 +130,15 @@ def test_the_cost_model_weighs_the_family_apart_from_the_16_byte_kernels():
 
 
 @requires_nvcc
-def test_a_kernel_of_each_access_compiles_as_the_profiler_builds_it(tmp_path):
+def test_a_kernel_of_each_access_and_sums_compiles_as_the_profiler_builds_it(tmp_path):
     kernels = load_family(SPEC)
-    assert_kernels_compile(tmp_path, [next(k for k in kernels if k.access == a) for a in (4, 8)])
+    assert_kernels_compile(tmp_path, [next(k for k in kernels if k.access == a) for a in (4, 8)] + load_family(HALF)[:1])
 
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
-    kernels = {k.name: k for k in load_family(SPEC)}
+    """fp32 sums within 1e-3, fp16 sums of 9 or 25 products within 5e-3 (the profiler's own check
+    allows fp16 accumulation's 2e-2)."""
+    kernels = {k.name: k for k in load_family(SPEC) + load_family(HALF)}
     for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm80_simt_dwconv_pairs_*"):
-        assert_served_rows_verify(problem, frame, kernels)
+        assert_served_rows_verify(problem, frame, kernels, limit={"f32": 1e-3, "f16": 5e-3})

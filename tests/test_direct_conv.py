@@ -301,14 +301,15 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
     """ShuffleNetV2's depthwise layers (58, 116 channels), groups of 12 and 20 channels (neither a
     tensor-core kernel's group nor a multiple of 8): no other kernel serves them; the committed specs'
     direct kernels do (a depthwise layer at stride 1: the narrow ones, the row ones and the grouped
-    one of one output channel a thread; and the staged ones of 4-byte copies, depthwise_pairs), and
+    one of one output channel a thread; and the staged ones of 4-byte copies, depthwise_pairs and
+    depthwise_pairs_half), and
     the committed model proposes kernels of these families for them (for the depthwise layers first
     the strip kernels of fp16 sums, measured fastest on ShuffleNetV2's 116-channel layers at stride
     1: 0.0048 ms on 14x14, the row kernels 0.0056)."""
     layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, 1, 1, groups=groups)
     catalog = load_catalog(FAMILIES)
     served = [k for k in catalog if serves(k, layer) is None]
-    families = set(SPECS) | ({"depthwise_pairs"} if groups == c else set())
+    families = set(SPECS) | ({"depthwise_pairs", "depthwise_pairs_half"} if groups == c else set())
     assert {k.family for k in served} <= families and any(k.family == kind for k in served)
     if groups == c:
         assert {k.family for k in served} == families - {"grouped_strip"}

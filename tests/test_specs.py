@@ -101,6 +101,8 @@ def test_catalog_holds_each_family():
     dw_pairs = [k for k in kernels if k.family == "depthwise_pairs"]
     assert len(dw_pairs) == 14 and {k.access for k in dw_pairs} == {4, 8} and {(k.filter, k.stride) for k in dw_pairs} == {(f, s) for f in (3, 5) for s in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_adapter.h" and k.includes == ("depthwise_pairs.h",) for k in dw_pairs)
+    dw_pairs_half = [k for k in kernels if k.family == "depthwise_pairs_half"]
+    assert len(dw_pairs_half) == 6 and {(k.access, k.accumulator, k.filter) for k in dw_pairs_half} == {(4, "f16", 3)}
     dw_strip = [k for k in kernels if k.family == "depthwise_strip"]
     assert len(dw_strip) == 38 and {k.vector for k in dw_strip} == {2, 4} and {(k.filter, k.stride) for k in dw_strip} == {(f, s) for f in (3, 5) for s in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "strip_conv.h" for k in dw_strip)
@@ -119,9 +121,9 @@ def test_catalog_holds_each_family():
     dw_strip_half = [k for k in kernels if k.family == "depthwise_strip_half"]
     assert len(dw_strip_half) == 20 and {k.filter for k in dw_strip_half} == {3, 5, 7}
     assert all(k.adapter_header == "strip_conv.h" and "_dwconv_strip_half2_" in k.name for k in dw_strip_half)
-    assert all(k.accumulator == "f32" for k in kernels if k not in dw_half + dw_strip_half), \
+    assert all(k.accumulator == "f32" for k in kernels if k not in dw_half + dw_strip_half + dw_pairs_half), \
         "fp16 sums: the half2 kernels alone"
-    assert {k.accumulator for k in dw_half + dw_strip_half} == {"f16"}
+    assert {k.accumulator for k in dw_half + dw_strip_half + dw_pairs_half} == {"f16"}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
     assert len(tensor_grouped) == 244 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
@@ -175,7 +177,7 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
     assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
+                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -218,9 +220,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 844
-    assert len(select(kernels, "*", parse_arch("90"))) == 658, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 504
+    assert len(select(kernels, "*", parse_arch("90a"))) == 850
+    assert len(select(kernels, "*", parse_arch("90"))) == 664, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 510
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -538,7 +540,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 28
+    assert len(families.FAMILIES) == 29
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -55,7 +55,7 @@ class DepthwisePairs(Depthwise):
         return None
 
     def values(self) -> dict:
-        return {**super().values(), "access": self.access}
+        return {**super().values(), "access": self.access, "half": self.accumulator == "f16"}
 
 
 def expand(path, raw: dict) -> list:
