@@ -129,6 +129,29 @@ def test_the_cost_model_weighs_the_family_apart_from_the_16_byte_kernels():
     assert candidates.unfitted(model, pairs) is (theta_group(pairs) not in model.theta)
 
 
+def test_a_build_proposes_every_kernel_of_both_families_on_the_odd_layers_they_serve_until_fitted():
+    """ReXNet-1.0's 14x14 layer of 702 channels (C a multiple of 2) with a model of no rows of the
+    two families (the committed one until they are measured on the H200; their groups taken out of
+    it otherwise): every 3x3 stride-1 kernel of 4-byte copies, fp32 and fp16 sums, proposed besides
+    the model's top 3 as unfitted; a layer of 96 channels gets none of them."""
+    import dataclasses
+
+    from kernelgen import candidates
+    from kernelgen.cost_model import load_model
+    from kernelgen.specs import load_catalog
+
+    catalog = load_catalog(ROOT / "kernel_specs" / "families")
+    committed = load_model("nvidia_h200")
+    model = dataclasses.replace(committed, theta={g: t for g, t in committed.theta.items()
+                                                  if g not in ("DepthwisePairs", "DepthwisePairsHalf")})
+    odd, even = (Conv2dProblem(32, 14, 14, c, c, 3, 3, 1, 1, 1, 1, 1, 1, groups=c) for c in (702, 96))
+    first, second = candidates.propose([odd, even], catalog, model, 3)
+    staged = {k.name for k in load_family(SPEC) + load_family(HALF) if (k.filter, k.stride, k.access) == (3, 1, 4)}
+    assert len(staged) == 9 and staged <= first.unranked <= {k.name for _, k in first.ranked}
+    assert len(first.ranked) >= len(first.unranked) + 3, "and the model's top 3 of the kernels it can rank"
+    assert not any("_dwconv_pairs_" in k.name for _, k in second.ranked)
+
+
 @requires_nvcc
 def test_a_kernel_of_each_access_and_sums_compiles_as_the_profiler_builds_it(tmp_path):
     kernels = load_family(SPEC)
