@@ -10,10 +10,10 @@ An entry takes depthwise_pairs.py's keys. The family's accumulator is f16, and s
 """
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from .common import expand_fixed_type_entries, fixed_type_family
 from .depthwise import check
+from .depthwise_half import BASE_REGISTERS
 from .depthwise_pairs import ENTRY, DepthwisePairs
 
 KIND = "depthwise_pairs_half"
@@ -24,19 +24,13 @@ FAMILY = fixed_type_family(KIND)
 
 @dataclass(frozen=True)
 class DepthwisePairsHalf(DepthwisePairs):
-    accumulator = "f16"
-
-    @cached_property
-    def name(self) -> str:
-        return (f"kernelgen_sm80_simt_dwconv_pairs_half2_f16nhwc_f16nhwc_f16_f16nhwc_{self.filter}x{self.filter}"
-                f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
-                f"_c{8 * self.channel_vectors}_s{self.stages}_a{self.access}")
+    accumulator = "f16"  # its name says pairs_half2 (DepthwisePairs.name)
 
     def registers(self) -> int:
         """A thread's registers, about: one a sum, a tap and a window column (a channel pair), and
         pointers and indices (depthwise_half.py's count)."""
         window = (self.columns - 1) * self.stride + self.filter
-        return self.thread_rows * self.columns + self.filter ** 2 + window + 44
+        return self.thread_rows * self.columns + self.filter ** 2 + window + BASE_REGISTERS
 
 
 def expand(path, raw: dict) -> list:
