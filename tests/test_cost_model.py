@@ -784,12 +784,30 @@ def test_scons_candidates_says_how_many_of_the_space_are_fused_variants_of_the_s
     assert int(summary.group(1)) - int(summary.group(2)) == int(unfused.group(1)) > 0 < int(summary.group(2))
 
 
+def test_a_gpu_with_no_model_borrows_another_gpus_by_cost_model(tmp_path):
+    """GPU=nvidia_l4 alone is refused (no model of its own, the row above), and the refusal names
+    COST_MODEL=; with COST_MODEL=nvidia_h200 the H200's model ranks the same candidates it ranks for
+    the H200, and the build says whose model it is."""
+    refused = scons_candidates(tmp_path / "alone", "WORKLOADS=resnet50", "TOP=2", "GPU=nvidia_l4")
+    assert refused.returncode == 2 and "or rank with another GPU's: COST_MODEL=nvidia_h200" in refused.stderr
+    borrowed = scons_candidates(tmp_path / "borrowed", "WORKLOADS=resnet50", "TOP=2", "GPU=nvidia_l4",
+                                "COST_MODEL=NVIDIA H200")
+    own = scons_candidates(tmp_path / "own", "WORKLOADS=resnet50", "TOP=2", "GPU=nvidia_h200")
+    assert borrowed.returncode == 0 == own.returncode, borrowed.stdout + borrowed.stderr + own.stderr
+    assert "COST_MODEL=nvidia_h200: the cost model fitted for nvidia_h200 ranks the candidates" in borrowed.stdout
+    assert "COST_MODEL" not in own.stdout
+    table = (tmp_path / "borrowed" / "candidates.csv").read_text()
+    assert table == (tmp_path / "own" / "candidates.csv").read_text() and len(table.splitlines()) == 1 + 19 * 2
+
+
 @pytest.mark.parametrize("args, message", [
     (["TOP=0"], "TOP='0': expected a positive integer"),
     (["TOP=best"], "TOP='best': expected a positive integer"),
     (["TOP=1e3"], "TOP='1e3': expected a positive integer"),
     (["TOP=" + "9" * 5000], "TOP='99999999999999999999"),
     (["GPU=nvidia_l4"], "no cost model fitted for GPU nvidia_l4 (fitted: nvidia_h200)"),
+    (["COST_MODEL=nvidia_l4"], "COST_MODEL='nvidia_l4': no cost model fitted for GPU nvidia_l4 (fitted: nvidia_h200)"),
+    (["COST_MODEL=?!"], "COST_MODEL='?!': no cost model fitted for GPU (no name) (fitted: nvidia_h200)"),
     (["KERNELS=kernelgen_sm80_simt_gemv*", "WORKLOADS=resnet50"], "no kernel of the space serves conv2d_fprop_f16_n256"),
     (["SPACES={tmp}/spaces"], "spaces/mine.toml, entry axes[0], key 'tile_m': 512 is outside [64, 256]"),
     (["SPACES={tmp}/spaces", "TOP=listed", "KERNELS=nothing*"], "selects no kernel of"),
@@ -797,7 +815,8 @@ def test_scons_candidates_says_how_many_of_the_space_are_fused_variants_of_the_s
     (["TOP=all", "WORKLOADS=resnet50"], "scons candidates: TOP=all ranks nothing (a build of TOP=all measures every "
                                         "kernel of the space that serves a layer)"),
     (["TOP=listed", "WORKLOADS=resnet50"], "TOP=listed ranks nothing (a build of TOP=listed measures every listed"),
-], ids=["top-zero", "top-word", "top-float", "top-5000-digits", "model-of-another-gpu", "nothing-serves",
+], ids=["top-zero", "top-word", "top-float", "top-5000-digits", "model-of-another-gpu", "borrowed-model-unfitted",
+        "borrowed-model-no-name", "nothing-serves",
         "bad-space-file", "empty-selection", "build-is-spaces", "top-all", "top-listed"])
 def test_scons_candidates_refuses_in_one_line(tmp_path, args, message):
     (tmp_path / "spaces").mkdir()

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import inputs, outputs
 from .arch import Arch, parse_arch
 from .errors import KernelgenError, ResultsError, shorten
-from .cost_model import model_gpu
+from .cost_model import fitted_models, model_gpu
 from .ops.common import ascii_integer
 from .profile import NoGpuError, parse_timeout, query_gpu
 from .results import choose_gpu
@@ -43,6 +43,7 @@ class Config:
     spaces_dir: Path  # SPACES: the generated space's files
     top: object  # TOP: candidates per layer (int), or "listed" / "all"
     model_gpu: str | None  # the GPU (folder name) whose cost model ranks the candidates; None: none here
+    model_borrowed: bool  # COST_MODEL= named it: another GPU's model may rank for this one
     templates_dir: Path
     profiler_dir: Path
     results_dir: Path | None  # RESULTS/<set>/<gpu>/, the CSVs best_kernels.h is built from
@@ -125,7 +126,7 @@ def machine_gpu() -> str | None:
 def resolve(env) -> Config:
     root = ROOT
     check_values(env, [key for key in ("WORKLOADS", "KERNELS", "ARCH", "CUTLASS", "NVCC", "NVCCFLAGS", "SPECS",
-                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "SPACES", "TOP", "CACHE", "SHARD", "GPUS", "OLD_ROWS", "ACCUMULATE")
+                                       "RESULTS", "BUILD", "PROFILE_TIMEOUT", "PROFILE_ARGS", "GPU", "COST_MODEL", "SPACES", "TOP", "CACHE", "SHARD", "GPUS", "OLD_ROWS", "ACCUMULATE")
                        if key in env])
     if "$" in env["NVCC"]:
         raise KernelgenError(f"NVCC={shorten(env['NVCC'])!r}: a '$' in the compiler's path is refused (SCons "
@@ -153,6 +154,7 @@ def resolve(env) -> Config:
         results_dir = results_root / set_name / gpu
     except ResultsError as e:
         header_error = str(e)
+    borrowed = borrowed_model(env.get("COST_MODEL", ""))
     cutlass = cutlass_version(includes[0])
     cache = check_cache_dir(env.get("CACHE", ""), root, build)
     cache_note = None
@@ -175,13 +177,27 @@ def resolve(env) -> Config:
         problems=problems, kernels=env["KERNELS"], arch=parse_arch(env["ARCH"]), cutlass_includes=includes,
         cutlass=cutlass, nvcc=env["NVCC"], nvccflags=nvccflags,
         specs_dir=specs_dir, spaces_dir=spaces_dir, top=top,
-        model_gpu=model_gpu(env.get("GPU") or None, machine),
+        model_gpu=borrowed or model_gpu(env.get("GPU") or None, machine), model_borrowed=borrowed is not None,
         templates_dir=root / "kernel_specs" / "templates",
         profiler_dir=root / "profiler", results_dir=results_dir,
         build_dir=scons_text(build), profile_timeout=timeout, profile_args=profile_args,
         toolchain_version=f"{_nvcc_version(env['NVCC'])}; CUTLASS {cutlass}",
         results_root=results_root, build_path=build, header_error=header_error, cache_path=cache, cache_note=cache_note,
         shard=shard, gpus=gpus, old_rows=old_rows, accumulate=accumulate)
+
+
+def borrowed_model(text) -> str | None:
+    """COST_MODEL=: the folder name of a GPU with a fitted cost model, refused if it has none; None
+    when empty (the model of this machine's GPU, or GPU='s)."""
+    text = str(text).strip()
+    if not text:
+        return None
+    from .results import gpu_slug
+    slug, fitted = gpu_slug(text), fitted_models()
+    if slug not in fitted:
+        raise KernelgenError(f"COST_MODEL={shorten(text)!r}: no cost model fitted for GPU {slug or '(no name)'} "
+                             f"(fitted: {', '.join(fitted) or 'none'})")
+    return slug
 
 
 def parse_accumulate(text) -> tuple | None:

@@ -811,8 +811,13 @@ def model_gpu(requested: str | None, machine: str | None, models_dir=MODELS_DIR)
     from .results import gpu_slug
     if requested or machine:
         return gpu_slug(requested or machine)
-    fitted = sorted(p.stem for p in Path(models_dir).glob("*.json"))
+    fitted = fitted_models(models_dir)
     return fitted[0] if len(fitted) == 1 else None
+
+
+def fitted_models(models_dir=MODELS_DIR) -> list:
+    """The GPUs (folder names) a cost model was fitted for."""
+    return sorted(p.stem for p in Path(models_dir).glob("*.json"))
 
 
 def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
@@ -822,9 +827,10 @@ def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
                          "the GPU with GPU=, or build every listed kernel with TOP=listed")
     path = Path(models_dir) / f"{gpu}.json"
     if not path.is_file():
-        fitted = sorted(p.stem for p in Path(models_dir).glob("*.json"))
+        fitted = fitted_models(models_dir)
         raise ModelError(f"{path}: no cost model fitted for GPU {gpu} (fitted: {', '.join(fitted) or 'none'}); "
-                         "profile a set on it with TOP=listed and run python -m kernelgen.cost_model fit")
+                         "profile a set on it with TOP=listed and run python -m kernelgen.cost_model fit"
+                         + (f", or rank with another GPU's: COST_MODEL={fitted[0]}" if fitted else ""))
     from .inputs import MODEL_LIMIT, read_text
     try:
         data = json.loads(read_text(path, MODEL_LIMIT))

@@ -81,6 +81,9 @@ def variables(arguments) -> Variables:
         ("PAD", "scons workloads: 1 pads a channel count no multiple of 8 between two convolutions (the first's "
                 "output read by the second alone) to one: zero filters in, zero weights out, the same output; "
                 "examples/torch_extension/swap.py pads the network the same way", "0"),
+        ("COST_MODEL", "the GPU (a name or its folder name, nvidia_h200) whose fitted cost model ranks the "
+                       "candidates: a GPU with no model of its own (kernel_specs/models/) borrows another's; "
+                       "default: this machine's GPU's, else GPU='s", ""),
         ("GPU", "GPU whose results best_kernels.h is built from, a name or its folder name (nvidia_h200); "
                 "default: this machine's GPU, else the only GPU with results", ""),
     )
