@@ -78,13 +78,13 @@ def test_catalog_holds_each_family():
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
     depthwise = [k for k in kernels if k.family in ("depthwise", "depthwise_bf16")]
-    assert len(depthwise) == 64 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
+    assert len(depthwise) == 67 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
     assert sum(k.loader == "tma" for k in depthwise) == 28 and all(k.arch == 90 for k in depthwise if k.loader == "tma")
     grouped = [k for k in kernels if k.family.startswith("conv2d_fprop_sm80_grouped")]
     assert len(grouped) == 19 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
     assert sum("_warps" in k.name for k in grouped) == 6  # two warps along M, one a 32 columns: unnamed
     assert {(k.group_mode, k.iterator) for k in grouped} == {("single", "optimized"), ("multiple", "analytic")}
-    assert {(k.filter, k.stride) for k in depthwise} == {(3, 1), (3, 2), (5, 1), (5, 2), (7, 1)}
+    assert {(k.filter, k.stride) for k in depthwise} == {(f, s) for f in (3, 5, 7) for s in (1, 2)}
     cutlass_depthwise = [k for k in kernels if k.family == "depthwise_cutlass"]
     assert len(cutlass_depthwise) == 6 and {k.op for k in cutlass_depthwise} == {"conv2d_fprop_grouped"}
     assert {k.iterator for k in cutlass_depthwise} == {"fixed", "optimized"}
@@ -99,10 +99,10 @@ def test_catalog_holds_each_family():
         {(3, 1, 1), (3, 1, 2), (3, 1, 4), (5, 1, 2), (7, 1, 2), (3, 2, 1), (3, 2, 2), (5, 2, 1)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_flat.h" for k in dw_flat)
     dw_pairs = [k for k in kernels if k.family == "depthwise_pairs"]
-    assert len(dw_pairs) == 14 and {k.access for k in dw_pairs} == {4, 8} and {(k.filter, k.stride) for k in dw_pairs} == {(f, s) for f in (3, 5) for s in (1, 2)}
+    assert len(dw_pairs) == 21 and {k.access for k in dw_pairs} == {4, 8} and {(k.filter, k.stride) for k in dw_pairs} == {(f, s) for f in (3, 5, 7) for s in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_adapter.h" and k.includes == ("depthwise_pairs.h",) for k in dw_pairs)
     dw_pairs_half = [k for k in kernels if k.family == "depthwise_pairs_half"]
-    assert len(dw_pairs_half) == 10 and {(k.access, k.accumulator, k.filter) for k in dw_pairs_half} == {(4, "f16", 3), (8, "f16", 3)}
+    assert len(dw_pairs_half) == 16 and {(k.access, k.accumulator, k.filter) for k in dw_pairs_half} == {(a, "f16", f) for a in (4, 8) for f in (3, 5, 7)}
     dw_strip = [k for k in kernels if k.family == "depthwise_strip"]
     assert len(dw_strip) == 38 and {k.vector for k in dw_strip} == {2, 4} and {(k.filter, k.stride) for k in dw_strip} == {(f, s) for f in (3, 5) for s in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "strip_conv.h" for k in dw_strip)
@@ -116,7 +116,7 @@ def test_catalog_holds_each_family():
     dw_mma = [k for k in kernels if k.family == "depthwise_mma"]
     assert len(dw_mma) == 11 and {(k.op, k.arch) for k in dw_mma} == {("conv2d_fprop_grouped", 90)}
     dw_half = [k for k in kernels if k.family == "depthwise_half"]
-    assert len(dw_half) == 30 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
+    assert len(dw_half) == 32 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
         ("conv2d_fprop_grouped", 90, "f16", "tma")}
     dw_strip_half = [k for k in kernels if k.family == "depthwise_strip_half"]
     assert len(dw_strip_half) == 20 and {k.filter for k in dw_strip_half} == {3, 5, 7}
@@ -220,9 +220,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 854
-    assert len(select(kernels, "*", parse_arch("90"))) == 668, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 514
+    assert len(select(kernels, "*", parse_arch("90a"))) == 872
+    assert len(select(kernels, "*", parse_arch("90"))) == 686, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 530
     assert len(select(kernels, "*", parse_arch("75"))) == 16
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
