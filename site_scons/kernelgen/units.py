@@ -12,8 +12,11 @@ link it as they link a kernel's own object. A kernel compiled alone has its own 
 How many units: as many as the build runs jobs (-j), so that each job compiles one, or a multiple
 of that (the jobs finish their last units together) where a unit would weigh more than the memory
 allows one job (``max_weight``); each a run of the kernels sorted by name (a family's neighbours
-share the most), the runs of about equal weight (a CUTLASS 3.x kernel weighs HEAVY, one of the
-lighter families 1). Where no more kernels than jobs need compiling, each is compiled alone.
+share the most), the runs of about equal weight (``weight``: a kernel's share of a unit's compile,
+in seconds of one core). Where no more kernels than jobs need compiling, each is compiled alone.
+The units compiled now go to nvcc the heaviest first (``Units.stems``, the order SConstruct gives
+the profiler's objects), so that no job starts a unit of CUTLASS 3.x kernels after the others
+have taken the light ones.
 
 A later build links a unit again, for those of its kernels it needs, while the unit is up to
 date: its object newer than its source and its kernels' sources, and each kernel's source the
@@ -29,7 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PREFIX = "unit-"
-HEAVY = 3  # a CUTLASS 3.x kernel's weight: about three times the compile of a CUTLASS 2.x or own kernel
+# A kernel's weight: about the seconds of one core it adds to its unit's compile, fitted to the
+# 208 units of four cold builds on a 16-core machine (BUILD/compile_times.csv; docs/search.md,
+# "Compile units"): 13 s a unit of CUTLASS kernels, then 28 s a CUTLASS 3.x kernel, 2.7 a CUTLASS
+# 2.x one; a unit of 1 to 9 of this project's own kernels (CUDA-core and 2.x-based) took 3-10 s.
+HEAVY, CUTLASS2, OWN = 28, 3, 1
 MOST_HEAVY = 8  # a unit holds at most this many CUTLASS 3.x kernels' weight
 # nvcc's peak memory on a unit of k CUTLASS 3.x kernels, about BASE_GB + k * KERNEL_GB (measured: 3.1
 # GB for one, 3.8 for two, 5.3 to 7.1 for four); the jobs' units together keep to MEMORY_SHARE of memory.
@@ -38,7 +45,7 @@ _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+)\.cu"$', re.MULTILINE)
 
 
 def weight(name: str) -> int:
-    return HEAVY if name.startswith("cutlass3x_") else 1
+    return HEAVY if name.startswith("cutlass3x_") else CUTLASS2 if name.startswith("cutlass_") else OWN
 
 
 def memory_bytes():
@@ -102,11 +109,16 @@ class Units:
     members: dict  # unit name -> its kernels (the units linked: compiled now or up to date)
     compiled: list = field(default_factory=list)  # stems compiled now: units and kernels alone
 
-    def stems(self) -> list:
-        """Each object to link once: those compiled now first (the heaviest first, so that the
-        jobs finish together), then the others in the order of the kernels' names."""
+    def stems(self, names=None) -> list:
+        """Each object to link once (of those holding ``names``, where given): those compiled now
+        first (the heaviest first, so that the jobs finish together: SCons starts a program's
+        objects in the order it is given them), then the others in the order of the kernels' names."""
         heaviest = sorted(self.compiled, key=lambda stem: -sum(map(weight, self.members.get(stem, [stem]))))
-        return list(dict.fromkeys(heaviest + [self.objects[n] for n in sorted(self.objects)]))
+        every = list(dict.fromkeys(heaviest + [self.objects[n] for n in sorted(self.objects)]))
+        if names is None:
+            return every
+        held = {self.objects[n] for n in names}
+        return [stem for stem in every if stem in held]
 
 
 def _mtime(path: Path):
