@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PREFIX = "unit-"
-# A kernel's weight: about the seconds of one core it adds to its unit's compile, fitted to the
-# 208 units of four cold builds on a 16-core machine (BUILD/compile_times.csv; docs/search.md,
-# "Compile units"): 13 s a unit of CUTLASS kernels, then 28 s a CUTLASS 3.x kernel, 2.7 a CUTLASS
-# 2.x one; a unit of 1 to 9 of this project's own kernels (CUDA-core and 2.x-based) took 3-10 s.
+# A kernel's weight: about the seconds of one core it costs a unit, its share of the unit's own
+# included, from the 208 nvcc runs of four cold builds at -j16 (`python bench/compile_units.py
+# BUILD...`; docs/search.md, "Compile units"): a unit of CUTLASS 3.x kernels 48 s and 13 s a kernel
+# (29 s a kernel in the units of three that 16 jobs get on a 128 GiB machine), a CUTLASS 2.x kernel
+# about 4 s, one of this project's own (CUDA-core and 2.x-based) about 1.4.
 HEAVY, CUTLASS2, OWN = 28, 3, 1
 MOST_HEAVY = 8  # a unit holds at most this many CUTLASS 3.x kernels' weight
 # nvcc's peak memory on a unit of k CUTLASS 3.x kernels, about BASE_GB + k * KERNEL_GB (measured: 3.1
