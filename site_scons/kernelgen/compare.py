@@ -38,7 +38,7 @@ import pandas as pd
 
 from .errors import KernelgenError
 from .ops import check_served, op_of
-from .profile import NoGpuError, Runner, device_of, load_set_of, query_gpu
+from .profile import NoGpuError, Runner, device_of, load_set_of, parse_set_arguments, query_gpu, set_arguments
 from .reduce import choose, load_set
 from .render import write_generated
 from .report import layer
@@ -412,17 +412,8 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelgen.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--manifest", required=True)
-    parser.add_argument("--profiler", required=True)
-    parser.add_argument("--workloads", help="set name or workload file")
-    parser.add_argument("--sets-dir", help="where named sets are (with --workloads)")
-    parser.add_argument("--resolved", help="the set as SConstruct resolved it (BUILD/workloads.json), "
-                                           "instead of --workloads and --sets-dir")
-    parser.add_argument("--results", required=True)
-    args = parser.parse_args(argv)
-    if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
-        parser.error("give either --resolved, or --workloads and --sets-dir")
+    args = parse_set_arguments(set_arguments(argparse.ArgumentParser(
+        prog="python -m kernelgen.compare", description=__doc__.split("\n\n")[0])), argv)
     try:
         compare(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results,
                 log=lambda m: print(m, flush=True), resolved_file=args.resolved)

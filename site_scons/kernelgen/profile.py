@@ -738,8 +738,9 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelgen.profile", description=__doc__.split("\n\n")[0])
+def set_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The arguments the tools that run the profiler on a set take (python -m kernelgen.profile and
+    kernelgen.compare): the build's manifest and profiler, the set, the results root."""
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--profiler", required=True)
     parser.add_argument("--workloads", help="set name or workload file")
@@ -747,6 +748,20 @@ def main(argv=None) -> int:
     parser.add_argument("--resolved", help="the set as SConstruct resolved it (BUILD/workloads.json), "
                                            "instead of --workloads and --sets-dir")
     parser.add_argument("--results", required=True, help="results root; CSVs go to RESULTS/<set>/<gpu>/")
+    return parser
+
+
+def parse_set_arguments(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """``parser``'s arguments, the set given one way (``set_arguments``) or refused."""
+    args = parser.parse_args(argv)
+    if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
+        parser.error("give either --resolved, or --workloads and --sets-dir")
+    return args
+
+
+def main(argv=None) -> int:
+    parser = set_arguments(argparse.ArgumentParser(prog="python -m kernelgen.profile",
+                                                   description=__doc__.split("\n\n")[0]))
     parser.add_argument("--timeout", type=seconds, default=120.0,
                         help="seconds of silence before a kernel is a timeout")
     parser.add_argument("--shard", help="i/n: the build holds this shard's kernels only (SHARD=)")
@@ -757,9 +772,7 @@ def main(argv=None) -> int:
     parser.add_argument("--old-rows", choices=["aside"], default="",
                         help="aside: move rows of another stack the build would not measure again to <gpu>/aside/ (OLD_ROWS=)")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
-    args = parser.parse_args(argv)
-    if (args.resolved is None) == (args.workloads is None or args.sets_dir is None):
-        parser.error("give either --resolved, or --workloads and --sets-dir")
+    args = parse_set_arguments(parser, argv)
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
