@@ -5,6 +5,7 @@ import collections
 from dataclasses import replace
 import os
 import re
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -915,7 +916,10 @@ def test_the_record_counts_each_layers_winner_in_the_top_k_and_in_what_a_build_m
     ("record", ["--results", "{tmp}"], 1, "{tmp}: no verified ok rows of GPU nvidia_h200"),
     ("cost_model", ["record"], 2, "python -m kernelgen.cost_model record: the record is a command of its own, "
                                   "python -m kernelgen.record"),
-], ids=["fit-unknown-gpu", "record-unknown-gpu", "fit-no-rows", "record-no-rows", "record-of-cost-model"])
+    ("record", ["--model", "nvidia_l4"], 1, "--model='nvidia_l4': "),
+    ("record", ["--model", "nvidia_h200", "--results", "{tmp}"], 1, "{tmp}: no verified ok rows of GPU nvidia_h200"),
+], ids=["fit-unknown-gpu", "record-unknown-gpu", "fit-no-rows", "record-no-rows", "record-of-cost-model",
+        "record-model-unfitted", "record-model-no-rows"])
 def test_the_model_commands_refuse_in_one_line(tmp_path, module, args, status, message):
     command = [sys.executable, "-m", f"kernelgen.{module}", *(a.replace("{tmp}", str(tmp_path)) for a in args)]
     if module == "cost_model":
@@ -924,6 +928,22 @@ def test_the_model_commands_refuse_in_one_line(tmp_path, module, args, status, m
                          env={**os.environ, "PYTHONPATH": str(ROOT / "site_scons")})
     assert out.returncode == status and out.stderr.startswith(message.replace("{tmp}", str(tmp_path))), out.stderr
     assert out.stderr.count("\n") == 1 and not (tmp_path / "models").exists(), out.stderr
+
+
+def test_the_record_of_a_fitted_model_ranks_the_rows_of_any_gpu_without_fitting(tmp_path):
+    """``python -m kernelgen.record --model GPU`` ranks the rows of ``--gpu`` (here one set's, copied
+    under another GPU's folder name, as a card without a model of its own writes them) with the
+    model fitted for GPU as it is: the table of that set alone, no model fitted without it."""
+    shutil.copytree(ROOT / "profile_results" / "ghostnet_100_b1_fused" / "nvidia_h200",
+                    tmp_path / "ghostnet_100_b1_fused" / "nvidia_h100_80gb_hbm3")
+    out = subprocess.run([sys.executable, "-m", "kernelgen.record", "--gpu", "nvidia_h100_80gb_hbm3", "--model",
+                          "nvidia_h200", "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "site_scons")})
+    assert out.returncode == 0, out.stderr
+    head = re.match(r"Ranked by the model fitted for nvidia_h200 \((\d+) rows of nvidia_h100_80gb_hbm3\):", out.stdout)
+    assert head and int(head.group(1)) > 0, out.stdout
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| `")]
+    assert len(rows) == 1 and rows[0].startswith("| `ghostnet_100_b1_fused` | 65 |") and "Fitted" not in out.stdout
 
 
 def test_a_direct_kernels_chain_is_its_items_work_times_the_passes_its_launch_makes(catalog):

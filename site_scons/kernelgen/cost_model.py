@@ -1055,12 +1055,22 @@ def committed_fit(parser: argparse.ArgumentParser, argv=None) -> tuple:
     try:
         if args.gpu not in SM_COUNTS:
             raise KernelgenError(f"--gpu={args.gpu!r}: SM count unknown (known: {', '.join(sorted(SM_COUNTS))})")
+    except KernelgenError as e:
+        parser.exit(1, f"{one_line(str(e))}\n")
+    samples = committed_samples(parser, args)
+    return args, samples, fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
+
+
+def committed_samples(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list:
+    """``measured_samples`` of the folders and GPU ``args`` name (``options``); a folder that cannot
+    be read or no row ends the command with a line on stderr (status 1)."""
+    try:
         samples = measured_samples(args.results, args.sets_dir, measured_kernels(args.specs, args.spaces), args.gpu)
         if not samples:
             raise KernelgenError(f"{args.results}: no verified ok rows of GPU {args.gpu}")
     except KernelgenError as e:
         parser.exit(1, f"{one_line(str(e))}\n")
-    return args, samples, fit([s[:3] for s in samples], args.gpu, SM_COUNTS[args.gpu])
+    return samples
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,9 @@ import sys
 import numpy as np
 
 from .candidates import build_measures
-from .cost_model import SM_COUNTS, committed_fit, fit, options
+from .cost_model import SM_COUNTS, committed_fit, committed_samples, fit, load_model, options
+from .errors import KernelgenError, one_line
+from .results import gpu_slug
 from .variables import DEFAULT_TOP
 
 RECORD_TOPS = (1, 3, 5, 10)
@@ -69,6 +71,19 @@ def main(argv=None) -> int:
         prog="python -m kernelgen.record",
         description="how the cost model ranks the measured kernels of each set, fitted on every set and "
                     "fitted without the set it ranks"))
+    parser.add_argument("--model", metavar="GPU", help="rank with the model fitted for GPU (kernel_specs/models/) "
+                                                       "as it is, fitting none: the rows of --gpu ranked as a build "
+                                                       "of COST_MODEL=GPU ranks their candidates")
+    args = parser.parse_args(argv)
+    if args.model:
+        try:
+            model = load_model(gpu_slug(args.model) or args.model)
+        except KernelgenError as e:
+            parser.exit(1, f"--model={args.model!r}: {one_line(str(e))}\n")
+        samples = committed_samples(parser, args)
+        print(f"Ranked by the model fitted for {model.gpu} ({len(samples)} rows of {args.gpu}):\n")
+        print(record_markdown(record(lambda stem: model, samples)))
+        return 0
     args, samples, model = committed_fit(parser, argv)
     print(f"Fitted on every set ({len(samples)} rows):\n")
     print(record_markdown(record(lambda stem: model, samples)))
