@@ -558,6 +558,43 @@ def compiles(tools) -> list:
     return [Path(argv[-1]).name for argv in tools.argvs() if "-c" in argv]
 
 
+HEAVIER_LATER = {  # two units (their sources open differently): the lighter one's kernels named first
+    "conv.toml": ('kind = "conv2d_fprop_sm90"\nelement = "f16"\naccumulator = "f32"\noutput = "f16"\n'
+                  'schedule = "warpspecialized"\nepilogue = "tma"\nstages = 0\n'
+                  'tiles = [[128, 128, 64], [256, 64, 64]]\nclusters = [[1, 1, 1]]\n'),
+    "gemm.toml": ('kind = "gemm_sm90"\nelement = "f16"\naccumulator = "f32"\noutput = "f16"\nkernels = [\n'
+                  '  { tile = [64, 64, 64], schedule = "pingpong", clusters = [[1, 1, 1]] },\n'
+                  '  { tile = [128, 64, 64], schedule = "pingpong", clusters = [[1, 1, 1]] },\n'
+                  '  { tile = [64, 128, 64], schedule = "pingpong", clusters = [[1, 1, 1]] },\n]\n'),
+}
+
+
+def test_the_heaviest_unit_goes_to_nvcc_first_whatever_its_kernels_are_named(fake_build, tmp_path):
+    """SConstruct gives the profiler its objects the heaviest first (``Units.stems``), and SCons
+    starts them in that order: the unit of three CUTLASS 3.x GEMM kernels is compiled before the
+    unit of two conv kernels, whose names come first (given in the order of the names, the lighter
+    unit went first and the heavier one ended the compile last)."""
+    project, tools = fake_build
+    specs = tmp_path / "two"
+    specs.mkdir()
+    for name, text in HEAVIER_LATER.items():
+        (specs / name).write_text(text)
+    (project / "kernel_specs" / "workloads" / "both.txt").write_text(
+        "conv2d_fprop n=1 h=8 w=8 c=16 k=16 r=1 s=1\ngemm m=64 n=256 k=256\n")
+    build = tmp_path / "build"
+    out = scons_runs.run(["-j2", f"SPECS={specs}", "TOP=listed", "profiler", "WORKLOADS=both",
+                          f"NVCC={tools.nvcc}", f"BUILD={build}"], cwd=project,
+                         env=dict(os.environ, PATH=f"{tools.log.parent}{os.pathsep}{FAKE_PATH}"), timeout=300)
+    no_traceback(out)
+    assert out.returncode == 0, out.stdout + out.stderr
+    made = {units.unit_members((build / "kernels" / c).read_text())[0].split("_tensorop_")[1][:4]: c
+            for c in compiles(tools) if c.startswith("unit-")}
+    assert sorted(made) == ["fpro", "gemm"], compiles(tools)
+    order = [c for c in compiles(tools) if c.startswith("unit-")]
+    assert order == [made["gemm"], made["fpro"]]
+    assert len(units.unit_members((build / "kernels" / made["gemm"]).read_text())) == 3
+
+
 def test_one_job_compiles_both_kernels_in_one_unit_and_links_it_once(fake_build, tmp_path):
     project, tools = fake_build
     build = tmp_path / "build"
