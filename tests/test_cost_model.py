@@ -917,9 +917,10 @@ def test_the_record_counts_each_layers_winner_in_the_top_k_and_in_what_a_build_m
     ("cost_model", ["record"], 2, "python -m kernelgen.cost_model record: the record is a command of its own, "
                                   "python -m kernelgen.record"),
     ("record", ["--model", "nvidia_l4"], 1, "--model='nvidia_l4': "),
+    ("record", ["--model", "//"], 1, "--model='//': names no GPU"),
     ("record", ["--model", "nvidia_h200", "--results", "{tmp}"], 1, "{tmp}: no verified ok rows of GPU nvidia_h200"),
 ], ids=["fit-unknown-gpu", "record-unknown-gpu", "fit-no-rows", "record-no-rows", "record-of-cost-model",
-        "record-model-unfitted", "record-model-no-rows"])
+        "record-model-unfitted", "record-model-no-name", "record-model-no-rows"])
 def test_the_model_commands_refuse_in_one_line(tmp_path, module, args, status, message):
     command = [sys.executable, "-m", f"kernelgen.{module}", *(a.replace("{tmp}", str(tmp_path)) for a in args)]
     if module == "cost_model":

@@ -77,7 +77,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.model:
         try:
-            model = load_model(gpu_slug(args.model) or args.model)
+            if not gpu_slug(args.model):
+                raise KernelgenError("names no GPU")
+            model = load_model(gpu_slug(args.model))
         except KernelgenError as e:
             parser.exit(1, f"--model={args.model!r}: {one_line(str(e))}\n")
         samples = committed_samples(parser, args)
