@@ -801,6 +801,25 @@ def test_a_gpu_with_no_model_borrows_another_gpus_by_cost_model(tmp_path):
     assert table == (tmp_path / "own" / "candidates.csv").read_text() and len(table.splitlines()) == 1 + 19 * 2
 
 
+def test_a_profile_on_a_gpu_without_a_model_is_refused_until_it_borrows_one(tmp_path):
+    """On an H100 (the fake nvidia-smi says so), which has no model of its own, `scons -n profile`
+    refuses naming COST_MODEL=; with COST_MODEL=nvidia_h200 it plans the build, says whose model
+    ranks, and would write under the H100's own results folder."""
+    env = dict(os.environ, PATH=f"{ROOT / 'tests' / 'fakes'}{os.pathsep}{os.environ['PATH']}",
+               FAKE_GPU="NVIDIA H100 80GB HBM3")
+    args = ["-Q", "-n", "profile", "WORKLOADS=resnet50_b1", f"BUILD={tmp_path / 'build'}", f"RESULTS={tmp_path / 'results'}"]
+    refused = scons_runs.run(args, cwd=ROOT, env=env, timeout=300)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stdout + refused.stderr
+    assert ("no cost model fitted for GPU nvidia_h100_80gb_hbm3 (fitted: nvidia_h200); profile a set on it with "
+            "TOP=listed and run python -m kernelgen.cost_model fit, or rank with another GPU's: COST_MODEL=nvidia_h200"
+            in refused.stderr)
+    borrowed = scons_runs.run(args + ["COST_MODEL=nvidia_h200"], cwd=ROOT, env=env, timeout=300)
+    assert borrowed.returncode == 0, borrowed.stdout + borrowed.stderr
+    assert "COST_MODEL=nvidia_h200: the cost model fitted for nvidia_h200 ranks the candidates" in borrowed.stdout
+    assert re.search(r"scons -n profile: would compile \d+ of the build's \d+ kernels", borrowed.stdout), borrowed.stdout
+    assert f"not yet in {tmp_path / 'results' / 'resnet50_b1'}" in borrowed.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["TOP=0"], "TOP='0': expected a positive integer"),
     (["TOP=best"], "TOP='best': expected a positive integer"),
