@@ -63,25 +63,29 @@ def test_kernels_weigh_their_compile_so_that_light_ones_do_not_split_the_heavy()
     """A CUTLASS 3.x kernel adds about 28 s of one core to its unit, one of the project's own about
     1 (units.weight): with two jobs, four of the first and forty of the second are cut after the
     third CUTLASS 3.x kernel, not into runs of as many kernels' weight as if each own kernel took a
-    third of a CUTLASS one."""
+    third of a CUTLASS one; and no unit holds more than MOST_KERNELS kernels (the second run of 41
+    goes to nvcc in two)."""
     light = [f"kernelgen_sm80_k{i:02d}" for i in range(40)]
     plan = plan_units(sources(HEAVY[:4] + light), Path("kernels"), Path("obj"), jobs=2)
-    assert [len(plan.members.get(stem, [stem])) for stem in plan.compiled] == [3, 41]
+    assert units.MOST_KERNELS == 24
+    assert [len(plan.members.get(stem, [stem])) for stem in plan.compiled] == [3, 20, 21]
+    assert [k for stem in plan.compiled for k in plan.members.get(stem, [stem])] == sorted(HEAVY[:4] + light)
     assert units.weight("cutlass3x_sm90_x") > 8 * units.weight("cutlass_tensorop_x") > 8 * units.weight("kernelgen_x")
 
 
 def test_the_units_compiled_now_go_to_nvcc_the_heaviest_first(tmp_path):
     """SConstruct hands the profiler its objects in ``stems`` order and SCons starts them in it: three
-    CUTLASS 3.x kernels' unit before thirty light kernels' (which weighed more when a CUTLASS 3.x
-    kernel counted three), a kernel up to date last; ``stems(names)`` keeps the objects of those names."""
+    CUTLASS 3.x kernels' unit before those of thirty light kernels (two of 15, MOST_KERNELS; together
+    they weighed more when a CUTLASS 3.x kernel counted three), a kernel up to date last;
+    ``stems(names)`` keeps the objects of those names."""
     done = "kernelgen_sm80_done"
     kernels, obj = build(tmp_path, {done: None}, sources([done]))
     light = [f"kernelgen_sm80_k{i:02d}" for i in range(30)]
     plan = plan_units(sources(HEAVY[:3] + light + [done]), kernels, obj, jobs=2)
-    heavy_unit, light_unit = unit_name(HEAVY[:3]), unit_name(light)
-    assert plan.members == {heavy_unit: HEAVY[:3], light_unit: light}
-    assert plan.stems() == [heavy_unit, light_unit, done]
-    assert plan.stems([done, light[3]]) == [light_unit, done]
+    heavy_unit, first, second = unit_name(HEAVY[:3]), unit_name(light[:15]), unit_name(light[15:])
+    assert plan.members == {heavy_unit: HEAVY[:3], first: light[:15], second: light[15:]}
+    assert plan.stems() == [heavy_unit, first, second, done]
+    assert plan.stems([done, light[3]]) == [first, done]
 
 
 def test_a_unit_is_named_by_its_kernels_and_includes_each_once():

@@ -13,7 +13,9 @@ How many units: as many as the build runs jobs (-j), so that each job compiles o
 of that (the jobs finish their last units together) where a unit would weigh more than the memory
 allows one job (``max_weight``); each a run of the kernels sorted by name (a family's neighbours
 share the most), the runs of about equal weight (``weight``: a kernel's share of a unit's compile,
-in seconds of one core). Where no more kernels than jobs need compiling, each is compiled alone.
+in seconds of one core), a run of more than MOST_KERNELS kernels cut again into as few as keep to it
+(light kernels weigh little, but each takes nvcc memory). Where no more kernels than jobs need
+compiling, each is compiled alone.
 The units compiled now go to nvcc the heaviest first (``Units.stems``, the order SConstruct gives
 the profiler's objects), so that no job starts a unit of CUTLASS 3.x kernels after the others
 have taken the light ones.
@@ -39,6 +41,7 @@ PREFIX = "unit-"
 # about 4 s, one of this project's own (CUDA-core and 2.x-based) about 1.4.
 HEAVY, CUTLASS2, OWN = 28, 3, 1
 MOST_HEAVY = 8  # a unit holds at most this many CUTLASS 3.x kernels' weight
+MOST_KERNELS = 24  # and at most this many kernels (light ones weigh little, but each takes nvcc memory)
 # nvcc's peak memory on a unit of k CUTLASS 3.x kernels, about BASE_GB + k * KERNEL_GB (measured: 3.1
 # GB for one, 3.8 for two, 5.3 to 7.1 for four); the jobs' units together keep to MEMORY_SHARE of memory.
 BASE_GB, KERNEL_GB, MEMORY_SHARE = 2.5, 1.15, 0.85
@@ -222,8 +225,14 @@ def _runs(todo: list, sources: dict, jobs: int, most: int) -> list:
     low = [max(1, math.ceil(share / most)) for share in shares]  # none over ``most``
     total = sum(shares)
     count = jobs * math.ceil(max(total / most, sum(low)) / jobs)
-    return [run for names, n in zip(groups, _counts(count, shares, low, [len(g) for g in groups]))
-            for run in partition(names, n)]
+    return [piece for names, n in zip(groups, _counts(count, shares, low, [len(g) for g in groups]))
+            for run in partition(names, n) for piece in _at_most(run, MOST_KERNELS)]
+
+
+def _at_most(run: list, most: int) -> list:
+    """``run`` cut into the fewest runs of about equal length of at most ``most`` kernels."""
+    pieces = math.ceil(len(run) / most)
+    return [run[len(run) * i // pieces:len(run) * (i + 1) // pieces] for i in range(pieces)]
 
 
 def _counts(count: int, shares: list, low: list, high: list) -> list:
