@@ -25,11 +25,7 @@ sys.path.insert(0, str(ROOT / "site_scons"))
 from kernelgen import units  # noqa: E402
 from kernelgen.cost_model import nonnegative_least_squares  # noqa: E402
 
-KINDS = ("cutlass3x", "cutlass2x", "own")
-
-
-def kind(name: str) -> str:
-    return "cutlass3x" if name.startswith("cutlass3x_") else "cutlass2x" if name.startswith("cutlass_") else "own"
+KINDS = tuple(units.WEIGHTS)  # cutlass3x, cutlass2x, own (units.kind)
 
 
 def runs_of(build: Path) -> list:
@@ -55,7 +51,7 @@ def runs_of(build: Path) -> list:
 def features(members: list) -> list:
     """[a run of CUTLASS 3.x kernels, a run of CUTLASS 2.x ones and none of 3.x, then the kernels
     of each kind]: a run parses the headers of the heaviest CUTLASS it holds once."""
-    counts = [sum(1 for m in members if kind(m) == k) for k in KINDS]
+    counts = [sum(1 for m in members if units.kind(m) == k) for k in KINDS]
     return [1.0 if counts[0] else 0.0, 1.0 if counts[1] and not counts[0] else 0.0] + [float(c) for c in counts]
 
 

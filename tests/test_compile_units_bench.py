@@ -10,15 +10,16 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 import compile_units  # noqa: E402
+from kernelgen import units  # noqa: E402
 from kernelgen.units import unit_name, unit_source  # noqa: E402
 
 SECONDS = {"cutlass3x": 28.0, "cutlass2x": 2.5, "own": 1.0}
 
 
 def seconds(members) -> float:
-    kinds = {compile_units.kind(m) for m in members}
+    kinds = {units.kind(m) for m in members}
     base = 40.0 if "cutlass3x" in kinds else 20.0 if "cutlass2x" in kinds else 0.0
-    return base + sum(SECONDS[compile_units.kind(m)] for m in members)
+    return base + sum(SECONDS[units.kind(m)] for m in members)
 
 
 def write_build(folder, runs):

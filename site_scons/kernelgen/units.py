@@ -40,6 +40,7 @@ PREFIX = "unit-"
 # (29 s a kernel in the units of three that 16 jobs get on a 128 GiB machine), a CUTLASS 2.x kernel
 # about 4 s, one of this project's own (CUDA-core and 2.x-based) about 1.4.
 HEAVY, CUTLASS2, OWN = 28, 3, 1
+WEIGHTS = {"cutlass3x": HEAVY, "cutlass2x": CUTLASS2, "own": OWN}
 MOST_HEAVY = 8  # a unit holds at most this many CUTLASS 3.x kernels' weight
 MOST_KERNELS = 24  # and at most this many kernels (light ones weigh little, but each takes nvcc memory)
 # nvcc's peak memory on a unit of k CUTLASS 3.x kernels, about BASE_GB + k * KERNEL_GB (measured: 3.1
@@ -48,8 +49,13 @@ BASE_GB, KERNEL_GB, MEMORY_SHARE = 2.5, 1.15, 0.85
 _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+)\.cu"$', re.MULTILINE)
 
 
+def kind(name: str) -> str:
+    """What a kernel's compile costs like, from its name: "cutlass3x", "cutlass2x" or "own"."""
+    return "cutlass3x" if name.startswith("cutlass3x_") else "cutlass2x" if name.startswith("cutlass_") else "own"
+
+
 def weight(name: str) -> int:
-    return HEAVY if name.startswith("cutlass3x_") else CUTLASS2 if name.startswith("cutlass_") else OWN
+    return WEIGHTS[kind(name)]
 
 
 def memory_bytes():
