@@ -77,9 +77,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.model:
         try:
-            if not gpu_slug(args.model):
+            slug = gpu_slug(args.model)
+            if not slug:
                 raise KernelgenError("names no GPU")
-            model = load_model(gpu_slug(args.model))
+            model = load_model(slug)
         except KernelgenError as e:
             parser.exit(1, f"--model={args.model!r}: {one_line(str(e))}\n")
         samples = committed_samples(parser, args)
