@@ -36,6 +36,16 @@ ENTRY = S.Table((*(k for k in DEPTHWISE_ENTRY.keys if k.name != "loader"),
                  S.Key("launch", S.choice({s: None for s in LAUNCHES}), default="stream")))
 
 
+def half_registers(kernel, row_sums: bool = False) -> int:
+    """A thread's registers, about, in a kernel of fp16-pair sums: its TPT x TQ sums of two channels
+    (one register each; and two more each for fp32 row sums), the R x S taps and a row's window, one
+    register a channel pair, and pointers and indices (ptxas gave 7x7 kernels of 4x4 outputs a
+    thread 111 and 141 registers, against the fp32 kernel's 160)."""
+    window = (kernel.columns - 1) * kernel.stride + kernel.filter
+    outputs = kernel.thread_rows * kernel.columns
+    return outputs * (3 if row_sums else 1) + kernel.filter ** 2 + window + BASE_REGISTERS
+
+
 @dataclass(frozen=True)
 class DepthwiseHalf(Depthwise):
     sums: str = "f16"  # "rows": each filter row's products in fp16, the rows in fp32
@@ -54,14 +64,7 @@ class DepthwiseHalf(Depthwise):
                 + ("_rows" if self.sums == "rows" else "") + ("_pdl" if self.launch == "pdl" else ""))
 
     def registers(self) -> int:
-        """A thread's registers, about: its TPT x TQ sums of two channels (one register each; and
-        two more each for the fp32 row sums), the R x S taps and a row's window, one register a
-        channel pair, and pointers and indices (ptxas gave 7x7 kernels of 4x4 outputs a thread 111
-        and 141 registers, against the fp32 kernel's 160)."""
-        window = (self.columns - 1) * self.stride + self.filter
-        outputs = self.thread_rows * self.columns
-        sums = outputs * (3 if self.sums == "rows" else 1)
-        return sums + self.filter ** 2 + window + BASE_REGISTERS
+        return half_registers(self, row_sums=self.sums == "rows")
 
     def values(self) -> dict:
         return {**super().values(), "sums": self.sums, "launch": self.launch}

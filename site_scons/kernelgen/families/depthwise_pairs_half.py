@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .common import expand_fixed_type_entries, fixed_type_family
 from .depthwise import check
-from .depthwise_half import BASE_REGISTERS
+from .depthwise_half import half_registers
 from .depthwise_pairs import ENTRY, DepthwisePairs
 
 KIND = "depthwise_pairs_half"
@@ -27,10 +27,7 @@ class DepthwisePairsHalf(DepthwisePairs):
     accumulator = "f16"  # its name says pairs_half2 (DepthwisePairs.name)
 
     def registers(self) -> int:
-        """A thread's registers, about: one a sum, a tap and a window column (a channel pair), and
-        pointers and indices (depthwise_half.py's count)."""
-        window = (self.columns - 1) * self.stride + self.filter
-        return self.thread_rows * self.columns + self.filter ** 2 + window + BASE_REGISTERS
+        return half_registers(self)
 
 
 def expand(path, raw: dict) -> list:
