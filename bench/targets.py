@@ -42,11 +42,10 @@ def geomean(values: list) -> float:
 def summary(rows: list) -> dict:
     """The targets' figures of ``rows`` (compare rows of one set or of several)."""
     count = lambda r: int(r["count"])  # noqa: E731
-    kernel, library = (sum(count(r) * float(r[c]) for r in rows) for c in ("kernel_ms", "library_ms"))
-    over = [r for r in rows if float(r["kernel_ms"]) / float(r["library_ms"])
-            > (OVER_SMALL if float(r["library_ms"]) < SMALL_MS else OVER)]
-    kinds = {k: [r for r in rows if layer_kind(r["layer"]) == k] for k in ("depthwise", "grouped")}
     ratio = lambda r: float(r["kernel_ms"]) / float(r["library_ms"])  # noqa: E731
+    kernel, library = (sum(count(r) * float(r[c]) for r in rows) for c in ("kernel_ms", "library_ms"))
+    over = [r for r in rows if ratio(r) > (OVER_SMALL if float(r["library_ms"]) < SMALL_MS else OVER)]
+    kinds = {k: [r for r in rows if layer_kind(r["layer"]) == k] for k in ("depthwise", "grouped")}
     dw = kinds["depthwise"]
     floor = sum(count(r) * float(r["floor_ms"]) for r in dw)
     return {"layers": len(rows), "network": kernel / library if library else float("nan"), "over": len(over),
