@@ -1,5 +1,6 @@
 // profiler/grouped_mma.h's kernels run on the CPU: every CTA, warp and k-step of a launch, with
-// the kernel's own index functions (Window::source, Window::a_row, b_offset, Window::d_offset) and
+// the kernel's own index functions (Window::source, or a listed kernel's ListedCopies for each of
+// the CTA's 256 threads; Window::a_row, b_offset, Window::d_offset) and
 // ldmatrix.x4 and mma.sync m16n8k16 as the PTX ISA defines them from the lanes' registers, against
 // a plain grouped convolution of the same operands (small integers: every sum exact in float).
 // tests/test_grouped_mma.py compiles it with a header of the kernel types (kernel_types.h: the
@@ -13,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "grouped_mma_listed.h"
 #include "grouped_mma_pipelined.h"
 #include "grouped_mma_sliced.h"
 #include "grouped_mma_spread.h"
@@ -33,6 +35,36 @@ struct Warps {
 template <typename Kernel>
 struct Warps<Kernel, std::void_t<decltype(Kernel::computes(0, 0, 0))>> {
   static bool computes(int warp, int local, int tile) { return Kernel::computes(warp, local, tile); }
+};
+
+// The window's copies: the kernel type's listed ones (GroupedMmaSpreadListed::Copies) for each of
+// the CTA's threads, or none (Window::source's vectors).
+template <typename Kernel, typename = void>
+struct Listed {
+  static constexpr bool kListed = false;
+  template <typename Fill>
+  static bool each(const Conv2dProblem&, int, int, int, int, Fill&&) { return true; }
+};
+template <typename Kernel>
+struct Listed<Kernel, std::void_t<typename Kernel::Copies>> {
+  static constexpr bool kListed = true;
+  // fill(byte, offset in x or -1) for every copy of every thread, then every pixel's padding
+  template <typename Fill>
+  static bool each(const Conv2dProblem& L, int n, int c0, int p0, int q0, Fill&& fill) {
+    using Copies = typename Kernel::Copies;
+    for (int thread = 0; thread < 256; ++thread) {
+      Copies copies;
+      copies.list(L, thread);
+      for (int j = 0; j < Copies::kEach; ++j) {
+        int byte;
+        const long long at = copies.copy(L, n, c0, p0, q0, j, byte);
+        if (at != -2 && !fill(byte, at)) return false;
+      }
+    }
+    for (int slot = 0; slot < Copies::kPixels; ++slot)
+      if (!fill(Copies::padding(slot), -1)) return false;
+    return true;
+  }
 };
 
 float value(unsigned seed, size_t i) { return float(int((i * 2654435761u + seed) % 7u) - 3); }
@@ -57,14 +89,20 @@ void model(const char* name, const Conv2dProblem& L, int groups, int ctas) {
       for (int bx = 0; bx < (Q + TQ - 1) / TQ; ++bx) {
         const int n = z / splits, c0 = slice * (z % splits), p0 = by * TP, q0 = bx * TQ;
         std::vector<float> window(elements, NAN);  // by 16-bit element: byte / 2
-        for (int v = 0; v < Win::vectors(slice); ++v) {
+        auto fill = [&](int byte, long long at) {
+          if (byte < 0 || size_t(byte / 2) + 8 > elements || (at >= 0 && size_t(at) + 8 > x.size())) return false;
+          for (int c = 0; c < 8; ++c) window[byte / 2 + c] = at < 0 ? 0.0f : x[at + c];
+          return true;
+        };
+        bool inside = Listed<Kernel>::each(L, n, c0, p0, q0, fill);
+        for (int v = 0; inside && !Listed<Kernel>::kListed && v < Win::vectors(slice); ++v) {
           int byte;
           const long long at = Win::source(L, slice, n, c0, p0, q0, v, byte);
-          if (byte < 0 || size_t(byte / 2) + 8 > elements || (at >= 0 && size_t(at) + 8 > x.size())) {
-            std::printf("%s loads outside its window or the input\n", name);
-            return;
-          }
-          for (int c = 0; c < 8; ++c) window[byte / 2 + c] = at < 0 ? 0.0f : x[at + c];
+          inside = fill(byte, at);
+        }
+        if (!inside) {
+          std::printf("%s loads outside its window or the input\n", name);
+          return;
         }
         for (int warp = 0; warp < 8; ++warp)
           for (int local = 0; local < slice / U::kOut; ++local) {

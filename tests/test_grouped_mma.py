@@ -50,6 +50,9 @@ kernels = [
     ("columns = 16", 'columns = 16, launch = "graph"', "launch", "'graph' is not one of"),
     ("columns = 16", 'columns = 16, launch = "pdl"', "launch",
      "a programmatic dependent launch is the spread_pipelined schedule's"),
+    ("columns = 16", 'columns = 16, loads = "gathered"', "loads", "'gathered' is not one of indexed, listed"),
+    ("columns = 16", 'columns = 16, schedule = "spread", units = 2, loads = "listed"', "loads",
+     "listed window copies are the spread_pipelined schedule's"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, key, message):
     path = tmp_path / "family.toml"
@@ -140,11 +143,34 @@ def test_a_dependent_launch_is_an_sm90_twin_of_a_pipelined_spread_kernel(tmp_pat
         "launch=pdl", "launch=stream", "GroupedMma:launch=pdl", "GroupedMma:launch=stream"}
 
 
+def test_listed_copies_are_a_twin_of_a_pipelined_spread_kernel_in_their_own_header(tmp_path):
+    """loads = "listed" (profiler/grouped_mma_listed.h): the same slices, schedule and launch as the
+    pipelined spread kernel it twins, a name of its own, its own header (the twin's kernels, and
+    their measured rows, unchanged), three more registers a copy a thread makes of a window."""
+    from kernelgen import render
+
+    entry = ('{ channels_per_group = 16, stride = 2, rows = 8, columns = 8, window = "parity", '
+             'schedule = "spread_pipelined", units = 4, launch = "pdl" }')
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, f'{entry},\n  {entry[:-2]}, loads = "listed" }}'))
+    indexed, listed = load_family(path)
+    assert listed.name == indexed.name + "_listed" and listed.arch == indexed.arch == 90
+    assert indexed.includes == ("grouped_mma_spread_pipelined.h",) and listed.includes == ("grouped_mma_listed.h",)
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    assert "kernelgen::GroupedMmaSpreadListed<__half, 16, 2, 8, 8, true, 4, true>;" in render.type_definition(templates, listed)
+    assert "kernelgen::GroupedMmaSpreadPipelined<__half, 16, 2, 8, 8, true, 4, true>;" in render.type_definition(templates, indexed)
+    # 17 x 17 pixels of 8 16-byte vectors: 10 copies a thread of 256
+    assert listed.registers() == indexed.registers() + 3 * 10
+    layer = Conv2dProblem(32, 112, 112, 64, 64, 3, 3, 1, 1, 2, 2, groups=4)  # RegNetX-800MF's first grouped layer
+    assert serves(listed, layer) is None and listed.slice(layer, 132) == indexed.slice(layer, 132) == 64
+
+
 @requires_nvcc
 def test_a_dependent_pipelined_spread_kernel_compiles_as_the_profiler_builds_it(tmp_path):
     from conftest import assert_kernels_compile
 
-    assert_kernels_compile(tmp_path, [next(k for k in load_family(SPEC) if k.launch == "pdl")])
+    assert_kernels_compile(tmp_path, [next(k for k in load_family(SPEC) if k.launch == "pdl" and k.loads == "indexed"),
+                                      next(k for k in load_family(SPEC) if k.loads == "listed")])
 
 
 def _kernel(cg, stride, rows=None, columns=16):
@@ -214,6 +240,7 @@ def test_the_kernels_can_implement_agrees_with_serves(tmp_path):
     calls += "".join(f'  std::printf("%d\\n", {k.name}::slice({problem(p)}, 132));\n' for k, p in served)
     source = tmp_path / "can_implement.cu"
     source.write_text('#include <cstdio>\n#include "grouped_mma_sliced.h"\n#include "grouped_mma_pipelined.h"\n'
+                      '#include "grouped_mma_listed.h"\n'
                       '#include "grouped_mma_spread.h"\n#include "grouped_mma_spread_pipelined.h"\n#include "grouped_mma_wide.h"\n\n'
                       + "".join(render.type_definition(templates, k) for k in kernels)
                       + "\nint main() {\n" + calls + "  return 0;\n}\n")
@@ -298,7 +325,8 @@ def test_every_kernel_computes_the_layers_it_serves_on_a_cpu_model_of_its_warps(
 # number of output rows for the tiles of 8 columns (two rows a 16-pixel tile); groups of 16 in 7, 9
 # and 5 units (the spread kernels of 7, 1, 3 and 5 units a CTA); 48 and 56 channels a group (6 and 7
 # units a group, the spread slice one group); 7 and 15 groups of 8 (spread slices of 1 and 7, and 1, 3
-# and 5 groups); and 12 channels a group (refused).
+# and 5 groups); 12 channels a group (refused); and two layers of 16 channels a group whose inner
+# tiles' windows lie inside the image (the listed kernels' copies without a check; 7 and 3 units).
 LAYERS = [
     "n=2 h=9 w=11 c=64 k=64 r=3 s=3 pad=1 stride=1 groups=8",
     "n=2 h=10 w=37 c=64 k=64 r=3 s=3 pad=1 stride=2 groups=8",
@@ -327,6 +355,8 @@ LAYERS = [
     "n=1 h=9 w=11 c=168 k=168 r=3 s=3 pad=1 stride=2 groups=3",
     "n=2 h=7 w=7 c=56 k=56 r=3 s=3 pad=1 stride=1 groups=7",
     "n=1 h=11 w=14 c=120 k=120 r=3 s=3 pad=1 stride=2 groups=15",
+    "n=1 h=40 w=36 c=112 k=112 r=3 s=3 pad=1 stride=2 groups=7",
+    "n=1 h=12 w=40 c=48 k=48 r=3 s=3 pad=1 stride=1 groups=3",
 ]
 
 

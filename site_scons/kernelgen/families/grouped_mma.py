@@ -20,7 +20,9 @@ which the other schedules never cut; "spread_pipelined", with ``units``: those s
 pipelined schedule's persistent CTAs, profiler/grouped_mma_spread_pipelined.h), and for those
 ``launch`` ("stream", or "pdl": a programmatic dependent launch, profiler/dependent_kernel.h, sm_90:
 its CTAs scheduled while the kernel before it finishes, waiting for it before they load; named
-``kernelgen_sm90_..._pdl``). Other
+``kernelgen_sm90_..._pdl``) and ``loads`` ("indexed": each 16-byte copy of a window finds its place
+from its index; "listed", spread_pipelined only: each thread lists its copies once, before its first
+tile, profiler/grouped_mma_listed.h; named ``..._listed``). Other
 filters, dilation other than 1, K other than C, and layers whose window of C channels exceeds 227
 KiB of shared memory are ``unsupported``.
 """
@@ -51,6 +53,7 @@ ENTRY = S.Table((
           default="tile"),
     S.Key("units", S.one_of(tuple(range(1, 9))), default=None),
     S.Key("launch", S.choice({"stream": None, "pdl": None}), default="stream"),
+    S.Key("loads", S.choice({"indexed": None, "listed": None}), default="indexed"),
 ))
 
 
@@ -69,6 +72,7 @@ class GroupedMma(GroupedKernel):
     # persistent CTAs, two windows
     units: int | None = None  # the units of output channels a CTA computes (the spread schedules)
     launch: str = "stream"  # "pdl": a programmatic dependent launch (spread_pipelined; sm_90)
+    loads: str = "indexed"  # "listed": a thread's window copies listed once (spread_pipelined)
 
     template = TEMPLATE
 
@@ -85,7 +89,7 @@ class GroupedMma(GroupedKernel):
         if self.schedule == "spread":
             return ("grouped_mma_spread.h",) + wide
         if self.schedule == "spread_pipelined":
-            return ("grouped_mma_spread_pipelined.h",) + wide
+            return ("grouped_mma_listed.h" if self.loads == "listed" else "grouped_mma_spread_pipelined.h",) + wide
         return (("grouped_mma.h",) if self.max_channels is None else ("grouped_mma_sliced.h",)) + wide
 
     @property
@@ -101,13 +105,21 @@ class GroupedMma(GroupedKernel):
                 + ("" if self.max_channels is None else f"_slice{self.max_channels}")
                 + ("_pipelined" if self.schedule == "pipelined" else "")
                 + ("" if self.units is None else f"_units{self.units}")
-                + ("_pipelined" if self.schedule == "spread_pipelined" else "") + ("_pdl" if self.launch == "pdl" else ""))
+                + ("_pipelined" if self.schedule == "spread_pipelined" else "") + ("_pdl" if self.launch == "pdl" else "")
+                + ("_listed" if self.loads == "listed" else ""))
 
     def registers(self) -> int:
         """A thread's registers, as ptxas gives them on sm_90a (CUDA 13.0; the tile changes them by
         a few): the filter's fragments for every k-step stay in registers, so they grow with the
-        channels a group. 256 threads of 168 make one CTA an SM at 32 channels a group."""
-        return REGISTERS[self.channels_per_group]
+        channels a group. 256 threads of 168 make one CTA an SM at 32 channels a group. Listed loads
+        keep three more a copy a thread makes of a window."""
+        listed = 3 * -(-self.window_pixels * self.fixed_slice // 8 // 256) if self.loads == "listed" else 0
+        return min(255, REGISTERS[self.channels_per_group] + listed)
+
+    @property
+    def window_pixels(self) -> int:
+        """The pixels of a CTA's input window: (rows - 1) x stride + 3 by (columns - 1) x stride + 3."""
+        return ((self.rows - 1) * self.stride + 3) * ((self.columns - 1) * self.stride + 3)
 
     @property
     def fixed_slice(self) -> int | None:
@@ -126,9 +138,7 @@ class GroupedMma(GroupedKernel):
     def window_bytes(self, channels: int) -> int:
         """Shared memory of a CTA's input window of ``channels`` channels (profiler/grouped_mma.h:
         Window::bytes): its pixels, 2 bytes a channel and 16 of padding each."""
-        rows = (self.rows - 1) * self.stride + 3
-        columns = (self.columns - 1) * self.stride + 3
-        return rows * columns * (2 * channels + 16)
+        return self.window_pixels * (2 * channels + 16)
 
     def pixel_tiles(self, conv) -> int:
         """The layer's tiles of ``rows`` x ``columns`` output pixels, over its images."""
@@ -185,7 +195,7 @@ class GroupedMma(GroupedKernel):
         return {"element": self.cuda_element(), "channels_per_group": self.channels_per_group, "stride": self.stride,
                 "rows": self.rows, "columns": self.columns, "parity": self.window == "parity",
                 "slice": self.max_channels, "pipelined": self.buffers == 2,
-                "units": self.units, "pdl": self.launch == "pdl"}
+                "units": self.units, "pdl": self.launch == "pdl", "listed": self.loads == "listed"}
 
 
 def check(path, entry, kernel) -> None:
@@ -206,6 +216,8 @@ def check(path, entry, kernel) -> None:
         if slice_ % kernel.channels_per_group:
             raise SpecError(path, f"a slice of {kernel.units} units of {unit // 8} output channels is not whole groups "
                             f"of {kernel.channels_per_group}", entry, "units")
+    if kernel.loads == "listed" and kernel.schedule != "spread_pipelined":
+        raise SpecError(path, "listed window copies are the spread_pipelined schedule's", entry, "loads")
     if kernel.launch == "pdl" and kernel.schedule != "spread_pipelined":
         raise SpecError(path, "a programmatic dependent launch is the spread_pipelined schedule's", entry, "launch")
     if kernel.schedule == "pipelined" and kernel.max_channels is None:
