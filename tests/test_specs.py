@@ -178,10 +178,13 @@ def test_catalog_holds_each_family():
     assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem + padded_nosmem)
     assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
     assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
+    gemm_2x = [k for k in kernels if k.family.endswith("_gemm_transposed")]
+    assert len(gemm_2x) == 10 and all("gemm_transposed" in k.name and k.adapter_header == "gemm_adapter_2x.h"
+                                      for k in gemm_2x)
     assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
-                            + len(tensor_grouped) + len(groupwise) + len(patch))
+                            + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -223,10 +226,10 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 885
-    assert len(select(kernels, "*", parse_arch("90"))) == 699, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 534
-    assert len(select(kernels, "*", parse_arch("75"))) == 16
+    assert len(select(kernels, "*", parse_arch("90a"))) == 895
+    assert len(select(kernels, "*", parse_arch("90"))) == 709, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 544
+    assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
     assert [k.name[:20] for k in picked] == ["cutlass3x_sm90_tenso", "cutlass_tensorop_f16"]
@@ -543,7 +546,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 29
+    assert len(families.FAMILIES) == 30
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

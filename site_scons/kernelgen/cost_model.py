@@ -42,6 +42,7 @@ from pathlib import Path
 
 from .errors import KernelgenError, one_line, shorten
 from .families.conv2d_2x import Conv2dFprop2x
+from .families.conv2d_gemm_2x import Conv2dFpropGemm2x
 from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels, layer_columns, layer_fits
 from .families.conv2d_packed import Conv2dFpropPacked
@@ -99,7 +100,7 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
     if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, Conv2dFpropPacked, Conv2dFpropRowsPacked,
-                           Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch)):
+                           Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch, Conv2dFpropGemm2x)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
@@ -171,6 +172,10 @@ def group(kernel) -> str:
         return _scheduled(name, kernel)
     if isinstance(kernel, Conv2dFpropSm90Patch):
         return Conv2dFpropSm90.__name__  # the same kernel, counted on the folded layer (``_features``)
+    if isinstance(kernel, Conv2dFpropGemm2x):
+        # CUTLASS 2.x's mainloop and epilogue on the same tiles (kept as the conv kernels keep
+        # theirs), without the im2col iterator: weighed as the 2.x conv kernels until rows of its own
+        return Conv2dFprop2x.__name__
     if isinstance(kernel, Conv2dFpropFewChannels):
         return f"{name}/{kernel.mode}"
     if isinstance(kernel, Gemv) and kernel.a == "shared":
@@ -288,7 +293,7 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         launches = float(math.ceil(conv.groups / GROUPED_STREAMS))
     # a cluster's CTAs launch together: the grid's tiles along M and N round up to its shape
     tiles = -(-math.ceil(m / tm) // cm) * cm * -(-math.ceil(tiled_n / tn) // cn) * cn * grids
-    if (type(kernel) is Conv2dFprop2x and kernel.iterator != "few_channels" and kernel.split_k_slices == 1
+    if (type(kernel) in (Conv2dFprop2x, Conv2dFpropGemm2x) and kernel.iterator != "few_channels" and kernel.split_k_slices == 1
             and tiles < sms * per_sm):
         # a CUTLASS 2.x grid of fewer tiles than the SMs hold runs ceil(tiles / SMs) CTAs on its
         # busiest SM, not as many as it could hold (held out, ReXNet-1.0's 1x1 layers on 7x7 images,

@@ -1,0 +1,112 @@
+"""CUTLASS 2.x GEMM (``cutlass::gemm::device::Gemm``) on tensor cores for 1x1 convolutions at
+stride 1 without padding, computed transposed: the output channels are the GEMM's M and the pixels
+its N, D^T = W X^T with W the K x C filter (row-major: a 1x1 KRSC filter), X^T the C x NPQ
+activations (column-major: NHWC) and D^T the K x NPQ output (column-major: NHWC). That is the
+orientation of cuBLAS's CUTLASS 2.x kernels on ReXNet-1.0's 1x1 layers of C or K no multiple of 8,
+where the implicit-GEMM conv kernels of this project's space took 1.17-1.36 times their time
+(H200, 2026-12-05: ``cutlass_80_tensorop_f16_s16816gemm_f16_64x256_32x4_tn_align2`` on 162 -> 38
+and 50 -> 300, ``cutlass_75_tensorop_f16_s1688gemm_f16_128x128_tn_align1`` on 95 -> 570):
+a layer's few output channels fill one tile of M, its pixels the long N.
+
+A spec is a ``conv2d_fprop_2x`` spec without ``iterator``, ``output_alignments`` and ``splits``:
+the architecture (80: cp.async multistage mainloops, accesses of 4 to 16 bytes; 75: the two-stage
+mainloop, which also takes 2-byte accesses), element types, the mma.sync instruction, the
+alignments, the swizzles and tiles (threadblock and warps in the GEMM's terms: M output channels,
+N pixels). Each tile x alignment x swizzle is one kernel, named
+``cutlass_tensorop_<out>_<acc><inst>gemm_transposed_<element>_<M>x<N>_<K>x<stages>_nhwc_align<a>``;
+its alignment must divide C and K, and other layers are ``unsupported``. The descriptor keeps its
+tile as the conv kernels have theirs (pixels, output channels, reduction), which the cost model
+counts tiles by.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .. import spec_schema as S
+from ..errors import SpecError
+from ..vocab import DATA_TYPES, DEFAULT_SWIZZLE, SWIZZLES
+from .common import family_keys
+from .conv2d_2x import CP_ASYNC_BYTES, PIPELINED, STAGES, TILE, Conv2dFprop2x, _check_tile
+
+KIND = "conv2d_fprop_gemm_2x"
+TEMPLATE = "conv2d_fprop_gemm_2x.mako"
+INCLUDES = ("cutlass/cutlass.h", "cutlass/gemm/device/gemm.h")
+INT_MAX = 2**31 - 1
+
+FAMILY = S.Table((
+    *family_keys(KIND),
+    S.Key("arch", S.one_of(STAGES), 80),
+    S.Key("instruction", S.int_tuple(3, 1, 64)),
+    S.Key("alignments", S.list_of(S.integer(1, 16))),
+    S.Key("swizzles", S.list_of(S.choice(SWIZZLES)), (DEFAULT_SWIZZLE,)),
+    S.Key("tiles", lambda v: v),  # read entry by entry below
+))
+
+
+@dataclass(frozen=True)
+class Conv2dFpropGemm2x(Conv2dFprop2x):
+    """``threadblock`` and ``warps`` as the conv kernels': (pixels, output channels, reduction)."""
+
+    template = TEMPLATE
+    includes = INCLUDES
+    adapter = "kernelgen::TransposedGemmOperation2x"
+    adapter_header = "gemm_adapter_2x.h"
+
+    @property
+    def gemm_tile(self) -> tuple:
+        """The threadblock in the GEMM's terms: (output channels, pixels, reduction)."""
+        m, n, k = self.threadblock
+        return n, m, k
+
+    @cached_property
+    def name(self) -> str:
+        m, n, k = self.gemm_tile
+        inst = "".join(map(str, self.instruction))
+        acc = DATA_TYPES[self.accumulator].short
+        swizzle = "" if self.swizzle == DEFAULT_SWIZZLE else f"_swz{self.swizzle[len('identity'):]}"
+        return (f"cutlass_tensorop_{self.output}_{acc}{inst}gemm_transposed_{self.element}"
+                f"_{m}x{n}_{k}x{self.stages}_nhwc{swizzle}_align{self.alignment}")
+
+    def refuses(self, conv) -> str | None:
+        """Why the kernel's can_implement refuses ``conv``, or None."""
+        if (conv.r, conv.s, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w) != (1, 1, 1, 1, 0, 0):
+            return "a GEMM: needs a 1x1 filter at stride 1 without padding"
+        if conv.c % self.alignment or conv.k % self.alignment:
+            return f"channels not a multiple of the alignment {self.alignment}"
+        if conv.n * conv.p * conv.q > INT_MAX:
+            return "more pixels than the GEMM's extent holds"
+        return None
+
+    def values(self) -> dict:
+        m, n, k = self.gemm_tile
+        wm, wn, wk = self.warps[1], self.warps[0], self.warps[2]
+        out = DATA_TYPES[self.output]
+        return {"arch": self.arch, "element": DATA_TYPES[self.element].cpp,
+                "accumulator": DATA_TYPES[self.accumulator].cpp, "output": out.cpp, "swizzle": SWIZZLES[self.swizzle],
+                "threadblock": (m, n, k), "warp": (m // wm, n // wn, k // wk), "instruction": self.instruction,
+                "stages": self.stages, "alignment": self.alignment,
+                "epilogue_vector": min(self.alignment * out.bits, 128) // out.bits}
+
+
+def expand(path, raw: dict) -> list:
+    family = path.stem
+    fam = FAMILY.read(path, raw)
+    bits = DATA_TYPES[fam["element"]].bits
+    for a in fam["alignments"]:
+        if a & (a - 1) or a * bits > 128:
+            raise SpecError(path, f"alignment {a} must be a power of two of at most 128 bits", None, "alignments")
+    kernels = []
+    for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
+        _check_tile(path, entry, fam, tile)
+        for a in fam["alignments"]:
+            if fam["arch"] >= 80 and tile["stages"] > PIPELINED and a * bits // 8 not in CP_ASYNC_BYTES:
+                raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
+                                f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use {PIPELINED} "
+                                "stages, or arch = 75)", entry, "stages")
+        (m, n, k), (wm, wn, wk) = tile["threadblock"], tile["warps"]
+        kernels += [Conv2dFpropGemm2x(
+            family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
+            output=fam["output"], iterator="gemm", instruction=fam["instruction"], threadblock=(n, m, k),
+            warps=(wn, wm, wk), stages=tile["stages"], alignment=alignment, swizzle=swizzle)
+            for alignment in fam["alignments"] for swizzle in fam["swizzles"]]
+    return kernels
