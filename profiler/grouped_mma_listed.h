@@ -9,7 +9,7 @@
 // bytes in the window, their rows and columns in it and their offsets in the input from the
 // window's first pixel; a tile's copy is then one add, and its row and column checked against the
 // image where the window reaches past it. The pixels' 16 bytes of padding (zeros) are written
-// once, in both windows.
+// once, in both windows, and a CTA's next tile is found with carries, not divisions.
 //
 // kernelgen::GroupedMmaSpreadListed<T, CG, Stride, TP, TQ, Parity, Units, PDL> is a kernel type for
 // DepthwiseOperation (depthwise_adapter.h), as GroupedMmaSpreadPipelined.
@@ -50,17 +50,22 @@ struct ListedCopies {
   // The byte of the 16 bytes of padding (zeros) after the pixel kept `slot`-th in the window.
   __host__ __device__ static int padding(int slot) { return slot * int(Win::pitch(kSlice)) + kChunks * 16; }
 
-  // Copy j of the tile at output row p0, column q0 of image n, channels from c0: -2 where the
-  // thread has no copy j; else its byte in the window (`byte`) and the offset in x of its first
-  // element, or -1 where its pixel is outside the image (zeros).
+  // Whether the thread makes copy j (all but maybe its last).
+  __host__ __device__ __forceinline__ bool has(int j) const { return j < kEach - 1 || place[j] >= 0; }
+
+  // Whether copy j's pixel is in the image, for the window whose first pixel is row h0, column w0.
+  __host__ __device__ __forceinline__ bool inside(const Conv2dProblem& L, int h0, int w0, int j) const {
+    return unsigned(h0 + (place[j] >> 16)) < unsigned(L.h) && unsigned(w0 + (place[j] & 0xffff)) < unsigned(L.w);
+  }
+
+  // Copy j (one the thread makes) of the tile at output row p0, column q0 of image n, channels
+  // from c0: its byte in the window (`byte`) and the offset in x of its first element, or -1 where
+  // its pixel is outside the image (zeros). What `load` copies.
   __host__ __device__ __forceinline__ long long copy(const Conv2dProblem& L, int n, int c0, int p0, int q0, int j,
                                                      int& byte) const {
-    if (place[j] < 0) return -2;
     const int h0 = p0 * Stride - L.pad_h, w0 = q0 * Stride - L.pad_w;
-    const int h = h0 + (place[j] >> 16), w = w0 + (place[j] & 0xffff);
     byte = to[j];
-    if (unsigned(h) >= unsigned(L.h) || unsigned(w) >= unsigned(L.w)) return -1;
-    return (((long long)n * L.h + h0) * L.w + w0) * L.c + c0 + from[j];
+    return inside(L, h0, w0, j) ? (((long long)n * L.h + h0) * L.w + w0) * L.c + c0 + from[j] : -1;
   }
 
   // Every pixel's padding in `window`, zeroed (plain stores; the first tile's __syncthreads
@@ -76,20 +81,21 @@ struct ListedCopies {
   __device__ __forceinline__ void load(const Conv2dProblem& L, const T* __restrict__ x, int n, int c0, int p0,
                                        int q0, unsigned char* buffer) const {
     const int h0 = p0 * Stride - L.pad_h, w0 = q0 * Stride - L.pad_w;
+    // the window's first pixel, channel c0 (outside the image where the window reaches past its
+    // top or left edge: only the copies inside read from it)
+    const T* const first = x + ((((long long)n * L.h + h0) * L.w + w0) * L.c + c0);
     if (h0 >= 0 && w0 >= 0 && h0 + Win::kRows <= L.h && w0 + Win::kColumns <= L.w) {
-      const T* const first = x + ((((long long)n * L.h + h0) * L.w + w0) * L.c + c0);
 #pragma unroll
       for (int j = 0; j < kEach; ++j) {
-        if (j == kEach - 1 && place[j] < 0) break;
+        if (!has(j)) break;
         depthwise::copy16(buffer + to[j], first + from[j], true);
       }
     } else {
 #pragma unroll
       for (int j = 0; j < kEach; ++j) {
-        int byte;
-        const long long at = copy(L, n, c0, p0, q0, j, byte);
-        if (at == -2) break;
-        depthwise::copy16(buffer + byte, at < 0 ? x : x + at, at >= 0);
+        if (!has(j)) break;
+        const bool in = inside(L, h0, w0, j);
+        depthwise::copy16(buffer + to[j], in ? first + from[j] : x, in);
       }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -116,26 +122,33 @@ __global__ void __launch_bounds__(256) grouped_mma_spread_listed_kernel(Conv2dPr
   copies.list(L, int(threadIdx.x));
   Copies::zero_padding(windows);
   Copies::zero_padding(windows + kWindow);
-  auto load = [&](int tile, unsigned char* buffer) {
-    const int n = tile / per_image, p0 = (tile % per_image) / tiles_q * TP, q0 = tile % tiles_q * TQ;
-    copies.load(L, x, n, c0, p0, q0, buffer);
-  };
+  // a tile as image, tile row, tile column; the next of the CTA's is gridDim.x tiles on, added
+  // with carries (no division a tile)
+  const int step = int(gridDim.x), step_q = step % tiles_q, step_p = step / tiles_q % tiles_p, step_n = step / per_image;
+  int n = t / per_image, tile_p = t % per_image / tiles_q, tile_q = t % tiles_q;
   if constexpr (PDL) pdl::wait_then_release();  // the kernel before it has written the input
-  load(t, windows);
+  copies.load(L, x, n, c0, tile_p * TP, tile_q * TQ, windows);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int local = warp % Units, unit = c0 / U::kOut + local;  // a warp's one unit (spread_computes)
   uint32_t b[U::kSteps][U::kBlocks][2];
   load_filter<T, CG>(w, unit, lane, b);
-  for (int stage = 0; t < tiles; t += int(gridDim.x), stage ^= 1) {
+  for (int stage = 0; t < tiles; t += step, stage ^= 1) {
     const unsigned char* window = windows + stage * kWindow;
-    if (t + int(gridDim.x) < tiles) {
-      load(t + int(gridDim.x), windows + (stage ^ 1) * kWindow);
+    const int p0 = tile_p * TP, q0 = tile_q * TQ, image = n;
+    tile_q += step_q;
+    const int carry_q = tile_q >= tiles_q;
+    tile_q -= carry_q ? tiles_q : 0;
+    tile_p += step_p + carry_q;
+    const int carry_p = tile_p >= tiles_p;
+    tile_p -= carry_p ? tiles_p : 0;
+    n += step_n + carry_p;
+    if (t + step < tiles) {
+      copies.load(L, x, n, c0, tile_p * TP, tile_q * TQ, windows + (stage ^ 1) * kWindow);
     } else {
       asm volatile("cp.async.commit_group;\n" ::: "memory");  // none: the wait below is for this tile's
     }
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     __syncthreads();
-    const int n = t / per_image, p0 = (t % per_image) / tiles_q * TP, q0 = t % tiles_q * TQ;
 #pragma unroll 1
     for (int tp = 0; tp < TP; tp += Win::kTileRows) {
       if (p0 + tp >= P) break;
@@ -154,7 +167,7 @@ __global__ void __launch_bounds__(256) grouped_mma_spread_listed_kernel(Conv2dPr
         for (int e = 0; e < 2; ++e) {
 #pragma unroll
           for (int nb = 0; nb < U::kBlocks; ++nb) {
-            const long long at = Win::template d_offset<CG>(L, P, Q, n, p0 + tp, q0, mt, unit, nb, lane, e);
+            const long long at = Win::template d_offset<CG>(L, P, Q, image, p0 + tp, q0, mt, unit, nb, lane, e);
             const float2 pair = make_float2(d[nb][2 * e], d[nb][2 * e + 1]);
             if (at >= 0) *reinterpret_cast<uint32_t*>(y + at) = depthwise::pair_from_float<T>(pair);
           }

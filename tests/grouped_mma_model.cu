@@ -55,10 +55,10 @@ struct Listed<Kernel, std::void_t<typename Kernel::Copies>> {
     for (int thread = 0; thread < 256; ++thread) {
       Copies copies;
       copies.list(L, thread);
-      for (int j = 0; j < Copies::kEach; ++j) {
+      for (int j = 0; j < Copies::kEach && copies.has(j); ++j) {
         int byte;
         const long long at = copies.copy(L, n, c0, p0, q0, j, byte);
-        if (at != -2 && !fill(byte, at)) return false;
+        if (!fill(byte, at)) return false;
       }
     }
     for (int slot = 0; slot < Copies::kPixels; ++slot)
