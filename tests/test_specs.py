@@ -45,12 +45,12 @@ def test_catalog_holds_each_family():
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
     own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip", "grouped_strip",
                                           "conv2d_fprop_packed", "depthwise_strip_half")]  # profiler/dependent_kernel.h
-    assert len(pdl) == 123 and len(own) == 109 and all(
+    assert len(pdl) == 124 and len(own) == 110 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
     listed = [k for k in pdl if getattr(k, "loads", "indexed") == "listed"]  # beside the same kernel of indexed copies
-    assert len(listed) == 9 and all(dataclasses.replace(k, loads="indexed") == by_name[k.name[:-len("_listed")]]
+    assert len(listed) == 10 and all(dataclasses.replace(k, loads="indexed") == by_name[k.name[:-len("_listed")]]
                                     for k in listed)
     for k in (k for k in pdl if k not in listed):  # each beside the same kernel launched plainly
         twin = by_name[k.name.replace("_pdl", "").replace("kernelgen_sm90_tensorop_gconv_", "kernelgen_sm80_tensorop_gconv_")
@@ -128,13 +128,13 @@ def test_catalog_holds_each_family():
         "fp16 sums: the half2 kernels alone"
     assert {k.accumulator for k in dw_half + dw_strip_half + dw_pairs_half} == {"f16"}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
-    assert len(tensor_grouped) == 253 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
+    assert len(tensor_grouped) == 254 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
         == [20, 22]
     sixteen = {(16, u) for u in (1, 2, 3, 4, 5, 7)}
     eight = {(8, u) for u in (1, 2, 5)}
     for schedule, count, wide in (("spread", 44, {(48, 6), (56, 7)} | eight),
-                                  ("spread_pipelined", 111, eight | {(8, 3), (8, 7)})):
+                                  ("spread_pipelined", 112, eight | {(8, 3), (8, 7)})):
         spread = [k for k in tensor_grouped if k.schedule == schedule]
         assert len(spread) == count and {(k.channels_per_group, k.units) for k in spread} == sixteen | wide
     assert {(k.channels_per_group, k.stride) for k in tensor_grouped} == {
@@ -226,8 +226,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 897
-    assert len(select(kernels, "*", parse_arch("90"))) == 711, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 898
+    assert len(select(kernels, "*", parse_arch("90"))) == 712, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 546
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
