@@ -177,13 +177,30 @@ def _check_tile(path, entry, fam, tile):
                         f"more than {arch.name}'s {arch.shared_memory}", entry, "stages")
 
 
-def expand(path, raw: dict) -> list:
-    family = path.stem
-    fam = FAMILY.read(path, raw)
+def check_alignments(path, fam) -> None:
+    """A family's alignments: powers of two of at most 128 bits of its element."""
     bits = DATA_TYPES[fam["element"]].bits
     for a in fam["alignments"]:
         if a & (a - 1) or a * bits > 128:
             raise SpecError(path, f"alignment {a} must be a power of two of at most 128 bits", None, "alignments")
+
+
+def check_tile_accesses(path, entry, fam, tile) -> None:
+    """``_check_tile``, and each alignment's accesses a size the tile's mainloop copies: an SM80
+    multistage one copies 4, 8 or 16 bytes."""
+    _check_tile(path, entry, fam, tile)
+    bits = DATA_TYPES[fam["element"]].bits
+    for a in fam["alignments"]:
+        if fam["arch"] >= 80 and tile["stages"] > PIPELINED and a * bits // 8 not in CP_ASYNC_BYTES:
+            raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
+                            f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use {PIPELINED} "
+                            "stages, or arch = 75)", entry, "stages")
+
+
+def expand(path, raw: dict) -> list:
+    family = path.stem
+    fam = FAMILY.read(path, raw)
+    check_alignments(path, fam)
     for a in fam["output_alignments"]:
         if a & (a - 1) or a > min(fam["alignments"]):
             raise SpecError(path, f"output alignment {a} must be a power of two of at most the alignments' "
@@ -191,12 +208,7 @@ def expand(path, raw: dict) -> list:
                             None, "output_alignments")
     kernels = []
     for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
-        _check_tile(path, entry, fam, tile)
-        for a in fam["alignments"]:
-            if fam["arch"] >= 80 and tile["stages"] > PIPELINED and a * bits // 8 not in CP_ASYNC_BYTES:
-                raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
-                                f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use {PIPELINED} "
-                                "stages, or arch = 75)", entry, "stages")
+        check_tile_accesses(path, entry, fam, tile)
         for alignment in fam["alignments"]:
             for output_alignment in [a for a in fam["output_alignments"] if a < alignment] or [0]:
                 for swizzle in fam["swizzles"]:

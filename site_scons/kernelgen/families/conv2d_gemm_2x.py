@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .. import spec_schema as S
-from ..errors import SpecError
 from ..vocab import DATA_TYPES, DEFAULT_SWIZZLE, SWIZZLES
 from .common import family_keys
-from .conv2d_2x import CP_ASYNC_BYTES, PIPELINED, STAGES, TILE, Conv2dFprop2x, _check_tile
+from .conv2d_2x import STAGES, TILE, Conv2dFprop2x, check_alignments, check_tile_accesses
 
 KIND = "conv2d_fprop_gemm_2x"
 TEMPLATE = "conv2d_fprop_gemm_2x.mako"
@@ -91,18 +90,10 @@ class Conv2dFpropGemm2x(Conv2dFprop2x):
 def expand(path, raw: dict) -> list:
     family = path.stem
     fam = FAMILY.read(path, raw)
-    bits = DATA_TYPES[fam["element"]].bits
-    for a in fam["alignments"]:
-        if a & (a - 1) or a * bits > 128:
-            raise SpecError(path, f"alignment {a} must be a power of two of at most 128 bits", None, "alignments")
+    check_alignments(path, fam)
     kernels = []
     for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
-        _check_tile(path, entry, fam, tile)
-        for a in fam["alignments"]:
-            if fam["arch"] >= 80 and tile["stages"] > PIPELINED and a * bits // 8 not in CP_ASYNC_BYTES:
-                raise SpecError(path, f"alignment {a} makes {a * bits // 8}-byte accesses; SM80 multistage "
-                                f"mainloops copy {', '.join(map(str, CP_ASYNC_BYTES))} bytes (use {PIPELINED} "
-                                "stages, or arch = 75)", entry, "stages")
+        check_tile_accesses(path, entry, fam, tile)
         (m, n, k), (wm, wn, wk) = tile["threadblock"], tile["warps"]
         kernels += [Conv2dFpropGemm2x(
             family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
