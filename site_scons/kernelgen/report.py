@@ -48,6 +48,21 @@ def choices_table(frame, problems, best) -> str:
     return "\n".join(lines)
 
 
+def current_choices(workloads, results, gpu: str | None = None, resolved=None) -> tuple:
+    """(set name, GPU folder, problems, the set's measured rows, each problem's choice) of a set:
+    what `scons best_kernels.h` chooses among, every measured kernel of current code."""
+    set_name, _, problems = load_set_of(workloads, ROOT / "kernel_specs" / "workloads", resolved)
+    set_dir = Path(results) / set_name
+    gpu = choose_gpu(set_dir, gpu, None, "--gpu ")
+    frame = load_set(set_dir / gpu, problems, gpu)
+    config = replace(resolve(dict(defaults(), RESULTS=str(results))), set_name=set_name, problems=problems,
+                     results_dir=set_dir / gpu)
+    everything = commands.catalog(config)
+    hashes, _ = commands.header_kernels(config, everything, commands.empty_plan(), commands.measured_frames(config))
+    best = choose(frame, problems, hashes, {k.name: k for k in everything if k.name in hashes})  # (all it asks of)
+    return set_name, gpu, problems, frame, best
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelgen.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("workloads", nargs="?", help="set name or workload file")
@@ -58,16 +73,7 @@ def main(argv=None) -> int:
     if (args.workloads is None) == (args.resolved is None):
         parser.error("give a set name or workload file, or --resolved")
     try:
-        set_name, _, problems = load_set_of(args.workloads, ROOT / "kernel_specs" / "workloads", args.resolved)
-        set_dir = Path(args.results) / set_name
-        gpu = choose_gpu(set_dir, args.gpu, None, "--gpu ")
-        frame = load_set(set_dir / gpu, problems, gpu)
-        # what `scons best_kernels.h` chooses among: every measured kernel of current code
-        config = replace(resolve(dict(defaults(), RESULTS=args.results)), set_name=set_name, problems=problems,
-                         results_dir=set_dir / gpu)
-        everything = commands.catalog(config)
-        hashes, _ = commands.header_kernels(config, everything, commands.empty_plan(), commands.measured_frames(config))
-        best = choose(frame, problems, hashes, {k.name: k for k in everything if k.name in hashes})  # (all it asks of)
+        _, _, problems, frame, best = current_choices(args.workloads, args.results, args.gpu, args.resolved)
     except KernelgenError as e:
         print(e, file=sys.stderr)
         return 1
