@@ -15,7 +15,8 @@ from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_catalog, load_family
 
 FAMILIES = ROOT / "kernel_specs" / "families"
-SPECS = [FAMILIES / "conv2d_fprop_sm80_gemm_transposed.toml", FAMILIES / "conv2d_fprop_sm75_gemm_transposed.toml"]
+SPECS = [FAMILIES / "conv2d_fprop_sm80_gemm_transposed.toml", FAMILIES / "conv2d_fprop_sm75_gemm_transposed.toml",
+         FAMILIES / "conv2d_fprop_sm80_gemm_transposed_narrow.toml"]
 FAMILY = """\
 kind = "conv2d_fprop_gemm_2x"
 arch = 80
@@ -78,10 +79,11 @@ def test_a_kernel_serves_1x1_stride_1_layers_its_alignment_divides(tmp_path, pro
 def test_the_family_is_explored_on_the_layers_of_its_accesses_width():
     """Until the model has rows of a family, each of its kernels serving a layer whose C and K take
     no wider access than its own is measured there beside the model's top k: the kernels of
-    2-element accesses on 162 -> 38, those of 1 on 95 -> 570; none on 64 -> 64."""
+    2-element accesses on 162 -> 38, those of 1 on 95 -> 570; none on 64 -> 64; those of 16-byte
+    accesses on layers of at most their tile's output channels (48 -> 16 and 48 -> 32, not 48 -> 40)."""
     catalog = load_catalog(FAMILIES)
-    gemm = [k for k in catalog if k.family.endswith("_gemm_transposed")]
-    assert len(gemm) == 12 and {k.alignment for k in gemm} == {1, 2, 4}
+    gemm = [k for k in catalog if "_gemm_transposed" in k.family]
+    assert len(gemm) == 15 and {k.alignment for k in gemm} == {1, 2, 4, 8}
     model = load_model("nvidia_h200")
     assert not any(k.family in model.families for k in gemm)
     for problem, alignment in ((Conv2dProblem(32, 56, 56, 162, 38, 1, 1, 0, 0), 2),
@@ -90,7 +92,12 @@ def test_the_family_is_explored_on_the_layers_of_its_accesses_width():
         assert {k.name for k in gemm if k.alignment == alignment} <= proposal.unranked
         assert not {k.name for k in gemm if k.alignment != alignment} & proposal.unranked
     proposal, = candidates.propose([Conv2dProblem(32, 56, 56, 64, 64, 1, 1, 0, 0)], catalog, model, 3)
-    assert not proposal.unranked and not any(k.family.endswith("_gemm_transposed") for _, k in proposal.ranked)
+    assert not proposal.unranked and not any("_gemm_transposed" in k.family for _, k in proposal.ranked)
+    # 16-byte kernels: on the layers of at most their tile's output channels alone
+    for k_out, tiles in ((16, {16, 32}), (32, {32}), (40, set())):
+        proposal, = candidates.propose([Conv2dProblem(32, 56, 56, 48, k_out, 1, 1, 0, 0)], catalog, model, 3)
+        assert {k.gemm_tile[0] for k in gemm if k.name in proposal.unranked} == tiles
+        assert all(k.alignment == 8 for k in gemm if k.name in proposal.unranked)
 
 
 @requires_nvcc

@@ -14,7 +14,9 @@ mainloop, which also takes 2-byte accesses), element types, the mma.sync instruc
 alignments, the swizzles and tiles (threadblock and warps in the GEMM's terms: M output channels,
 N pixels). Each tile x alignment x swizzle is one kernel, named
 ``cutlass_tensorop_<out>_<acc><inst>gemm_transposed_<element>_<M>x<N>_<K>x<stages>_nhwc_align<a>``;
-its alignment must divide C and K, and other layers are ``unsupported``. The descriptor keeps its
+its alignment must divide C and K, and other layers are ``unsupported``. Until the model has rows of
+a family, a build measures each of its kernels on the layers whose C and K take no wider access than
+the kernel's, those of 16-byte accesses only where the layer has at most the tile's output channels. The descriptor keeps its
 tile as the conv kernels have theirs (pixels, output channels, reduction), which the cost model
 counts tiles by.
 """
@@ -65,6 +67,13 @@ class Conv2dFpropGemm2x(Conv2dFprop2x):
         swizzle = "" if self.swizzle == DEFAULT_SWIZZLE else f"_swz{self.swizzle[len('identity'):]}"
         return (f"cutlass_tensorop_{self.output}_{acc}{inst}gemm_transposed_{self.element}"
                 f"_{m}x{n}_{k}x{self.stages}_nhwc{swizzle}_align{self.alignment}")
+
+    def explores(self, problem) -> bool:
+        """The 2.x conv kernels' (the layers whose C and K take no wider access than its own); for a
+        kernel of 16-byte accesses, of those only the layers of at most its tile's output channels,
+        the layers of few output channels it is for (the other aligned 1x1 layers are the SM90
+        kernels')."""
+        return super().explores(problem) and (self.alignment < 8 or problem.as_conv().k <= self.gemm_tile[0])
 
     def refuses(self, conv) -> str | None:
         """Why the kernel's can_implement refuses ``conv``, or None."""
