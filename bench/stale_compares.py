@@ -13,18 +13,18 @@ says which sets `scons compare` should time again, not what they measure.
 """
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site_scons"))
+sys.path.insert(0, str(ROOT / "bench"))
+import targets  # noqa: E402  (bench/targets.py: a compare's timed rows)
 
 
 def compare_rows(path: Path) -> dict:
-    """A compare.csv's timed rows by workload name."""
-    with path.open(newline="") as f:
-        return {r["workload"]: r for r in csv.DictReader(f) if r.get("kernel_ms") and r.get("library_ms")}
+    """A compare.csv's timed rows (``targets.rows_of``) by workload name."""
+    return {r["workload"]: r for r in targets.rows_of(path)}
 
 
 def stale_layers(compared: dict, problems, best) -> list:
