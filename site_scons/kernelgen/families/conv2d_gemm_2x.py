@@ -21,7 +21,7 @@ tile as the conv kernels have theirs (pixels, output channels, reduction), which
 counts tiles by.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from .. import spec_schema as S
@@ -86,15 +86,12 @@ class Conv2dFpropGemm2x(Conv2dFprop2x):
         return None
 
     def values(self) -> dict:
+        """The 2.x values of the tile in the GEMM's terms (the template reads no iterator: the
+        GEMM has none, and the one named here only makes the shared values whole)."""
         m, n, k = self.gemm_tile
-        wm, wn, wk = self.warps[1], self.warps[0], self.warps[2]
-        out = DATA_TYPES[self.output]
-        return {"arch": self.arch, "element": DATA_TYPES[self.element].cpp,
-                "accumulator": DATA_TYPES[self.accumulator].cpp, "output": out.cpp, "swizzle": SWIZZLES[self.swizzle],
-                "threadblock": (m, n, k), "warp": (m // wm, n // wn, k // wk), "instruction": self.instruction,
-                "stages": self.stages, "alignment": self.alignment,
-                "epilogue_vector": min(self.alignment * out.bits, 128) // out.bits}
-
+        gemm = replace(self, threadblock=(m, n, k), warps=(self.warps[1], self.warps[0], self.warps[2]),
+                       iterator="optimized")
+        return Conv2dFprop2x.values(gemm)
 
 def expand(path, raw: dict) -> list:
     family = path.stem
