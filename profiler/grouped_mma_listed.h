@@ -58,14 +58,23 @@ struct ListedCopies {
     return unsigned(h0 + (place[j] >> 16)) < unsigned(L.h) && unsigned(w0 + (place[j] & 0xffff)) < unsigned(L.w);
   }
 
-  // Copy j (one the thread makes) of the tile at output row p0, column q0 of image n, channels
-  // from c0: its byte in the window (`byte`) and the offset in x of its first element, or -1 where
-  // its pixel is outside the image (zeros). What `load` copies.
+  // The first pixel of the window of the tile at output row p0, column q0 (its row h0 and column
+  // w0 in the image, above or left of it where the window reaches past its edge), and the offset
+  // in x of that pixel's channel c0 of image n.
+  __host__ __device__ __forceinline__ static long long origin(const Conv2dProblem& L, int n, int c0, int p0, int q0,
+                                                              int& h0, int& w0) {
+    h0 = p0 * Stride - L.pad_h, w0 = q0 * Stride - L.pad_w;
+    return (((long long)n * L.h + h0) * L.w + w0) * L.c + c0;
+  }
+
+  // Copy j (one the thread makes) of that tile: its byte in the window (`byte`) and the offset in
+  // x of its first element, or -1 where its pixel is outside the image (zeros). What `load` copies.
   __host__ __device__ __forceinline__ long long copy(const Conv2dProblem& L, int n, int c0, int p0, int q0, int j,
                                                      int& byte) const {
-    const int h0 = p0 * Stride - L.pad_h, w0 = q0 * Stride - L.pad_w;
+    int h0, w0;
+    const long long first = origin(L, n, c0, p0, q0, h0, w0);
     byte = to[j];
-    return inside(L, h0, w0, j) ? (((long long)n * L.h + h0) * L.w + w0) * L.c + c0 + from[j] : -1;
+    return inside(L, h0, w0, j) ? first + from[j] : -1;
   }
 
   // Every pixel's padding in `window`, zeroed (plain stores; the first tile's __syncthreads
@@ -80,10 +89,10 @@ struct ListedCopies {
   template <typename T>
   __device__ __forceinline__ void load(const Conv2dProblem& L, const T* __restrict__ x, int n, int c0, int p0,
                                        int q0, unsigned char* buffer) const {
-    const int h0 = p0 * Stride - L.pad_h, w0 = q0 * Stride - L.pad_w;
+    int h0, w0;
     // the window's first pixel, channel c0 (outside the image where the window reaches past its
     // top or left edge: only the copies inside read from it)
-    const T* const first = x + ((((long long)n * L.h + h0) * L.w + w0) * L.c + c0);
+    const T* const first = x + origin(L, n, c0, p0, q0, h0, w0);
     if (h0 >= 0 && w0 >= 0 && h0 + Win::kRows <= L.h && w0 + Win::kColumns <= L.w) {
 #pragma unroll
       for (int j = 0; j < kEach; ++j) {
