@@ -38,9 +38,10 @@
 //                                        then -restMS and -holdMS where not 0: graph-rest50)
 //   workload NAME SETS REFERENCE_MS
 //   begin WORKLOAD KERNEL
-//   result WORKLOAD KERNEL STATUS RUNTIME_MS MIN_MS MAX_MS ITERATIONS REL_L2 REL_MAX MESSAGE SM_MHZ POWER_W
+//   result WORKLOAD KERNEL STATUS RUNTIME_MS MIN_MS MAX_MS ITERATIONS REL_L2 REL_MAX MESSAGE SM_MHZ POWER_W SETTING
 // (SM_MHZ, POWER_W: the SM clock and the board power NVML read as the last timed batches ran; -1
-// where unknown or not timed)
+// where unknown or not timed. SETTING: of a kernel with launch settings (launch_settings.h), the
+// one measured, the fastest of them; "-" for others)
 // STATUS is ok, unsupported, incorrect, failed or crashed. After `crashed` (the CUDA context
 // is lost) the process exits with status 3; a driver restarts it on the remaining jobs.
 #include <cuda_runtime.h>
@@ -66,6 +67,7 @@
 #include "activation_at_launch.h"
 #include "gpu_state.h"
 #include "grouped.h"
+#include "launch_settings.h"
 
 #include "operation.h"
 #include "reference.h"
@@ -403,6 +405,7 @@ class Profiler {
     long iterations = 0;
     double rel_l2 = NAN, rel_max = NAN;
     double sm_clock_mhz = -1, power_w = -1;  // seen while the last timed batches ran (GpuState); -1: unknown
+    std::string setting;  // the launch setting measured (launch_settings.h); empty for a kernel of none
   };
 
   Operands place_operands(const WorkloadJob& job) {
@@ -471,7 +474,6 @@ class Profiler {
   }
 
   Result measure(const WorkloadJob& job, const KernelJob& kernel, Operands& operands) {
-    const Conv2dProblem& p = job.problem;
     Result r;
     // An error that earlier work left to be read (not a sticky one: that ends the process) is not
     // this kernel's: it is read here, and said on stderr, so that this kernel's launch is judged alone.
@@ -508,17 +510,54 @@ class Profiler {
     }
     if (fused != nullptr) fused->set_epilogue(operands.epilogue);
     if (auto* at_launch = dynamic_cast<ActivationAtLaunch*>(op.get())) at_launch->set_activation(activation_of(job.steps));
-    std::string why = op->can_implement(p);
+    if (auto* settings = dynamic_cast<SettingsAtLaunch*>(op.get())) return search(job, kernel, operands, *op, *settings);
+    return measure_operation(job, kernel, operands, *op);
+  }
+
+  // Each of the kernel's launch settings (launch_settings.h) measured as measure_operation
+  // measures a kernel: the fastest that ran correctly is the result, its setting recorded. A
+  // setting whose output is wrong makes the kernel's result incorrect, naming the setting; one the
+  // kernel cannot run, or that fails, is passed over (the first such is the result where none ran).
+  Result search(const WorkloadJob& job, const KernelJob& kernel, Operands& operands, Operation& op,
+                SettingsAtLaunch& settings) {
+    const std::vector<std::string> all = settings.settings();
+    Result best, first_miss;
+    for (size_t i = 0; i < all.size(); ++i) {
+      settings.set_setting(i);
+      Result r = measure_operation(job, kernel, operands, op);
+      r.setting = all[i];
+      if (r.status == "ok") {
+        if (best.status.empty() || r.median_ms < best.median_ms) best = r;
+        continue;
+      }
+      r.message = "setting " + all[i] + ": " + r.message;
+      if (r.status == "incorrect") return r;
+      if (first_miss.status.empty()) first_miss = r;
+    }
+    if (!best.status.empty()) return best;
+    if (first_miss.status.empty()) {
+      first_miss.status = "unsupported";
+      first_miss.message = "can_implement: the kernel offers no launch setting";
+    }
+    first_miss.setting.clear();
+    return first_miss;
+  }
+
+  // Verifies and times `op`, set up for the job (measure).
+  Result measure_operation(const WorkloadJob& job, const KernelJob& kernel, Operands& operands, Operation& op) {
+    const Conv2dProblem& p = job.problem;
+    Result r;
+    std::string why = op.can_implement(p);
     if (!why.empty()) {
       r.status = "unsupported";
       r.message = "can_implement: " + why;
       return r;
     }
-    size_t ws = round_up(op->workspace_bytes(p));
+    size_t ws = round_up(op.workspace_bytes(p));
     char* ws_base = static_cast<char*>(workspace(ws * operands.sets.size()));
     std::vector<Conv2dBinding> bindings = operands.sets;
     for (size_t i = 0; i < bindings.size(); ++i) bindings[i].workspace = ws ? ws_base + i * ws : nullptr;
-    std::string error = op->prepare(p, bindings, stream_);
+    std::string error = op.prepare(p, bindings, stream_);
     if (!error.empty()) {
       r.status = "failed";
       r.message = "initialize: " + error;
@@ -528,7 +567,7 @@ class Profiler {
 
     // One run on fresh random operands, compared with the reference on the same inputs.
     fill_nan(job.element, bindings[0].y, p.output_elements(), stream_);
-    bool launched = op->run(0, stream_);
+    bool launched = op.run(0, stream_);
     cudaError_t launch_error = cudaGetLastError();
     if (!launched || launch_error != cudaSuccess) {
       synchronize_or_crash(job, kernel, "first run");
@@ -550,7 +589,7 @@ class Profiler {
       return r;
     }
 
-    r.status = time(job, kernel, *op, bindings.size(), r) ? "ok" : "failed";
+    r.status = time(job, kernel, op, bindings.size(), r) ? "ok" : "failed";
     if (r.status == "failed" && r.message.empty()) r.message = "a timed launch failed";
     return r;
   }
@@ -707,9 +746,9 @@ class Profiler {
   }
 
   void emit(const WorkloadJob& job, const KernelJob& kernel, const Result& r) {
-    std::printf("result\t%s\t%s\t%s\t%.6g\t%.6g\t%.6g\t%ld\t%.3g\t%.3g\t%s\t%.0f\t%.1f\n", job.name.c_str(),
+    std::printf("result\t%s\t%s\t%s\t%.6g\t%.6g\t%.6g\t%ld\t%.3g\t%.3g\t%s\t%.0f\t%.1f\t%s\n", job.name.c_str(),
                 kernel.name.c_str(), r.status.c_str(), r.median_ms, r.min_ms, r.max_ms, r.iterations, r.rel_l2, r.rel_max,
-                clean(r.message).c_str(), r.sm_clock_mhz, r.power_w);
+                clean(r.message).c_str(), r.sm_clock_mhz, r.power_w, clean(r.setting).c_str());
     std::fflush(stdout);
   }
 

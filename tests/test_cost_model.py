@@ -757,14 +757,32 @@ def scons_candidates(build, *args):
     return scons_runs.run(["-Q", "candidates", f"BUILD={build}", *args], cwd=ROOT, timeout=300)
 
 
+def searched(name: str) -> bool:
+    """Whether kernel ``name`` is one of searched launch settings (names end so, but a fused one's epilogue)."""
+    return "_searched" in name
+
+
+def beside_twins(lines: list) -> None:
+    """Each kernel of searched launch settings in the candidates table ``lines`` is there beside its
+    fixed twin (the same name but for "_searched", its launch and source operand aside), at its rank."""
+    rows = [line.split(",") for line in lines[1:]]
+    plain = lambda name: re.sub(r"_(f16|void)_(f16)", "", name.replace("_searched", "").replace("_pdl", ""))
+    for workload, kernel, rank, ms in rows:
+        if searched(kernel):
+            assert any(w == workload and not searched(k) and plain(k) == plain(kernel) and m == ms
+                       for w, k, _, m in rows), kernel
+
+
 def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):
     out = scons_candidates(tmp_path, "WORKLOADS=resnet50", "TOP=3")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = (tmp_path / "candidates.csv").read_text().splitlines()
     listed = (tmp_path / "candidates.txt").read_text().split()
-    per_layer = collections.Counter(line.split(",")[0] for line in lines[1:])
+    per_layer = collections.Counter(line.split(",")[0] for line in lines[1:] if not searched(line.split(",")[1]))
     assert lines[0] == "workload,kernel,rank,predicted_ms" and len(per_layer) == 19
     assert all(n == 3 for n in per_layer.values()), "each layer's top 3"
+    beside_twins(lines)
+    assert "the kernels of conv2d_fprop_sm90_persistent_searched, gemm_searched beside their fixed twins" in out.stdout
     assert {line.split(",")[1] for line in lines[1:]} <= set(listed), "every candidate is in the kernel list"
     assert f"kernels in the space and the listed families, {len(listed)} for resnet50 (the top 3 of each of its " \
            "19 layers" in out.stdout
@@ -800,7 +818,9 @@ def test_a_gpu_with_no_model_borrows_another_gpus_by_cost_model(tmp_path):
     assert "COST_MODEL=nvidia_h200: the cost model fitted for nvidia_h200 ranks the candidates" in borrowed.stdout
     assert "COST_MODEL" not in own.stdout
     table = (tmp_path / "borrowed" / "candidates.csv").read_text()
-    assert table == (tmp_path / "own" / "candidates.csv").read_text() and len(table.splitlines()) == 1 + 19 * 2
+    rows = table.splitlines()
+    assert table == (tmp_path / "own" / "candidates.csv").read_text()
+    assert len([line for line in rows[1:] if not searched(line.split(",")[1])]) == 19 * 2
 
 
 def test_a_profile_on_a_gpu_without_a_model_is_refused_until_it_borrows_one(tmp_path):

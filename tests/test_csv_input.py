@@ -81,7 +81,7 @@ REFUSED = [
     ("a field missing in a row", lambda t: t.replace(",ok,", ",", 1).encode(), rf"line 3: {len(results.COLUMNS) - 1} field\(s\), but the header has {len(results.COLUMNS)}"),
     ("an extra column", lambda t: t.replace("\n", ",note\n").encode(), r"line 1: unknown column\(s\): 'note'"),
     ("a trailing comma", lambda t: t.replace("\n", ",\n").encode(), r"line 1: unknown column\(s\): ''"),
-    ("a column named twice", lambda t: t.replace("power_w\n", "gpu\n", 1).encode(), r"line 1: column 'gpu' is named twice"),
+    ("a column named twice", lambda t: t.replace("setting\n", "gpu\n", 1).encode(), r"line 1: column 'gpu' is named twice"),
     ("a required column missing", lambda t: drop_column(t, "kernel_hash").encode(),
      r"line 1: missing required column\(s\): kernel_hash"),
     ("an unterminated quote", lambda t: t.replace(",ok,", ',"ok,', 1).encode(), r"truncated|not a well-formed CSV"),

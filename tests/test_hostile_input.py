@@ -234,10 +234,22 @@ CSV_CASES = [
     ("non-ASCII digits", replace_line(2, ",0.5,", ",\u0660.\u0665,"), "line 3: runtime_ms '\u0660.\u0665' is not a number"),
     ("padded number", replace_line(2, ",0.5,", ", 0.5,"), "line 3: runtime_ms ' 0.5' is not a number"),
     ("nan", replace_line(2, ",0.0004,", ",nan,"), "line 3: rel_max_error 'nan' is not a number"),
-    ("unknown timing", lambda t: "\n".join(",".join([line.rsplit(",", 4)[0], "wallclock", *line.rsplit(",", 4)[2:]])
+    ("unknown timing", lambda t: "\n".join(",".join([line.rsplit(",", 5)[0], "wallclock", *line.rsplit(",", 5)[2:]])
                                            if i == 1 else line for i, line in enumerate(t.split("\n"))),
      "line 2: timing 'wallclock' is not one of graph, launches, then -rest<ms> and -hold<ms>"),
+    # the setting reaches a C++ string in the header: words of name=value only
+    ("setting with a quote", lambda t: _with_setting(t, 2, 'raster=n"); system("sh'),
+     r"line 3: setting 'raster=n\"\); system\(\"sh' is not name=value words"),
+    ("setting of one word", lambda t: _with_setting(t, 1, "fastest"), "line 2: setting 'fastest' is not name=value words"),
+    ("setting of upper case", lambda t: _with_setting(t, 1, "raster=N"), "line 2: setting 'raster=N' is not name=value words"),
 ]
+
+
+def _with_setting(text, index, setting):
+    """``text`` with line ``index``'s last field, its setting, replaced by ``setting`` (quoted for CSV)."""
+    lines = text.split("\n")
+    lines[index] = lines[index].rsplit(",", 1)[0] + ',"' + setting.replace('"', '""') + '"'
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("corrupt, match", [c[1:] for c in CSV_CASES], ids=[c[0] for c in CSV_CASES])
@@ -861,6 +873,6 @@ def test_the_report_chooses_what_the_clean_clones_header_holds(committed_headers
     out, folder = committed_headers[(set_name, gpu)]
     assert out.returncode == 0, out.stdout + out.stderr
     header = (folder / "sets" / set_name / "best_kernels.h").read_text()
-    held = dict(re.findall(r'^ +\{"(\w+)",\s+\{[^\n]*?\},\s+"(\w+)",\s+[-+.e\d]+, ', header, re.MULTILINE))
+    held = dict(re.findall(r'^ +\{"(\w+)",\s+\{[^\n]*?\},\s+"(\w+)",\s+"[^"]*",\s+[-+.e\d]+, ', header, re.MULTILINE))
     layers = [p.name for p in parse_workloads((SETS / f"{set_name}.txt").read_text())]
     assert report_choice(set_name, "--gpu", gpu) == [held.get(name) for name in layers]

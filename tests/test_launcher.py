@@ -183,7 +183,7 @@ def test_the_launcher_is_deterministic_and_declared_without_cutlass(tmp_path):
         assert definition in launcher
     assert re.findall(r'#include\s*[<"]([^>"]+)', launcher) == ["best_kernels.h", "cstdint", "initializer_list",
                                                                   "memory", "fused.h", "activation_at_launch.h", "grouped.h",
-                                                                  "operation.h"], \
+                                                                  "launch_settings.h", "operation.h"], \
         "no CUTLASS"
 
 

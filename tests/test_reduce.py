@@ -160,7 +160,7 @@ def test_header_names_each_choice_and_is_unchanged_after_a_failed_reduction(tmp_
     assert f"using {SM80_B} = cutlass::conv::device::ImplicitGemmConvolution<{SM80_B}_base>;" in types
     assert f"using {SM90} = cutlass::conv::device::ConvUniversalAdapter<{SM90}_base>;" in types
     assert SM80 + " =" not in types, "only chosen kernels' types"
-    assert f'{{"{PROBLEMS[1].name}",\n     {{8, 14, 14, 64, 128, 1, 1, 0, 0, 2, 2, 1, 1, 1}},\n     "{SM90}", 0.01,' in text
+    assert f'{{"{PROBLEMS[1].name}",\n     {{8, 14, 14, 64, 128, 1, 1, 0, 0, 2, 2, 1, 1, 1}},\n     "{SM90}", "", 0.01,' in text
     assert "GPU NVIDIA H200, driver 580.159.04, CUDA 13.0, CUTLASS 4.2.0" in text
     # Deterministic: the same inputs give the same bytes.
     build_header(tmp_path, PROBLEMS, HASHES, CATALOG, templates, tmp_path / "again")

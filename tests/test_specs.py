@@ -181,10 +181,20 @@ def test_catalog_holds_each_family():
     gemm_2x = [k for k in kernels if "_gemm_transposed" in k.family]
     assert len(gemm_2x) == 15 and all("gemm_transposed" in k.name and k.adapter_header == "gemm_adapter_2x.h"
                                       for k in gemm_2x)
+    searched = [k for k in kernels if getattr(k, "searched", False)]
+    assert len(searched) == 5 + 4 and {k.family for k in searched} == {"gemm_searched", "conv2d_fprop_sm90_persistent_searched"}
+    assert all(k.name.endswith("_searched") and k.adapter_header == "searched_adapter_3x.h"
+               and k.adapter.startswith("kernelgen::Searched") and k.splits is None and k.fusible and not k.optional_relu
+               for k in searched)
+    assert sum(k.scheduler == "stream_k" for k in searched) == 3
+    for k in searched:  # the kernel of its fixed twin, its adapter the twin's searching its settings
+        twin = dataclasses.replace(k, searched=False)
+        assert k.name == twin.name + "_searched" and k.adapter == twin.adapter.replace("kernelgen::", "kernelgen::Searched")
+        assert k.values() == twin.values() and k.includes == twin.includes
     assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
                             + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(direct) + len(grouped)
-                            + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x))
+                            + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x) + len(searched))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
     assert all(IDENTIFIER.match(n) for n in names), "every name is a C++ identifier"
@@ -226,7 +236,7 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 901
+    assert len(select(kernels, "*", parse_arch("90a"))) == 910
     assert len(select(kernels, "*", parse_arch("90"))) == 715, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 549
     assert len(select(kernels, "*", parse_arch("75"))) == 18

@@ -18,15 +18,16 @@ def test_a_file_written_before_the_timing_column_reads_as_timed_by_launches(tmp_
     rows = [row(PROBLEMS[0].name, SM80, runtime=0.5), row(PROBLEMS[0].name, SM90, runtime=0.4)]
     text = results.to_csv_text(rows)
     header, *lines = text.splitlines()
-    assert header.endswith(",timing,device,sm_clock_mhz,power_w")
-    old = "\n".join([header.removesuffix(",timing,device,sm_clock_mhz,power_w")]
-                    + [line.rsplit(",", 4)[0] for line in lines]) + "\n"
+    assert header.endswith(",timing,device,sm_clock_mhz,power_w,setting")
+    old = "\n".join([header.removesuffix(",timing,device,sm_clock_mhz,power_w,setting")]
+                    + [line.rsplit(",", 5)[0] for line in lines]) + "\n"
     path = tmp_path / f"{PROBLEMS[0].name}.csv"
     path.write_text(old)
     frame = results.read_csv(path)
     assert list(frame["timing"]) == ["launches", "launches"] and list(frame["device"]) == ["", ""]
     assert frame["sm_clock_mhz"].isna().all() and frame["power_w"].isna().all(), "no reading: empty"
-    first = lines[0].rsplit(",", 4)
+    assert list(frame["setting"]) == ["", ""], "no launch setting: empty"
+    first = lines[0].rsplit(",", 5)
     path.write_text(text.replace(f"\n{lines[0]}\n", f"\n{first[0]},wallclock,{','.join(first[2:])}\n", 1))
     refused(lambda: results.read_csv(path), ResultsError, "line 2: timing 'wallclock' is not one of graph, launches, then -rest<ms> and -hold<ms>")
 

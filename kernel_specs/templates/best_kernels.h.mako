@@ -109,6 +109,7 @@ struct Choice {
   const char* workload;
   Conv2dFpropProblem problem;
   const char* kernel;   // the kernel's procedural name (its type's name in best_kernels_cutlass.h)
+  const char* setting;  // the launch setting it was measured and is launched with ("" for none)
   double runtime_ms;    // median measured time
   double gflops;
 };
@@ -118,7 +119,7 @@ inline constexpr Choice kConv2dFprop[] = {
 % for e in conv_entries:
     {"${e['problem'].name}",
      {${", ".join(map(str, e['problem'].args()))}, ${e['problem'].groups}${e['epilogue']}},
-     "${e['kernel']}", ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
+     "${e['kernel']}", "${e['setting']}", ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
 % endfor
 };
 
@@ -145,6 +146,7 @@ struct GemmChoice {
   const char* workload;
   GemmProblem problem;
   const char* kernel;
+  const char* setting;
   double runtime_ms;
   double gflops;
 };
@@ -153,7 +155,7 @@ struct GemmChoice {
 inline constexpr GemmChoice kGemm[] = {
 % for e in gemm_entries:
     {"${e['problem'].name}", {${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}${e['epilogue']}}, "${e['kernel']}",
-     ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
+     "${e['setting']}", ${"%.6g" % e['runtime_ms']}, ${"%.1f" % e['gflops']}},
 % endfor
 };
 

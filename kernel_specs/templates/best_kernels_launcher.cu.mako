@@ -3,8 +3,9 @@
 ## kernel behind the adapter it was measured through). Needs no CUTLASS: profiler/operation.h only.
 ## Inputs: banner, conv_entries, gemm_entries (each with 'launcher', its kernel's index in
 ## launchers), launchers (the kernels in the fallback order: name, 'epilogue', the
-## best_kernels::Epilogue a fused one computes: its initializer, "{}" for none; and 'optional_relu',
-## whether it is a kernel of epilogue "optional_relu": the ReLU or none set at launch).
+## best_kernels::Epilogue a fused one computes: its initializer, "{}" for none; 'optional_relu',
+## whether it is a kernel of epilogue "optional_relu": the ReLU or none set at launch; and 'setting',
+## the launch setting it was measured with, "" for none: a kernel chosen with two is two launchers).
 ${banner}
 #include "best_kernels.h"
 
@@ -15,11 +16,12 @@ ${banner}
 #include "fused.h"
 #include "activation_at_launch.h"
 #include "grouped.h"
+#include "launch_settings.h"
 #include "operation.h"
 
 namespace kernelgen {
-% for launcher in launchers:
-std::unique_ptr<Operation> make_${launcher['name']}();
+% for name in dict.fromkeys(launcher['name'] for launcher in launchers):
+std::unique_ptr<Operation> make_${name}();
 % endfor
 }  // namespace kernelgen
 
@@ -46,6 +48,9 @@ constexpr Epilogue kEpilogueOf[] = {
 // problems of an epilogue of ReLU or no activation, of a residual add only where kEpilogueOf[i]
 // reads one, the activation set at each launch.
 constexpr bool kOptionalRelu[] = {${", ".join("true" if launcher['optional_relu'] else "false" for launcher in launchers)}};
+// The launch setting (launch_settings.h) kMake[i]'s kernel was measured with and is launched with;
+// "" for a kernel of none.
+constexpr const char* kSetting[] = {${", ".join('"%s"' % launcher['setting'] for launcher in launchers)}};
 static_assert(kLauncherCount == int(sizeof(kLaunchOrder) / sizeof(kLaunchOrder[0])),
               "best_kernels.h and its library name the same kernels");
 % if conv_entries:
@@ -110,10 +115,21 @@ kernelgen::Operation* with_groups(kernelgen::Operation* operation, int groups) {
   return operation;
 }
 
+// kMake[i]'s kernel set to launch with kSetting[i], or nullptr where it offers no such setting.
+std::unique_ptr<kernelgen::Operation> make(int i) {
+  std::unique_ptr<kernelgen::Operation> operation = kMake[i]();
+  auto* settings = dynamic_cast<kernelgen::SettingsAtLaunch*>(operation.get());
+  if (kSetting[i][0] == '\0') return settings == nullptr ? std::move(operation) : nullptr;
+  const long index = settings == nullptr ? -1 : kernelgen::setting_index(*settings, kSetting[i]);
+  if (index < 0) return nullptr;
+  settings->set_setting(static_cast<size_t>(index));
+  return operation;
+}
+
 kernelgen::Operation* probe(int i, int groups) {
   auto& operation = kernels().probe[i];
-  if (!operation) operation = kMake[i]();
-  return with_groups(operation.get(), groups);
+  if (!operation) operation = make(i);
+  return operation == nullptr ? nullptr : with_groups(operation.get(), groups);
 }
 
 bool supports(int i, const kernelgen::Conv2dProblem& p, int groups, const Epilogue& epilogue) {
@@ -138,8 +154,8 @@ bool launch_kernel(int i, const kernelgen::Conv2dProblem& p, int groups, const k
   if (!(last.valid && same(last.problem, p) && last.groups == groups && same(last.binding, b) &&
         same(last.epilogue, e) && last.activation == activation && last.stream == stream && last.device == device)) {
     last.valid = false;
-    if (!last.operation || last.groups != groups || last.device != device) last.operation = kMake[i]();
-    if (with_groups(last.operation.get(), groups) == nullptr) return false;
+    if (!last.operation || last.groups != groups || last.device != device) last.operation = make(i);
+    if (last.operation == nullptr || with_groups(last.operation.get(), groups) == nullptr) return false;
     auto* fused = dynamic_cast<kernelgen::FusedOperation*>(last.operation.get());
     if ((fused != nullptr) != !(kEpilogueOf[i] == Epilogue{})) return false;
     if (fused != nullptr) fused->set_epilogue({e});

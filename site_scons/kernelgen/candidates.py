@@ -37,7 +37,7 @@ def variant_of(kernel) -> tuple:
     apart from how its output is stored (``widest``: a layer's candidates hold the widest)."""
     if isinstance(kernel, GemmSm90):
         return (type(kernel).__name__, kernel.tile, kernel.cluster, kernel.schedule, kernel.scheduler, kernel.splits,
-                kernel.epilogue_tile, kernel.store_stages, kernel.fusion)
+                kernel.epilogue_tile, kernel.store_stages, kernel.searched, kernel.fusion)  # the fusion last: ``unfused_key``
     return (widest(kernel).name,)  # a 2.x kernel of narrow output accesses: its widest twin's
 
 
@@ -158,12 +158,44 @@ def chosen_for(ranked: list, model, top: int, problem=None) -> tuple:
     return chosen, unranked
 
 
+def companion(model, kernel) -> bool:
+    """Whether ``kernel`` is one of searched launch settings (``searched``) of a family the model was
+    fitted on no row of: it ranks it as its fixed twin (``features`` reads no setting), so it is
+    proposed beside that twin wherever the twin is (``companions``), not ranked in its place."""
+    families = getattr(model, "families", None)
+    return getattr(kernel, "searched", False) and families is not None and kernel.family not in families
+
+
+def companions(kernels, model) -> dict:
+    """The ``companion`` kernels of ``kernels`` by their fixed twin's ``variant_of`` (its launch and
+    source operand aside, as the variants are)."""
+    out = {}
+    for kernel in kernels:
+        if companion(model, kernel):
+            out.setdefault(variant_of(replace(kernel, searched=False)), []).append(kernel)
+    return out
+
+
+def with_companions(chosen: list, unranked: frozenset, twins: dict, problem) -> tuple:
+    """(chosen, unranked) of ``chosen_for`` with the companions (``twins``, ``companions``) of the
+    kernels chosen that serve ``problem``, each at its twin's predicted time, unranked."""
+    extra = [(ms, k) for ms, twin in chosen if isinstance(twin, GemmSm90) for k in twins.get(variant_of(twin), ())
+             if serves(k, problem) is None]
+    if not extra:
+        return chosen, unranked
+    extra = list({k.name: (ms, k) for ms, k in extra}.values())
+    return (sorted(chosen + extra, key=lambda t: (t[0], t[1].name)),
+            unranked | frozenset(k.name for _, k in extra))
+
+
 def propose(problems, kernels, model, top: int, workload_file="", refused=None, memo=None) -> list:
-    """Each problem's candidates (``chosen_for``) of the kernels that serve it; kernels ``refused``
-    (workload name -> kernel names that ran on it and did not pass) are left out. A problem no
-    kernel serves is an error naming it and why each kernel refused it."""
+    """Each problem's candidates (``chosen_for``, with their ``companions``) of the kernels that
+    serve it; kernels ``refused`` (workload name -> kernel names that ran on it and did not pass)
+    are left out. A problem no kernel serves is an error naming it and why each kernel refused it."""
     # OPTIONAL_RELU's kernels are no layer's proposal: they stand in for the proposals (``merged``)
-    proposals, rank = [], model.ranking([k for k in kernels if getattr(k, "fusion", "") != OPTIONAL_RELU])
+    twins = companions(kernels, model)
+    proposals, rank = [], model.ranking([k for k in kernels if getattr(k, "fusion", "") != OPTIONAL_RELU
+                                         and not companion(model, k)])
     if memo is not None:
         model_text, by_name = model.to_json(), {k.name: k for k in kernels}
         kernels_text = "\n".join(f"{k.name} {k.family}" for k in kernels)
@@ -186,6 +218,9 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             raise WorkloadError(workload_file or problem.name, f"no kernel of the space serves {problem.name} "
                                 f"({len(kernels)} refused it: {why})", problem.line or None)
         chosen, unranked = chosen_for(ranked, model, top, problem)
+        if twins:
+            here = twins if not gone else {key: [k for k in found if k.name not in gone] for key, found in twins.items()}
+            chosen, unranked = with_companions(chosen, unranked, here, problem)
         if memo is not None:
             memo.put(key, chosen, unranked)
         proposals.append(Proposal(problem, chosen, unranked))

@@ -51,14 +51,19 @@ def empty_plan() -> plan_module.BuildPlan:
 def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config, searched: list) -> str:
     """What ``scons candidates`` writes (BUILD/candidates.csv and .txt, a kernel list for KERNELS=@)
     and says, as the JSON of a Value; ``searched`` is the build's catalog (``catalog``)."""
-    unranked = sorted({k.family for p in proposals for _, k in p.ranked if k.name in p.unranked})
+    unranked = {k.family: getattr(k, "searched", False) for p in proposals for _, k in p.ranked if k.name in p.unranked}
+    explored = sorted(f for f, beside in unranked.items() if not beside)
+    beside = sorted(f for f, beside in unranked.items() if beside)  # candidates.companions
     fused = sum(1 for k in searched if getattr(k, "fusion", ""))  # the set's epilogues' variants
     summary = (f"{len(searched)} kernels in the space and the listed families"
                + (f" ({fused} of them fused variants for the set's epilogues)" if fused else "")
                + f", {len(plan.kernels)} for "
                f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, "
-               + (f"every kernel of {', '.join(unranked)} that serves a layer (the model has no rows of it), "
-                  if unranked else "") + "and what it chose before)")
+               + (f"every kernel of {', '.join(explored)} that serves a layer (the model has no rows of it), "
+                  if explored else "")
+               + (f"the kernels of {', '.join(beside)} beside their fixed twins proposed (their launch settings "
+                  "searched; the model has no rows of them), " if beside else "")
+               + "and what it chose before)")
     pairs = plan.pairs
     if pairs is not None:
         built = set(plan.sources)  # (a shard's pairs name the other shards' kernels too)

@@ -201,7 +201,8 @@ def epilogues(problems) -> list:
 
 def with_fused(kernels: list, problems, variants: dict | None = None) -> list:
     """``kernels`` and, for each epilogue of ``problems`` (``epilogues``) and OPTIONAL_RELU where it
-    computes one of them, the fused variant of each fusible one, sorted by name; a variant two kernels
+    computes one of them, the fused variant of each fusible one (of OPTIONAL_RELU, of each whose
+    ``optional_relu`` allows it), sorted by name; a variant two kernels
     give (one of no source operand, one whose C is never read) once. ``variants``, where given,
     keeps each epilogue's variants of these same ``kernels`` for the next call (sets of other
     epilogues share those they have in common)."""
@@ -214,7 +215,8 @@ def with_fused(kernels: list, problems, variants: dict | None = None) -> list:
     for epilogue in wanted:
         made = None if variants is None else variants.get(epilogue)
         if made is None:
-            made = [fused(kernel, epilogue) for kernel in kernels if fusible(kernel)]
+            made = [fused(kernel, epilogue) for kernel in kernels
+                    if fusible(kernel) and (epilogue != OPTIONAL_RELU or getattr(kernel, "optional_relu", True))]
             if variants is not None:
                 variants[epilogue] = made
         for variant in made:

@@ -367,9 +367,10 @@ class Runner:
         return stays + new
 
     def result_row(self, state: WorkloadState, fields: list[str]) -> dict:
-        # result WORKLOAD KERNEL STATUS RUNTIME MIN MAX ITERATIONS REL_L2 REL_MAX MESSAGE [SM_MHZ POWER_W]
+        # result WORKLOAD KERNEL STATUS RUNTIME MIN MAX ITERATIONS REL_L2 REL_MAX MESSAGE [SM_MHZ POWER_W [SETTING]]
         status, kernel = fields[3], fields[2]
         clock, power = (_reading(fields[11]), _reading(fields[12])) if len(fields) > 12 else (None, None)
+        setting = fields[13] if len(fields) > 13 and fields[13] != "-" else ""
         numbers = [float(x) for x in fields[4:10]]
         runtime, low, high, iterations, rel_l2, rel_max = numbers
         ok = status == "ok"
@@ -380,7 +381,7 @@ class Runner:
             gflops=state.problem.flops / (runtime * 1e6) if ok else None,
             rel_l2_error=_finite(rel_l2), rel_max_error=_finite(rel_max),  # the message says how far off
             message="" if fields[10] == "-" else fields[10],
-            sm_clock_mhz=clock if ok else None, power_w=power if ok else None)
+            sm_clock_mhz=clock if ok else None, power_w=power if ok else None, setting=setting if ok else "")
 
     def run(self, states: list[WorkloadState]) -> None:
         by_name = {s.problem.name: s for s in states}

@@ -208,7 +208,13 @@ HEADER_FILES = outputs.HEADER_FILES  # what a set's header build writes, in BUIL
 def launch_order(best: pd.DataFrame, problems) -> list:
     """The launcher's kernels in its fallback order: as first chosen, the ops' sections in OPS's
     order (what libbest_kernels.a holds)."""
-    chosen = dict(zip((p.name for p in problems), best["kernel"]))
+    return list(dict.fromkeys(kernel for kernel, _ in launchers_of(best, problems)))
+
+
+def launchers_of(best: pd.DataFrame, problems) -> list:
+    """The launcher's (kernel, launch setting) pairs in its fallback order, as ``launch_order``: a
+    kernel chosen with two settings (profiler/launch_settings.h) is launched through two of them."""
+    chosen = dict(zip((p.name for p in problems), zip(best["kernel"], best["setting"])))
     return list(dict.fromkeys(chosen[p.name] for name in OPS for p in problems if p.op == name))
 
 
@@ -237,18 +243,20 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
     for name in winners:
         for header in kernels_by_name[name].includes:
             include(header)
+    for p, row in zip(problems, best.itertuples(index=False)):
+        check_setting(p, row, kernels_by_name[row.kernel])
     first = best.iloc[0]
     entries = [
-        {"problem": p, "kernel": row.kernel, "runtime_ms": row.runtime_ms,
+        {"problem": p, "kernel": row.kernel, "setting": row.setting, "runtime_ms": row.runtime_ms,
          "gflops": p.flops / (row.runtime_ms * 1e6),
          # the problem's best_kernels::Epilogue after its other fields (nothing for none)
          "epilogue": f", {epilogue_cpp(p.epilogue)}" if getattr(p, "epilogue", "") else ""}
         for p, row in zip(problems, best.itertuples(index=False))
     ]
     sections = {op.HEADER_SECTION: [e for e in entries if e["problem"].op == name] for name, op in OPS.items()}
-    order = launch_order(best, problems)
+    order = launchers_of(best, problems)
     for e in entries:
-        e["launcher"] = order.index(e["kernel"])
+        e["launcher"] = order.index((e["kernel"], e["setting"]))
     device_arch, arch_specific = target_arch([kernels_by_name[n] for n in winners])
     device_target = f"{device_arch}{TARGETS[device_arch].suffix if arch_specific else ''}"
     comment = render.comment_text  # text from a CSV or a path reaches C++ only inside a comment, escaped
@@ -257,8 +265,8 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
                   cuda=comment(first["cuda"]), cutlass=comment(first["cutlass"]),
                   timing=results.timing_text(first["timing"]), device_target=device_target, **sections)
     banner = render.BANNER.format(source=comment(f"scons best_kernels.h from {source}"))
-    launchers = [{"name": n, "epilogue": launcher_epilogue_cpp(kernels_by_name[n]),
-                  "optional_relu": getattr(kernels_by_name[n], "fusion", "") == OPTIONAL_RELU} for n in order]
+    launchers = [{"name": n, "setting": setting, "epilogue": launcher_epilogue_cpp(kernels_by_name[n]),
+                  "optional_relu": getattr(kernels_by_name[n], "fusion", "") == OPTIONAL_RELU} for n, setting in order]
     return {
         "best_kernels.h": render.render(
             templates, "best_kernels.h.mako", "best_kernels.h", banner=banner, set_name=comment(set_name),
@@ -275,6 +283,16 @@ def header_files(templates, best: pd.DataFrame, problems, kernels_by_name: dict,
             templates, "best_kernels-config.cmake.mako", "best_kernels-config.cmake",
             banner=banner.replace("//", "#", 1), set_name=comment(set_name), gpu=comment(first["gpu"])),
     }
+
+
+def check_setting(problem, row, kernel) -> None:
+    """A chosen row records a launch setting exactly where its kernel searches them
+    (``searched``): the launcher launches it with that one, and a kernel of none as it is."""
+    searched = getattr(kernel, "searched", False)
+    if searched != bool(row.setting):
+        why = ("searches its launch settings, but its row records none" if searched
+               else f"has no launch settings, but its row records {row.setting!r}")
+        raise ResultsError(row.source, f"workload {problem.name}: kernel {row.kernel} {why}: run scons profile")
 
 
 def target_arch(kernels) -> tuple:

@@ -36,7 +36,7 @@ from .render import write_generated
 COLUMNS = (
     "workload", "kernel", "status", "runtime_ms", "min_ms", "max_ms", "iterations", "gflops",
     "rel_l2_error", "rel_max_error", "message", "family", "kernel_hash",
-    "gpu", "driver", "cuda", "cutlass", "measured_at", "timing", "device", "sm_clock_mhz", "power_w",
+    "gpu", "driver", "cuda", "cutlass", "measured_at", "timing", "device", "sm_clock_mhz", "power_w", "setting",
 )
 REQUIRED = ("workload", "kernel", "status", "runtime_ms", "kernel_hash", "gpu", "driver", "cuda", "cutlass")
 STATUSES = ("ok", "unsupported", "incorrect", "failed", "crashed", "timeout")
@@ -48,6 +48,10 @@ PROVENANCE = ("gpu", "driver", "cuda", "cutlass", "timing")
 # ``sm_clock_mhz``, ``power_w``: the SM clock and the board power NVML read while an ok row's last
 # timed batches ran (empty where unknown, for other rows, and in a file written before them): what
 # a comparison of rows measured apart in time or on other GPUs needs to see.
+# ``setting``: of a kernel with launch settings (profiler/launch_settings.h: a tile scheduler's
+# raster order and swizzle, a stream-K decomposition), the one its row measured, the fastest of
+# those the profiler tried, and what the header launches it with; empty for other kernels (and in a
+# file written before the column existed).
 # How runtime_ms was timed: "graph", each batch of launches replayed from a CUDA graph (GPU time),
 # or "launches", launched back to back from the host (host cost included); then "-rest<ms>" where
 # the GPU idled that long before the timed batches and "-hold<ms>" where the kernel ran that long
@@ -67,6 +71,17 @@ def measured_with(pairs: dict | None, workload: str, with_rows) -> set | None:
     kernel of ``with_rows`` (those its CSV holds a row of: measured again where their code changed).
     None without pairs: every kernel that serves the workload."""
     return None if pairs is None else set(pairs.get(workload, ())) | set(with_rows)
+
+
+# A launch setting as the profiler writes it (profiler/launch_settings.h): words of lower-case letters,
+# digits and underscores, each "name=value", one space between; the header puts it in a C++ string.
+SETTING = re.compile(r"[a-z_]{1,20}=[a-z0-9_]{1,20}( [a-z_]{1,20}=[a-z0-9_]{1,20}){0,3}")
+SETTING_FORMS = "name=value words (lower-case letters, digits, underscores) joined by spaces, at most 4"
+
+
+def valid_setting(setting: str) -> bool:
+    """Whether ``setting`` is a launch setting's text (SETTING)."""
+    return SETTING.fullmatch(setting) is not None
 
 
 def valid_timing(timing: str) -> bool:
@@ -327,6 +342,9 @@ def _validated(columns: dict, rows: int, path, line_of, gpu: str | None) -> dict
             raise ResultsError(path, f"line {line_of(i)}: timing {timing[:40]!r} is not {TIMING_FORMS}")
         if gpu is not None:
             _check_gpu(row_gpu, slugs, path, line_of(i), gpu)
+    for i, setting in enumerate(columns["setting"]):
+        if setting and not valid_setting(setting):
+            raise ResultsError(path, f"line {line_of(i)}: setting {setting[:40]!r} is not {SETTING_FORMS}")
     for column in NUMERIC:
         columns[column] = [math.nan if text == "" else _number(text, column, path, line_of(i))
                            for i, text in enumerate(columns[column])]

@@ -29,6 +29,7 @@ class Conv2dFpropSm90Transposed(Conv2dFpropSm90Persistent):
     channels_along_m = True  # D^T: a fused epilogue's bias is one value a row (LinCombPerRowBiasEltAct)
     stores = ("tma",)  # its D is column-major: channels along M
     pads_channels = False  # its own adapter (conv_sm90_transposed.h)
+    searches = False  # nor searched settings: measured with the tile scheduler's default ones
 
 
 def _check(path, entry, spec):

@@ -61,6 +61,12 @@ SOURCES = {"void": "void"}
 # How the epilogue stores D: name part, CUTLASS's epilogue schedule (None: the kernel schedule's
 # TMA one, SM90_GEMM_SCHEDULES), the output's alignment in elements (None: 16 bytes).
 STORES = {"tma": ("_epi_tma", None, None), "nosmem": ("_epi_nosmem", "cutlass::epilogue::NoSmemWarpSpecialized", 1)}
+# A kernel of ``searched = true`` (names end ``_searched``): its adapter is its fixed twin's, of
+# profiler/searched_adapter_3x.h: the same kernel launched with each of its tile scheduler's settings
+# (raster order and swizzle; a stream-K kernel's decomposition and splits) while profiling, the fastest
+# recorded in its row (``setting``) and launched so by the header.
+SEARCHED_HEADER = "searched_adapter_3x.h"
+SEARCHED_SUFFIX = "_searched"
 
 
 def entries_table(kind: str) -> S.Table:
@@ -70,6 +76,8 @@ def entries_table(kind: str) -> S.Table:
         S.Key("source", S.choice(SOURCES), None),
         S.Key("store", S.choice(STORES), "tma"),
         S.Key("pad_channels", S.boolean, False),
+        # the tile scheduler's runtime parameters searched at profile time (SEARCHED_ADAPTERS)
+        S.Key("searched", S.boolean, False),
         S.Key("kernels", lambda v: v),  # read entry by entry, by expand_entries
     ))
 
@@ -109,6 +117,7 @@ class GemmSm90:
     launch: str = "stream"  # SM90_LAUNCHES: "pdl", programmatic dependent launch
     fusion: str = ""  # the epilogue it computes (kernelgen.fusion); "" for none
     store: str = "tma"  # STORES: how the epilogue writes D ("nosmem": from registers, any K)
+    searched: bool = False  # its tile scheduler's settings searched at profile time (SEARCHED_HEADER)
 
     kernel_op = "gemm"  # what it computes before any epilogue
     arch = 90
@@ -125,6 +134,7 @@ class GemmSm90:
     name_ends_with_fusion = True  # its name is its unfused twin's and epilogue_suffix(fusion): fusion.fused
     stores = tuple(STORES)  # the stores its template and adapters build
     pads_channels = False  # whether it has an adapter that pads C (``pad_channels``)
+    searches = True  # whether it has adapters that search its settings (``searched``)
     pad_channels = False  # this kernel pads C to a multiple of 8 before each launch (a field where pads_channels)
 
     @property
@@ -132,6 +142,12 @@ class GemmSm90:
         """Whether a fused variant can be made of it: CUTLASS's builder's epilogue (no store stages)."""
         return (self.fuses and not self.fusion and self.store_stages is None and self.store == "tma"
                 and not self.pad_channels)
+
+    @property
+    def optional_relu(self) -> bool:
+        """Whether a variant of fusion OPTIONAL_RELU (the activation set at launch) can be made of it:
+        a fusible one whose settings are not searched (the searched adapters set no activation)."""
+        return self.fusible and not self.searched
 
     @property
     def op(self) -> str:
@@ -151,8 +167,12 @@ class GemmSm90:
         kernel's (profiler/fused_adapter_3x.h; of fusion OPTIONAL_RELU, profiler/optional_relu_adapter_3x.h)."""
         if self.fusion:
             adapter, header = self.fused_stream_k_adapter if self.scheduler == "stream_k" else self.fused_adapter
-            return fused_adapter(self.fusion, adapter), header
-        return self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter
+            adapter = fused_adapter(self.fusion, adapter)
+        else:
+            adapter, header = self.stream_k_adapter if self.scheduler == "stream_k" else self.default_adapter
+        if self.searched:  # kernelgen::X -> kernelgen::SearchedX
+            return adapter.replace("kernelgen::", "kernelgen::Searched", 1), SEARCHED_HEADER
+        return adapter, header
 
     @property
     def alignment(self) -> int:
@@ -202,6 +222,7 @@ class GemmSm90:
                 f"{epilogue_tile_suffix(self.epilogue_tile)}"
                 f"{'' if self.store_stages is None else f'_stores{self.store_stages}'}"
                 f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}{'_padc' if self.pad_channels else ''}"
+                f"{SEARCHED_SUFFIX if self.searched else ''}"
                 f"{epilogue_suffix(self.fusion)}")
 
     @property
@@ -306,6 +327,19 @@ def check_padding(path, entry, cls, spec):
                         "plain launches only", entry, "scheduler" if spec["scheduler"] != "default" else "launches")
 
 
+def check_searched(path, entry, cls, fam, spec):
+    """What a kernel of searched settings (SEARCHED_HEADER) is built with: a family of its
+    adapters, the stream-K scheduler's own split (the splits are among its settings), no padding."""
+    if not cls.searches:
+        raise SpecError(path, "searched = true is not built for this family", None, "searched")
+    if fam["pad_channels"]:
+        raise SpecError(path, "searched = true with pad_channels: the padding adapter searches no setting",
+                        None, "searched")
+    if spec["splits"] != (None,):
+        raise SpecError(path, "searched = true searches a stream-K kernel's splits at profile time: no splits",
+                        entry, "splits")
+
+
 def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
     """The kernels of a spec read with ``table``: each entry x cluster x epilogue tile, as ``cls``;
     ``check(path, entry, spec)`` may refuse an entry the family cannot build."""
@@ -320,9 +354,12 @@ def expand_entries(cls, table: S.Table, path, raw: dict, check=None) -> list:
         if fam["store"] != "tma":
             check_store(path, entry, cls, fam["store"], fam["source"], spec)
         padding = {}
+        if fam["searched"]:
+            check_searched(path, entry, cls, fam, spec)
+            padding["searched"] = True
         if fam["pad_channels"]:
             check_padding(path, entry, cls, spec)
-            padding = {"pad_channels": True}
+            padding["pad_channels"] = True
         kernels += [cls(family=path.stem, element=fam["element"], accumulator=fam["accumulator"],
                         output=fam["output"], tile=spec["tile"], cluster=cluster, schedule=spec["schedule"],
                         scheduler=spec["scheduler"], epilogue_tile=epi, source=fam["source"],

@@ -1,0 +1,187 @@
+"""Kernels whose tile scheduler's runtime parameters are searched at profile time
+(kernel_specs/families/*_searched.toml, profiler/searched_adapter_3x.h, profiler/launch_settings.h):
+spec errors name file, entry and key; a searched kernel is its fixed twin's type with another
+adapter, proposed beside that twin until the model has rows of its family; the profiler's setting
+reaches the row, a setting that is not one is refused naming the line, and the header launches
+each kernel with the setting its row records (a kernel chosen with two settings is two launchers);
+the kernels compile as the profiler builds them; on a GPU each verifies with the fastest of its
+settings on the layers it serves, that setting recorded."""
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from conftest import ROOT, assert_family_refused, assert_kernels_compile, profile_layers, requires_gpu, requires_nvcc
+from kernelgen import candidates, render, results
+from kernelgen.cost_model import load_model, serves
+from kernelgen.errors import ResultsError
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.ops.gemm import GemmProblem
+from kernelgen.specs import load_catalog, load_family
+from test_hostile_build import make_fake_build, run
+
+FAMILIES = ROOT / "kernel_specs" / "families"
+SPECS = [FAMILIES / "gemm_searched.toml", FAMILIES / "conv2d_fprop_sm90_persistent_searched.toml"]
+FAMILY = """\
+kind = "gemm_sm90"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+searched = true
+kernels = [
+  { tile = [128, 64, 64], schedule = "cooperative", scheduler = "stream_k", clusters = [[1, 1, 1]] },
+]
+"""
+
+
+@pytest.mark.parametrize("old, new, entry, key, message", [
+    ('clusters = [[1, 1, 1]] }', 'clusters = [[1, 1, 1]], splits = [2] }', "kernels[0]", "splits",
+     "searched = true searches a stream-K kernel's splits at profile time: no splits"),
+    ("searched = true", "searched = true\npad_channels = true", None, "searched",
+     "searched = true with pad_channels: the padding adapter searches no setting"),
+    ('kind = "gemm_sm90"', 'kind = "conv2d_fprop_sm90_transposed"', None, "searched",
+     "searched = true is not built for this family"),
+    ("searched = true", 'searched = "yes"', None, "searched", "expected true or false"),
+])
+def test_bad_specs_are_refused_naming_file_entry_and_key(tmp_path, old, new, entry, key, message):
+    path = tmp_path / "family.toml"
+    text = FAMILY.replace(old, new)
+    if "transposed" in new:  # its scheduler is the default one
+        text = text.replace(', scheduler = "stream_k"', "").replace('"cooperative"', '"pingpong"')
+    path.write_text(text)
+    assert_family_refused(path, entry, key, message)
+
+
+def test_a_searched_kernel_is_its_fixed_twin_through_another_adapter():
+    kernels = [k for spec in SPECS for k in load_family(spec)]
+    assert len(kernels) == 9
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    for kernel in kernels:
+        twin = replace(kernel, searched=False)
+        text, twin_text = (render.kernel_source(templates, k) for k in (kernel, twin))
+        assert kernel.name == twin.name + "_searched"
+        assert f"{kernel.adapter}<::{kernel.name}>" in text and '#include "searched_adapter_3x.h"' in text
+        # the type definition is the twin's, renamed: the same kernel
+        type_of = lambda source, name: source.split("\n// CUTLASS")[1].split("namespace kernelgen {")[0].replace(name, "X")
+        assert type_of(text, kernel.name) == type_of(twin_text, twin.name)
+    assert {k.adapter for k in kernels} == {"kernelgen::SearchedGemmOperation3x", "kernelgen::SearchedGemmStreamKOperation3x",
+                                            "kernelgen::SearchedConv2dPersistentOperation3x",
+                                            "kernelgen::SearchedConv2dPersistentStreamKOperation3x"}
+
+
+def test_fused_variants_search_too_but_none_takes_its_activation_at_launch():
+    from kernelgen.fusion import with_fused
+
+    problems = [Conv2dProblem(n=8, h=14, w=14, c=64, k=64, r=3, s=3, pad_h=1, pad_w=1, epilogue="bias+relu"),
+                Conv2dProblem(n=8, h=14, w=14, c=64, k=64, r=3, s=3, pad_h=1, pad_w=1, epilogue="bias")]
+    made = [k for k in with_fused(load_catalog(FAMILIES), problems) if getattr(k, "searched", False) and k.fusion]
+    assert {k.fusion for k in made} == {"bias+relu", "bias"}, "no optional_relu variant of a searched kernel"
+    assert {k.adapter for k in made} >= {"kernelgen::SearchedFusedGemmOperation3x",
+                                         "kernelgen::SearchedFusedConv2dPersistentStreamKOperation3x"}
+
+
+def test_a_searched_family_of_no_rows_is_proposed_beside_its_fixed_twins():
+    """The model ranks a searched kernel as its twin (no feature reads a setting): while it has no
+    rows of the family, each is proposed beside its twin wherever the twin is among a layer's
+    candidates, at the twin's predicted time, unranked; a model that has rows of it ranks it."""
+    model = load_model("nvidia_h200")
+    kernels = load_catalog(FAMILIES)
+    by_name = {k.name: k for k in kernels}
+    problems = [GemmProblem(m=6304, n=768, k=3072), Conv2dProblem(n=32, h=56, w=56, c=64, k=64, r=3, s=3, pad_h=1, pad_w=1),
+                GemmProblem(m=32, n=1000, k=2048)]
+    beside = 0
+    for proposal in candidates.propose(problems, kernels, model, top=8):
+        chosen = {k.name for _, k in proposal.ranked}
+        for ms, kernel in proposal.ranked:
+            if getattr(kernel, "searched", False):
+                assert kernel.name in proposal.unranked and serves(kernel, proposal.problem) is None
+                twins = [(m, k) for m, k in proposal.ranked if not getattr(k, "searched", False)
+                         and candidates.variant_of(k) == candidates.variant_of(replace(kernel, searched=False))]
+                assert twins and all(m == ms for m, _ in twins), kernel.name
+                beside += 1
+        for name in chosen - proposal.unranked:
+            twin = by_name.get(name + "_searched")
+            assert twin is None or serves(twin, proposal.problem) is not None or twin.name in chosen, name
+    assert beside > 0
+    fitted = replace(model, families=list(model.families) + ["gemm_searched", "conv2d_fprop_sm90_persistent_searched"])
+    assert not any("_searched" in name for p in candidates.propose(problems, kernels, fitted, top=8) for name in p.unranked)
+
+
+def test_the_profilers_setting_reaches_the_row_and_a_bad_one_is_refused(tmp_path):
+    row = {c: "" for c in results.COLUMNS}
+    row.update(workload="w", kernel="k_searched", status="ok", runtime_ms=0.5, min_ms=0.4, max_ms=0.6, kernel_hash="h",
+               gpu="NVIDIA H200", driver="1", cuda="13.0", cutlass="4.2.0", timing="graph", setting="raster=n swizzle=2")
+    path = tmp_path / "w.csv"
+    results.write_csv(path, [row])
+    assert list(results.read_csv(path)["setting"]) == ["raster=n swizzle=2"]
+    for bad in ("raster=n,swizzle=2", "raster=n  swizzle=2", "decomposition=split_k splits=2;", "a=1 b=2 c=3 d=4 e=5"):
+        results.write_csv(path, [dict(row, setting=bad)])
+        with pytest.raises(ResultsError, match=r"line 2: setting .* is not name=value words"):
+            results.read_csv(path)
+
+
+SEARCHED_SET = ("gemm m=6304 n=768 k=3072\n"
+                "gemm m=512 n=768 k=768\n"
+                "conv2d_fprop n=8 h=14 w=14 c=64 k=64 r=3 s=3 pad=1\n")
+
+
+def test_the_header_launches_each_kernel_with_the_setting_its_row_records(tmp_path):
+    """A fake profile (searched kernels fastest, each recording "raster=n swizzle=2") and the
+    header: each choice names its setting, and the launcher's kSetting the same, per launcher."""
+    project, tools = make_fake_build(tmp_path)
+    tools.behave({"*_searched": 0.5})
+    (project / "kernel_specs" / "workloads" / "sk.txt").write_text(SEARCHED_SET)
+    common = ["WORKLOADS=sk", "SPECS=kernel_specs/families", f"NVCC={tools.nvcc}", f"BUILD={tmp_path / 'build'}"]
+    run(project, "profile", *common)
+    run(project, "best_kernels.h", *common)
+    header = (tmp_path / "build" / "sets" / "sk" / "best_kernels.h").read_text()
+    chosen = re.findall(r'"(\w+_searched)",\s+"([^"]*)", 0\.5,', header)
+    assert len(chosen) == 3 and {s for _, s in chosen} == {"raster=n swizzle=2"}, header
+    launcher = (tmp_path / "build" / "sets" / "sk" / "best_kernels_launcher.cu").read_text()
+    settings = re.search(r"constexpr const char\* kSetting\[\] = \{([^}]*)\};", launcher).group(1)
+    order = re.findall(r"&kernelgen::make_(\w+),", launcher)
+    assert settings.split(", ") == ['"raster=n swizzle=2"'] * len(order) and set(order) == {k for k, _ in chosen}
+    # the row's setting edited to one the kernel does not record: refused, naming the file and the layer
+    csv = next((project / "profile_results" / "sk" / "nvidia_h200").glob("gemm_f16_m512*.csv"))
+    csv.write_text(csv.read_text().replace(",raster=n swizzle=2\n", ",\n"))
+    out = run(project, "best_kernels.h", *common, check=False)
+    assert out.returncode != 0 and "searches its launch settings, but its row records none: run scons profile" in out.stderr
+
+
+@requires_nvcc
+def test_the_kernels_compile_as_the_profiler_builds_them(tmp_path):
+    """A stream-K kernel (its decompositions) and a fused persistent conv (raster and swizzle)."""
+    from kernelgen.fusion import fused
+
+    kernels = [k for spec in SPECS for k in load_family(spec)]
+    stream_k = next(k for k in kernels if k.scheduler == "stream_k" and k.kernel_op == "gemm")
+    conv = next(k for k in kernels if k.scheduler == "default" and k.kernel_op == "conv2d_fprop")
+    assert_kernels_compile(tmp_path, [stream_k, fused(conv, "bias+add+relu")])
+
+
+# GEMMs of few output tiles and of several waves, a 3x3 convolution, a strided one and a partial tile
+LAYERS = [
+    "n=1 h=7 w=7 c=2048 k=512 r=1 s=1 pad=0 stride=1",
+    "n=32 h=28 w=28 c=256 k=512 r=1 s=1 pad=0 stride=1",
+    "n=8 h=14 w=14 c=256 k=256 r=3 s=3 pad=1 stride=1",
+    "n=4 h=15 w=15 c=64 k=192 r=3 s=3 pad=1 stride=2",
+]
+
+
+@requires_gpu
+def test_each_kernel_verifies_with_its_fastest_setting_recorded(tmp_path):
+    from kernelgen.ops import serves as serves_op
+
+    kernels = {k.name: k for spec in SPECS for k in load_family(spec)}
+    for problem, frame in profile_layers(tmp_path, LAYERS, "*_searched"):
+        assert sorted(frame["kernel"]) == sorted(name for name, k in kernels.items() if serves_op(k, problem))
+        for row in frame.itertuples():
+            kernel = kernels[row.kernel]
+            if serves(kernel, problem) is None:
+                assert row.status == "ok", (problem.name, row.kernel, row.message)
+                assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
+                form = r"decomposition=\w+( splits=[234])?" if kernel.scheduler == "stream_k" else r"raster=[mn] swizzle=[124]"
+                assert re.fullmatch(form, row.setting), (problem.name, row.kernel, row.setting)
+            else:
+                assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
