@@ -30,7 +30,9 @@
 //     gelu, hardswish, sigmoid: reference.h): its kernels are FusedOperation ones (fused.h), given
 //     a bias of K values and a residual of the output's shape, and checked against the reference
 //     convolution through the same steps
-//   kernel NAME TOLERANCE          (belongs to the workload above it)
+//   kernel NAME TOLERANCE [SETTING] (belongs to the workload above it; SETTING: of a kernel with
+//                                  launch settings, the one to measure, its spaces written as commas;
+//                                  without, each is measured and the fastest is the result)
 // The job file is read, and refused naming its line, before the GPU is asked anything.
 //
 // Output on stdout, one tab-separated record per line, flushed as it is written:
@@ -80,6 +82,7 @@ constexpr int kCrashedExit = 3;
 struct KernelJob {
   std::string name;
   double tolerance;
+  std::string setting;  // the launch setting to measure (launch_settings.h); empty: search them all
 };
 
 struct WorkloadJob {
@@ -282,7 +285,10 @@ std::vector<WorkloadJob> read_jobs(const std::string& path) {
     } else if (record == "kernel") {
       if (jobs.empty()) bad("kernel before any workload");
       KernelJob k;
-      if (!(fields >> k.name >> k.tolerance)) bad("expected: kernel NAME TOLERANCE");
+      if (!(fields >> k.name >> k.tolerance)) bad("expected: kernel NAME TOLERANCE [SETTING]");
+      if (fields >> k.setting) std::replace(k.setting.begin(), k.setting.end(), ',', ' ');
+      std::string extra;
+      if (fields >> extra) bad("expected: kernel NAME TOLERANCE [SETTING]");
       jobs.back().kernels.push_back(k);
     } else {
       bad("unknown record");
@@ -518,9 +524,23 @@ class Profiler {
   // measures a kernel: the fastest that ran correctly is the result, its setting recorded. A
   // setting whose output is wrong makes the kernel's result incorrect, naming the setting; one the
   // kernel cannot run, or that fails, is passed over (the first such is the result where none ran).
+  // The job's setting, where it names one, is the only one measured.
   Result search(const WorkloadJob& job, const KernelJob& kernel, Operands& operands, Operation& op,
                 SettingsAtLaunch& settings) {
     const std::vector<std::string> all = settings.settings();
+    if (!kernel.setting.empty()) {
+      const long index = setting_index(settings, kernel.setting);
+      Result r;
+      if (index < 0) {
+        r.status = "failed";
+        r.message = "no launch setting '" + kernel.setting + "' (this kernel's: " + std::to_string(all.size()) + ")";
+        return r;
+      }
+      settings.set_setting(size_t(index));
+      r = measure_operation(job, kernel, operands, op);
+      if (r.status == "ok") r.setting = kernel.setting;
+      return r;
+    }
     Result best, first_miss;
     for (size_t i = 0; i < all.size(); ++i) {
       settings.set_setting(i);

@@ -181,6 +181,12 @@ def test_the_chosen_kernels_are_timed_again_replayed_from_a_cuda_graph(tmp_path,
     assert seen == [["--graph"]]
     assert timed == {problems[0].name: 1.0, problems[1].name: 0.25}
     assert invocations(log) == [["kernel_a", "kernel_b"]]
+    # a kernel of launch settings is timed with the one its row records, only that one (fake: its
+    # time is 0.125 ms where the job names a setting)
+    monkeypatch.setenv("FAKE_BEHAVIOUR", '{"kernel_b": 0.25, "kernel_b raster=m swizzle=4": 0.125}')
+    timed = compare.retime_chosen(manifest, profiler, problems, ["kernel_a", "kernel_b"], log=lambda m: None,
+                                  settings=["", "raster=m swizzle=4"])
+    assert timed == {problems[0].name: 1.0, problems[1].name: 0.125}
 
 
 class FakeCuda:
@@ -277,7 +283,7 @@ def test_compare_chooses_as_the_header_does_each_kernel_at_its_own_tolerance(tmp
                        driver="580.159.04", cuda="13.0", cutlass="4.2.0", timing="graph")
             rows.append(row)
         results.write_csv(tmp_path / f"{problem.name}.csv", rows)
-    assert compare.chosen_kernels(manifest, tmp_path, problems) == ["slow", "fast"]
+    assert compare.chosen_kernels(manifest, tmp_path, problems) == (["slow", "fast"], ["", ""])
 
 
 def test_a_fused_layer_is_timed_against_the_fastest_of_the_librarys_paths(monkeypatch):

@@ -244,15 +244,17 @@ def measure_ceilings(torch) -> tuple[float, float]:
     return 2 * (2 << 30) / (copy_ms * 1e-3), 2 * 8192 ** 3 / (mm_ms * 1e-3)
 
 
-def retime_chosen(manifest: dict, profiler, problems, chosen: list, log) -> dict:
+def retime_chosen(manifest: dict, profiler, problems, chosen: list, log, settings=None) -> dict:
     """Time each workload's chosen kernel again, in this run, each batch of launches replayed
-    from a CUDA graph (the profiler's --graph); workload -> ms."""
+    from a CUDA graph (the profiler's --graph), with the launch setting its row records
+    (``settings``, one a workload; "" for none); workload -> ms."""
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(manifest, profiler, Path(tmp), timeout=120.0, extra_args=["--graph"], log=log)
         runner.device = device_of(profiler, query_gpu()[1])
         states = runner.plan(problems)
-        for state, kernel in zip(states, chosen):
+        for state, kernel, setting in zip(states, chosen, settings or [""] * len(chosen)):
             state.pending = [kernel]
+            state.settings = {kernel: setting} if setting else {}
         runner.run(states)
         timed = {}
         for state in states:
@@ -364,12 +366,14 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def chosen_kernels(manifest: dict, out_dir, problems) -> list[str]:
-    """The kernel the header of this build would choose for each workload: among the manifest's
-    kernels that serve it, the fastest whose errors are within that kernel's own tolerance (reduce.choose)."""
+def chosen_kernels(manifest: dict, out_dir, problems) -> tuple[list[str], list[str]]:
+    """(kernels, settings): the kernel the header of this build would choose for each workload,
+    among the manifest's kernels that serve it the fastest whose errors are within that kernel's
+    own tolerance (reduce.choose), and the launch setting its row records ("" for none)."""
     kernels = manifest["kernels"]
     hashes = {name: info["hash"] for name, info in kernels.items()}
-    return list(choose(load_set(out_dir, problems), problems, hashes, kernels)["kernel"])
+    best = choose(load_set(out_dir, problems), problems, hashes, kernels)
+    return list(best["kernel"]), list(best["setting"])
 
 
 def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=print, resolved_file=None) -> Path:
@@ -378,9 +382,9 @@ def compare(manifest_path, profiler, workloads, sets_dir, results_root, log=prin
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     check_served(problems, manifest["kernels"].values(), workload_file)
     out_dir = gpu_dir(results_root, set_name, query_gpu()[0])
-    chosen = chosen_kernels(manifest, out_dir, problems)
+    chosen, settings = chosen_kernels(manifest, out_dir, problems)
     log(f"timing the {len(problems)} chosen kernels again")
-    kernel_ms = retime_chosen(manifest, profiler, problems, chosen, log)
+    kernel_ms = retime_chosen(manifest, profiler, problems, chosen, log, settings)
     device = device_of(profiler, query_gpu()[1])
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     log("measuring the copy bandwidth and the fp16 tensor rate")

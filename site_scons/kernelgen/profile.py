@@ -77,6 +77,9 @@ class WorkloadState:
     kept: list  # rows of this stack and of unchanged code, carried over from an earlier run
     pending: list  # kernel names still to measure
     new: list = field(default_factory=list)  # measured, not yet written
+    # kernel name -> the launch setting to measure it with (results.SETTING); a kernel of launch
+    # settings that has none is measured with each, the fastest recorded
+    settings: dict = field(default_factory=dict)
 
 
 def query_gpu() -> tuple[str, str]:
@@ -311,7 +314,9 @@ class Runner:
             if not s.pending:
                 continue
             lines.append(op_of(s.problem).job_line(s.problem))
-            lines.extend(f"kernel {name} {self.kernels[name]['tolerance']}" for name in s.pending)
+            lines.extend(f"kernel {name} {self.kernels[name]['tolerance']}"
+                         + (f" {s.settings[name].replace(' ', ',')}" if s.settings.get(name) else "")
+                         for name in s.pending)
         path.write_text("\n".join(lines) + "\n")
 
     def row(self, problem, kernel: str, status: str, **values) -> dict:
