@@ -16,9 +16,11 @@ from conftest import ROOT, assert_family_refused, assert_kernels_compile, profil
 from kernelgen import candidates, render, results
 from kernelgen.cost_model import load_model, serves
 from kernelgen.errors import ResultsError
+from kernelgen.ops import op_of
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.ops.gemm import GemmProblem
 from kernelgen.specs import load_catalog, load_family
+from kernelgen.workloads import parse_workloads
 from test_hostile_build import make_fake_build, run
 
 FAMILIES = ROOT / "kernel_specs" / "families"
@@ -158,6 +160,51 @@ def test_the_kernels_compile_as_the_profiler_builds_them(tmp_path):
     stream_k = next(k for k in kernels if k.scheduler == "stream_k" and k.kernel_op == "gemm")
     conv = next(k for k in kernels if k.scheduler == "default" and k.kernel_op == "conv2d_fprop")
     assert_kernels_compile(tmp_path, [stream_k, fused(conv, "bias+add+relu")])
+
+
+NO_KERNELS = """#include "operation.h"
+namespace kernelgen {
+const std::vector<Registration>& registry() { static std::vector<Registration> none; return none; }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def bare_profiler(tmp_path_factory):
+    """The profiler's driver (profiler/main.cu, reference.cu) linked with no kernel: it reads its job
+    file, and refuses one naming the line, before it asks for a GPU."""
+    import subprocess
+
+    from header_builds import MEASURED_FLAGS
+    from kernelgen.variables import default_cutlass_root
+
+    folder = tmp_path_factory.mktemp("bare-profiler")
+    (folder / "none.cu").write_text(NO_KERNELS)
+    cutlass = default_cutlass_root()
+    out = subprocess.run(["nvcc", *MEASURED_FLAGS, f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
+                          "-isystem", f"{cutlass}/tools/util/include", str(ROOT / "profiler" / "main.cu"),
+                          str(ROOT / "profiler" / "reference.cu"), str(folder / "none.cu"), "-o", str(folder / "profiler"),
+                          "-ldl"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return folder / "profiler"
+
+
+@requires_nvcc
+@pytest.mark.parametrize("line, refused", [
+    ("kernel k 0.001", False),
+    ("kernel k 0.001 raster=n,swizzle=2", False),
+    ("kernel k 0.001 raster=n,swizzle=2 again", True),
+    ("kernel k raster=n,swizzle=2", True),
+])
+def test_a_job_line_takes_one_setting_at_most(bare_profiler, tmp_path, line, refused):
+    import subprocess
+
+    workload = parse_workloads("conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=1 s=1 pad=0 stride=1\n")[0]
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text(f"{op_of(workload).job_line(workload)}\n{line}\n")
+    out = subprocess.run([str(bare_profiler), "--jobs", str(jobs)], capture_output=True, text=True, timeout=60)
+    said = f"fatal\t{jobs}:2: expected: kernel NAME TOLERANCE [SETTING]\n"
+    assert (out.stdout == said and out.returncode == 2) if refused else said not in out.stdout, out.stdout + out.stderr
 
 
 # GEMMs of few output tiles and of several waves, a 3x3 convolution, a strided one and a partial tile
