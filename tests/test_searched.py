@@ -232,3 +232,17 @@ def test_each_kernel_verifies_with_its_fastest_setting_recorded(tmp_path):
                 assert re.fullmatch(form, row.setting), (problem.name, row.kernel, row.setting)
             else:
                 assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
+
+
+def test_the_report_names_a_choices_setting():
+    import pandas as pd
+
+    from kernelgen.report import choices_table
+
+    problems = parse_workloads(SEARCHED_SET)
+    best = pd.DataFrame({"kernel": ["k_searched", "k", "k_searched"], "runtime_ms": [0.5, 0.25, 0.125],
+                         "setting": ["raster=n swizzle=2", "", "decomposition=split_k splits=3"]})
+    frame = pd.DataFrame({"workload": [p.name for p in problems], "status": ["ok"] * 3})
+    lines = choices_table(frame, problems, best).splitlines()[2:5]
+    assert [re.search(r"\| `(\w+)`( \(([^)]*)\))? \|", line).group(1, 3) for line in lines] == [
+        ("k_searched", "raster=n swizzle=2"), ("k", None), ("k_searched", "decomposition=split_k splits=3")]

@@ -41,7 +41,8 @@ def choices_table(frame, problems, best) -> str:
     ok = Counter(w for w, status in zip(workloads, frame["status"].tolist()) if status == "ok")
     for i, (problem, row) in enumerate(zip(problems, best.itertuples(index=False))):
         tflops = problem.flops / (row.runtime_ms * 1e9)
-        lines.append(f"| {i} | {layer(problem)} | `{row.kernel}` | {row.runtime_ms:.4f} | {tflops:.0f} | "
+        setting = f" ({row.setting})" if row.setting else ""  # a kernel's launch setting, where it has one
+        lines.append(f"| {i} | {layer(problem)} | `{row.kernel}`{setting} | {row.runtime_ms:.4f} | {tflops:.0f} | "
                      f"{ok[problem.name]} / {rows[problem.name]} |")
     total = best["runtime_ms"].sum()
     lines.append(f"| sum | | | {total:.3f} | | |")
