@@ -144,6 +144,9 @@ def test_the_header_launches_each_kernel_with_the_setting_its_row_records(tmp_pa
     settings = re.search(r"constexpr const char\* kSetting\[\] = \{([^}]*)\};", launcher).group(1)
     order = re.findall(r"&kernelgen::make_(\w+),", launcher)
     assert settings.split(", ") == ['"raster=n swizzle=2"'] * len(order) and set(order) == {k for k, _ in chosen}
+    cutlass = (tmp_path / "build" / "sets" / "sk" / "best_kernels_cutlass.h").read_text()
+    assert cutlass.count('static constexpr const char* setting = "raster=n swizzle=2";') == 3, \
+        "a build instantiating the kernels itself sees the settings too"
     # the row's setting edited to one the kernel does not record: refused, naming the file and the layer
     csv = next((project / "profile_results" / "sk" / "nvidia_h200").glob("gemm_f16_m512*.csv"))
     csv.write_text(csv.read_text().replace(",raster=n swizzle=2\n", ",\n"))

@@ -150,6 +150,7 @@ template <>
 struct Conv2dFprop<${", ".join(map(str, e['problem'].args()))}, ${e['problem'].groups}> {
   using Kernel = ${e['kernel']};
   static constexpr const char* name = "${e['kernel']}";
+  static constexpr const char* setting = "${e['setting']}";  // its tile scheduler's arguments as measured ("" for CUTLASS's defaults)
   static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};
 };
 % endif
@@ -165,6 +166,7 @@ template <>
 struct Gemm<${e['problem'].m}, ${e['problem'].n}, ${e['problem'].k}> {
   using Kernel = ${e['kernel']};
   static constexpr const char* name = "${e['kernel']}";
+  static constexpr const char* setting = "${e['setting']}";  // its tile scheduler's arguments as measured ("" for CUTLASS's defaults)
   static constexpr double runtime_ms = ${"%.6g" % e['runtime_ms']};
 };
 % endif
