@@ -111,12 +111,13 @@ class Toolchain:
     def argvs(self) -> list:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
-    def behave(self, behaviour: dict) -> None:
-        """The profilers the fake nvcc links from now on run with FAKE_BEHAVIOUR ``behaviour``
-        (tests/fakes/profiler; scons runs commands in an environment of its own)."""
+    def behave(self, behaviour: dict, settings: dict | None = None) -> None:
+        """The profilers the fake nvcc links from now on run with FAKE_BEHAVIOUR ``behaviour`` and
+        FAKE_SETTINGS ``settings`` (tests/fakes/profiler; scons runs commands in an environment of its own)."""
         wrapper = self.log.parent / "profiler-wrapper"
+        extra = "" if settings is None else f"os.environ['FAKE_SETTINGS'] = {json.dumps(settings)!r}\n"
         wrapper.write_text(wrapper.read_text().replace(
-            "os.execv(", f"os.environ['FAKE_BEHAVIOUR'] = {json.dumps(behaviour)!r}\nos.execv("))
+            "os.execv(", f"os.environ['FAKE_BEHAVIOUR'] = {json.dumps(behaviour)!r}\n{extra}os.execv("))
 
 
 def scons_args(*args):

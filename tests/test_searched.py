@@ -129,26 +129,33 @@ SEARCHED_SET = ("gemm m=6304 n=768 k=3072\n"
 
 
 def test_the_header_launches_each_kernel_with_the_setting_its_row_records(tmp_path):
-    """A fake profile (searched kernels fastest, each recording "raster=n swizzle=2") and the
-    header: each choice names its setting, and the launcher's kSetting the same, per launcher."""
+    """A fake profile (searched kernels fastest, each recording "raster=n swizzle=2" but on the
+    second layer "raster=m swizzle=4") and the header: each choice names its setting, the
+    launcher's kSetting the same, a launcher for each (kernel, setting) chosen; the library links
+    each kernel once."""
     project, tools = make_fake_build(tmp_path)
-    tools.behave({"*_searched": 0.5})
+    second = parse_workloads(SEARCHED_SET)[1].name
+    tools.behave({"*_searched": 0.5}, {second: "raster=m swizzle=4"})
     (project / "kernel_specs" / "workloads" / "sk.txt").write_text(SEARCHED_SET)
     common = ["WORKLOADS=sk", "SPECS=kernel_specs/families", f"NVCC={tools.nvcc}", f"BUILD={tmp_path / 'build'}"]
     run(project, "profile", *common)
     run(project, "best_kernels.h", *common)
     header = (tmp_path / "build" / "sets" / "sk" / "best_kernels.h").read_text()
     chosen = re.findall(r'"(\w+_searched)",\s+"([^"]*)", 0\.5,', header)
-    assert len(chosen) == 3 and {s for _, s in chosen} == {"raster=n swizzle=2"}, header
+    # (the convolution's table first, then the GEMMs')
+    assert [s for _, s in chosen] == ["raster=n swizzle=2", "raster=n swizzle=2", "raster=m swizzle=4"], header
     launcher = (tmp_path / "build" / "sets" / "sk" / "best_kernels_launcher.cu").read_text()
     settings = re.search(r"constexpr const char\* kSetting\[\] = \{([^}]*)\};", launcher).group(1)
     order = re.findall(r"&kernelgen::make_(\w+),", launcher)
-    assert settings.split(", ") == ['"raster=n swizzle=2"'] * len(order) and set(order) == {k for k, _ in chosen}
+    assert sorted(zip(order, settings.split(", "))) == sorted({(k, f'"{s}"') for k, s in chosen})
+    assert len(set(order)) < len(order), "one kernel chosen with two settings: two launchers"
     cutlass = (tmp_path / "build" / "sets" / "sk" / "best_kernels_cutlass.h").read_text()
-    assert cutlass.count('static constexpr const char* setting = "raster=n swizzle=2";') == 3, \
+    assert cutlass.count('static constexpr const char* setting = "raster=') == 3, \
         "a build instantiating the kernels itself sees the settings too"
+    out = run(project, "library", *common)
+    assert "choices changed" not in out.stderr and (tmp_path / "build" / "sets" / "sk" / "libbest_kernels.a").is_file()
     # the row's setting edited to one the kernel does not record: refused, naming the file and the layer
-    csv = next((project / "profile_results" / "sk" / "nvidia_h200").glob("gemm_f16_m512*.csv"))
+    csv = next((project / "profile_results" / "sk" / "nvidia_h200").glob("gemm_f16_m6304*.csv"))
     csv.write_text(csv.read_text().replace(",raster=n swizzle=2\n", ",\n"))
     out = run(project, "best_kernels.h", *common, check=False)
     assert out.returncode != 0 and "searches its launch settings, but its row records none: run scons profile" in out.stderr

@@ -58,7 +58,7 @@ def _best_kernels_header(target, source, env):
           f"{os.path.basename(config['results'])} ({config['results']})")
     width = max(len(p.name) for p in problems)
     for problem, row in zip(problems, best.itertuples(index=False)):
-        print(f"  {problem.name:<{width}}  {row.runtime_ms:8.4f} ms  {row.kernel}")
+        print(f"  {problem.name:<{width}}  {row.runtime_ms:8.4f} ms  {row.kernel}" + (f" ({row.setting})" if row.setting else ""))
     unmeasured, stale = int(best["unmeasured"].sum()), int(best["stale"].sum())
     if unmeasured or stale:
         print(f"  chosen among the measured rows: {unmeasured} (workload, kernel) pair(s) of this build not "
@@ -73,7 +73,8 @@ def _check_library(target, source, env):
     import re
 
     text = Path(env["LIBRARY_LAUNCHER"]).read_text(encoding="utf-8")
-    named = re.findall(r"&kernelgen::make_(\w+),", text)
+    # (a kernel chosen with two launch settings is two launchers of one factory)
+    named = list(dict.fromkeys(re.findall(r"&kernelgen::make_(\w+),", text)))
     if named != list(env["LIBRARY_KERNELS"]):
         print("scons: the set's choices changed while this run profiled: run the same scons command again "
               f"to link the new ones into {target[0]}", file=sys.stderr)
