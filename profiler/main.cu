@@ -517,13 +517,19 @@ class Profiler {
     if (fused != nullptr) fused->set_epilogue(operands.epilogue);
     if (auto* at_launch = dynamic_cast<ActivationAtLaunch*>(op.get())) at_launch->set_activation(activation_of(job.steps));
     if (auto* settings = dynamic_cast<SettingsAtLaunch*>(op.get())) return search(job, kernel, operands, *op, *settings);
+    if (!kernel.setting.empty()) {
+      r.status = "failed";
+      r.message = "launch setting '" + kernel.setting + "' for a kernel of none";
+      return r;
+    }
     return measure_operation(job, kernel, operands, *op);
   }
 
   // Each of the kernel's launch settings (launch_settings.h) measured as measure_operation
   // measures a kernel: the fastest that ran correctly is the result, its setting recorded. A
   // setting whose output is wrong makes the kernel's result incorrect, naming the setting; one the
-  // kernel cannot run, or that fails, is passed over (the first such is the result where none ran).
+  // kernel cannot run, or that fails, is passed over (the first such is the result where none ran;
+  // a failure names its setting, a refusal is the layer's, whatever the setting).
   // The job's setting, where it names one, is the only one measured.
   Result search(const WorkloadJob& job, const KernelJob& kernel, Operands& operands, Operation& op,
                 SettingsAtLaunch& settings) {
@@ -550,7 +556,7 @@ class Profiler {
         if (best.status.empty() || r.median_ms < best.median_ms) best = r;
         continue;
       }
-      r.message = "setting " + all[i] + ": " + r.message;
+      if (r.status != "unsupported") r.message = "setting " + all[i] + ": " + r.message;
       if (r.status == "incorrect") return r;
       if (first_miss.status.empty()) first_miss = r;
     }
