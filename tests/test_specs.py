@@ -45,14 +45,15 @@ def test_catalog_holds_each_family():
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
     own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip", "grouped_strip",
                                           "conv2d_fprop_packed", "depthwise_strip_half")]  # profiler/dependent_kernel.h
-    assert len(pdl) == 124 and len(own) == 110 and all(
+    searched = [k for k in kernels if getattr(k, "searched", False)]
+    assert len(pdl) == 124 + 6 and len(own) == 110 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
     listed = [k for k in pdl if getattr(k, "loads", "indexed") == "listed"]  # beside the same kernel of indexed copies
     assert len(listed) == 10 and all(dataclasses.replace(k, loads="indexed") == by_name[k.name[:-len("_listed")]]
                                     for k in listed)
-    for k in (k for k in pdl if k not in listed):  # each beside the same kernel launched plainly
+    for k in (k for k in pdl if k not in listed and k not in searched):  # each beside the same kernel launched plainly
         twin = by_name[k.name.replace("_pdl", "").replace("kernelgen_sm90_tensorop_gconv_", "kernelgen_sm80_tensorop_gconv_")
                        .replace("kernelgen_sm90_simt_dwconv_strip_", "kernelgen_sm80_simt_dwconv_strip_")
                        .replace("kernelgen_sm90_simt_gconv_strip_", "kernelgen_sm80_simt_gconv_strip_")
@@ -177,16 +178,16 @@ def test_catalog_holds_each_family():
                                            and k.name.endswith("_epi_nosmem_padc") for k in padded_nosmem)
     assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem + padded_nosmem)
     assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
-    assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16)
+    assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16 + searched)
     gemm_2x = [k for k in kernels if "_gemm_transposed" in k.family]
     assert len(gemm_2x) == 15 and all("gemm_transposed" in k.name and k.adapter_header == "gemm_adapter_2x.h"
                                       for k in gemm_2x)
-    searched = [k for k in kernels if getattr(k, "searched", False)]
     assert len(searched) == 5 + 4 and {k.family for k in searched} == {"gemm_searched", "conv2d_fprop_sm90_persistent_searched"}
     assert all(k.name.endswith("_searched") and k.adapter_header == "searched_adapter_3x.h"
                and k.adapter.startswith("kernelgen::Searched") and k.splits is None and k.fusible and not k.optional_relu
                for k in searched)
-    assert sum(k.scheduler == "stream_k" for k in searched) == 3
+    assert sum(k.scheduler == "stream_k" for k in searched) == 3 and all(k.source == "void" for k in searched)
+    assert {(k.scheduler, k.launch) for k in searched} == {("stream_k", "stream"), ("default", "pdl")}
     for k in searched:  # the kernel of its fixed twin, its adapter the twin's searching its settings
         twin = dataclasses.replace(k, searched=False)
         assert k.name == twin.name + "_searched" and k.adapter == twin.adapter.replace("kernelgen::", "kernelgen::Searched")
