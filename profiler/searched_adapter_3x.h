@@ -1,7 +1,7 @@
 // CUTLASS 3.x GemmUniversal kernels (the GEMMs and the persistent convolutions) whose tile
 // scheduler's runtime parameters are searched at profile time (launch_settings.h): the plain and
-// fused kernels' arguments (gemm_adapter_3x.h, conv2d_adapter_3x.h, stream_k_adapter.h,
-// fused_adapter_3x.h) with the setting set_setting() chose.
+// fused kernels' arguments (gemm_adapter_3x.h, conv2d_adapter_3x.h, fused_adapter_3x.h) with the
+// setting set_setting() chose (a stream-K kernel's device operator is stream_k_adapter.h's SplitK).
 //
 // Settings, one kernel compiled for all of them:
 // - CUTLASS's persistent tile scheduler: the order its CTAs walk the output tiles in (along M or
@@ -27,9 +27,18 @@
 
 namespace kernelgen {
 
+// Whether a tile scheduler's arguments are the stream-K scheduler's: they carry a decomposition.
+template <typename SchedulerArguments, typename = void>
+struct IsStreamK : std::false_type {};
+
+template <typename SchedulerArguments>
+struct IsStreamK<SchedulerArguments, std::void_t<decltype(std::declval<SchedulerArguments>().decomposition_mode)>>
+    : std::true_type {};
+
 // The settings of a tile scheduler's arguments (`SchedulerArguments`, DeviceOp::Arguments's
-// `scheduler`): their text and how each sets the arguments.
-template <typename SchedulerArguments, bool StreamK>
+// `scheduler`): their text and how each sets the arguments (a stream-K setting sets the whole
+// decomposition, its splits too).
+template <typename SchedulerArguments, bool StreamK = IsStreamK<SchedulerArguments>::value>
 struct SchedulerSettings;
 
 template <typename SchedulerArguments>
@@ -68,13 +77,15 @@ struct SchedulerSettings<SchedulerArguments, true> {
 };
 
 // DeviceOp run with ArgumentsFor's arguments (with the epilogue's operands where Fused:
-// FusedArguments) and the chosen setting; StreamK: of the stream-K scheduler (ArgumentsFor a
-// StreamKArguments), its counters zeroed before each launch.
-template <typename DeviceOp, typename ArgumentsFor, bool Fused, bool StreamK>
+// FusedArguments) and the chosen setting; a kernel of the stream-K scheduler (IsStreamK) has its
+// counters zeroed before each launch.
+template <typename DeviceOp, typename ArgumentsFor, bool Fused>
 class SearchedOperation final : public std::conditional_t<Fused, FusedOperation, Operation>, public SettingsAtLaunch {
  public:
   using Arguments = typename DeviceOp::Arguments;
-  using Settings = SchedulerSettings<decltype(std::declval<Arguments>().scheduler), StreamK>;
+  using SchedulerArguments = decltype(std::declval<Arguments>().scheduler);
+  using Settings = SchedulerSettings<SchedulerArguments>;
+  static constexpr bool StreamK = IsStreamK<SchedulerArguments>::value;
   using Epilogue = FusedArguments<DeviceOp, ArgumentsFor>;
 
   std::vector<std::string> settings() const override { return Settings::all(); }
@@ -153,34 +164,27 @@ class SearchedOperation final : public std::conditional_t<Fused, FusedOperation,
   std::vector<Launch> launches_;
 };
 
+// The adapters of the searched kernels, by their fixed twins' (kernelgen::X -> kernelgen::SearchedX):
+// a stream-K kernel's is its persistent twin's, the setting giving the whole decomposition.
 template <typename DeviceOp>
-using SearchedGemmOperation3x = SearchedOperation<DeviceOp, GemmArguments3x<DeviceOp>, false, false>;
+using SearchedGemmOperation3x = SearchedOperation<DeviceOp, GemmArguments3x<DeviceOp>, false>;
 
 template <typename DeviceOp>
-using SearchedGemmStreamKOperation3x =
-    SearchedOperation<DeviceOp, StreamKArguments<DeviceOp, GemmArguments3x<DeviceOp>>, false, true>;
+using SearchedFusedGemmOperation3x = SearchedOperation<DeviceOp, GemmArguments3x<DeviceOp>, true>;
 
 template <typename DeviceOp>
-using SearchedFusedGemmOperation3x = SearchedOperation<DeviceOp, GemmArguments3x<DeviceOp>, true, false>;
+using SearchedConv2dPersistentOperation3x = SearchedOperation<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>, false>;
 
 template <typename DeviceOp>
-using SearchedFusedGemmStreamKOperation3x =
-    SearchedOperation<DeviceOp, StreamKArguments<DeviceOp, GemmArguments3x<DeviceOp>>, true, true>;
+using SearchedFusedConv2dPersistentOperation3x = SearchedOperation<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>, true>;
 
 template <typename DeviceOp>
-using SearchedConv2dPersistentOperation3x =
-    SearchedOperation<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>, false, false>;
-
+using SearchedGemmStreamKOperation3x = SearchedGemmOperation3x<DeviceOp>;
 template <typename DeviceOp>
-using SearchedConv2dPersistentStreamKOperation3x =
-    SearchedOperation<DeviceOp, StreamKArguments<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>>, false, true>;
-
+using SearchedFusedGemmStreamKOperation3x = SearchedFusedGemmOperation3x<DeviceOp>;
 template <typename DeviceOp>
-using SearchedFusedConv2dPersistentOperation3x =
-    SearchedOperation<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>, true, false>;
-
+using SearchedConv2dPersistentStreamKOperation3x = SearchedConv2dPersistentOperation3x<DeviceOp>;
 template <typename DeviceOp>
-using SearchedFusedConv2dPersistentStreamKOperation3x =
-    SearchedOperation<DeviceOp, StreamKArguments<DeviceOp, Conv2dFpropPersistentArguments3x<DeviceOp>>, true, true>;
+using SearchedFusedConv2dPersistentStreamKOperation3x = SearchedFusedConv2dPersistentOperation3x<DeviceOp>;
 
 }  // namespace kernelgen
