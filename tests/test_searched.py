@@ -185,16 +185,13 @@ def bare_profiler(tmp_path_factory):
     file, and refuses one naming the line, before it asks for a GPU."""
     import subprocess
 
-    from header_builds import MEASURED_FLAGS
-    from kernelgen.variables import default_cutlass_root
+    from header_builds import MEASURED_FLAGS, nvcc_command
 
     folder = tmp_path_factory.mktemp("bare-profiler")
     (folder / "none.cu").write_text(NO_KERNELS)
-    cutlass = default_cutlass_root()
-    out = subprocess.run(["nvcc", *MEASURED_FLAGS, f"-I{ROOT / 'profiler'}", "-isystem", f"{cutlass}/include",
-                          "-isystem", f"{cutlass}/tools/util/include", str(ROOT / "profiler" / "main.cu"),
-                          str(ROOT / "profiler" / "reference.cu"), str(folder / "none.cu"), "-o", str(folder / "profiler"),
-                          "-ldl"], capture_output=True, text=True, timeout=600)
+    command = nvcc_command(folder, "none.cu", [*MEASURED_FLAGS, f"-I{ROOT / 'profiler'}"], output="profiler",
+                           more_sources=[ROOT / "profiler" / "main.cu", ROOT / "profiler" / "reference.cu"])
+    out = subprocess.run([*command, "-ldl"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return folder / "profiler"
 
