@@ -15,6 +15,14 @@ from kernelgen.vocab import VERIFY_TOLERANCE, verify_tolerance
 from test_depthwise import LAYERS
 
 SPEC = ROOT / "kernel_specs" / "families" / "depthwise_half.toml"
+# 9x9 and 11x11 (MixNet's), stride 1 and 2, images smaller than a tile and than the filter
+LARGE = [
+    "n=2 h=15 w=13 c=120 k=120 r=9 s=9 pad=4 stride=1 groups=120",
+    "n=3 h=14 w=14 c=144 k=144 r=9 s=9 pad=4 stride=2 groups=144",
+    "n=2 h=21 w=19 c=48 k=48 r=9 s=9 pad=4 stride=2 groups=48",
+    "n=2 h=14 w=14 c=144 k=144 r=11 s=11 pad=5 stride=2 groups=144",
+    "n=1 h=9 w=17 c=40 k=40 r=11 s=11 pad=5 stride=1 groups=40",
+]
 FIRST = "{ filter = 7, stride = 1, rows = 8, thread_rows = 4, columns = 4, channel_vectors = 4, threads = 128 }"
 ROWS = FIRST.replace(" }", ', sums = "rows" }')
 FAMILY = f"""\
@@ -85,6 +93,26 @@ def test_a_kernel_serves_the_depthwise_layers_of_its_filter_and_stride():
     assert serves(kernel, layer(k=288)) == "a depthwise kernel: needs groups = C = K"
 
 
+@pytest.mark.parametrize("line", LARGE[:2] + LARGE[3:] + [
+    "n=32 h=14 w=14 c=90 k=90 r=9 s=9 pad=4 stride=1 groups=90",
+    "n=32 h=14 w=14 c=180 k=180 r=9 s=9 pad=4 stride=2 groups=180",
+])
+def test_the_model_ranks_a_kernel_built_for_a_large_filter_above_those_of_any_filter(line):
+    """A 9x9 or 11x11 depthwise layer (MixNet's) was served by the kernels of any filter alone
+    (direct_conv_any.h, each tap read again for each output column: 4 to 30 times the floor); the
+    kernels built for its filter (this family's, depthwise_pairs_half's where C is no multiple of 8)
+    serve it, and the committed model ranks one of them first, so that a build proposes them."""
+    from kernelgen.cost_model import load_model
+    from kernelgen.specs import load_catalog
+    from kernelgen.workloads import parse_workloads
+
+    problem = parse_workloads(f"conv2d_fprop {line}")[0]
+    ranked = load_model("nvidia_h200").rank(load_catalog(SPEC.parent), problem)
+    built = [k for _, k in ranked if getattr(k, "filter", None) == problem.r]
+    assert built and ranked[0][1] is built[0], [k.name for _, k in ranked[:3]]
+    assert any(getattr(k, "filter", None) == "any" for _, k in ranked), "the kernels of any filter serve it too"
+
+
 def test_accumulate_f32_keeps_the_fp16_sums_out_of_the_build_and_the_header(tmp_path):
     """`scons candidates` of a 7x7 depthwise layer proposes kernels of this family (measured on such
     layers, the model ranks them among its first); with ACCUMULATE=f32 none, and the fp32 depthwise kernels still."""
@@ -129,8 +157,8 @@ def test_a_dependent_launch_renders_its_kernel_type_with_pdl_and_the_cost_model_
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
-    """Within 5e-3 (fp16 sums of 49 products of operands in [-1, 1): about 1e-3 relative L2 error),
-    where the profiler's own check allows fp16 accumulation's 2e-2."""
+    """Within 5e-3 (fp16 sums of 49 to 121 products of operands in [-1, 1): about 1e-3 relative L2
+    error), where the profiler's own check allows fp16 accumulation's 2e-2."""
     kernels = {k.name: k for k in load_family(SPEC)}
-    for problem, frame in profile_layers(tmp_path, LAYERS, "kernelgen_sm90_simt_dwconv_half2_*"):
+    for problem, frame in profile_layers(tmp_path, LAYERS + LARGE, "kernelgen_sm90_simt_dwconv_half2_*"):
         assert_served_rows_verify(problem, frame, kernels, limit=5e-3)
