@@ -57,6 +57,7 @@ from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
 from .families.gemm_sm90 import GemmSm90
 from .families.depthwise import Depthwise
 from .families.depthwise_half import DepthwiseHalf
+from .families.depthwise_multiplier import DepthwiseMultiplier
 from .families.depthwise_mma import DepthwiseMma
 from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.depthwise_flat import DepthwiseFlat
@@ -99,8 +100,8 @@ def serves(kernel, problem) -> str | None:
     conv = problem.as_conv()
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
-    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, Conv2dFpropPacked, Conv2dFpropRowsPacked,
-                           Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch, Conv2dFpropGemm2x)):
+    if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, DepthwiseMultiplier, Conv2dFpropPacked,
+                           Conv2dFpropRowsPacked, Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch, Conv2dFpropGemm2x)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
@@ -381,9 +382,9 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     ``groups`` channels, its window and taps loaded for each. A tile's work counts in full where it
     overhangs the layer."""
     size, chain = 2, 0  # chain: the units a grouped_mma warp walks in turn (the other kernels: none)
-    if isinstance(kernel, Depthwise):
+    if isinstance(kernel, Depthwise):  # tiles of tc output channels (K = C but of a channel multiplier)
         tp, tq, tc = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors
-        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.c / tc)
+        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.k / tc)
         per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
         flops, loads = tp * tq * tc * kernel.filter ** 2 * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
     elif isinstance(kernel, DepthwiseMma):

@@ -1,0 +1,4 @@
+## The C++ type of one depthwise kernel of a channel multiplier (profiler/depthwise_multiplier.h): groups = C, K = multiplier * C, R = S = filter.
+## Inputs: name (the procedural name), v (filter, stride, rows, thread_rows, columns, channel_vectors, stages, threads, multiplier, launch).
+// Depthwise ${v["filter"]}x${v["filter"]} stride ${v["stride"]} of channel multiplier ${v["multiplier"]} in fp16 pairs, tiles of ${v["rows"]} output rows, ${v["thread_rows"]}x${v["columns"]} outputs a thread, ${8 * v["channel_vectors"]} output channels a CTA, ${v["stages"]} stages, CTAs of ${v["threads"]} threads${", a programmatic dependent launch" if v["launch"] == "pdl" else ""}: ${name}
+using ${name} = kernelgen::DepthwiseMultiplier<${v["filter"]}, ${v["filter"]}, ${v["stride"]}, ${v["rows"]}, ${v["thread_rows"]}, ${v["columns"]}, ${v["channel_vectors"]}, ${v["stages"]}, ${v["threads"]}, ${v["multiplier"]}, ${"true" if v["launch"] == "pdl" else "false"}>;
