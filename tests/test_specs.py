@@ -44,9 +44,10 @@ def test_catalog_holds_each_family():
     assert not any("epilogue_sm90.h" in k.includes for k in kernels if k not in stores)
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
     own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip", "grouped_strip",
-                                          "conv2d_fprop_packed", "depthwise_strip_half", "depthwise_multiplier")]  # profiler/dependent_kernel.h
+                                          "conv2d_fprop_packed", "depthwise_strip_half", "depthwise_multiplier",
+                                          "depthwise_band")]  # profiler/dependent_kernel.h
     searched = [k for k in kernels if getattr(k, "searched", False)]
-    assert len(pdl) == 126 + 6 and len(own) == 112 and all(
+    assert len(pdl) == 130 + 6 and len(own) == 116 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
@@ -122,15 +123,17 @@ def test_catalog_holds_each_family():
     dw_multiplier = [k for k in kernels if k.family == "depthwise_multiplier"]
     assert len(dw_multiplier) == 8 and {(k.op, k.arch, k.accumulator, k.multiplier) for k in dw_multiplier} == {
         ("conv2d_fprop_grouped", 90, "f16", 2)} and all("_dwconv_m2_half2_" in k.name for k in dw_multiplier)
+    dw_band = [k for k in kernels if k.family == "depthwise_band"]
+    assert len(dw_band) == 12 and {k.filter for k in dw_band} == {(1, 5), (5, 1), (1, 11), (11, 1)}
     dw_half = [k for k in kernels if k.family == "depthwise_half"]
     assert len(dw_half) == 38 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
         ("conv2d_fprop_grouped", 90, "f16", "tma")}
     dw_strip_half = [k for k in kernels if k.family == "depthwise_strip_half"]
     assert len(dw_strip_half) == 20 and {k.filter for k in dw_strip_half} == {3, 5, 7}
     assert all(k.adapter_header == "strip_conv.h" and "_dwconv_strip_half2_" in k.name for k in dw_strip_half)
-    assert all(k.accumulator == "f32" for k in kernels if k not in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier), \
+    assert all(k.accumulator == "f32" for k in kernels if k not in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier + dw_band), \
         "fp16 sums: the half2 kernels alone"
-    assert {k.accumulator for k in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier} == {"f16"}
+    assert {k.accumulator for k in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier + dw_band} == {"f16"}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
     assert len(tensor_grouped) == 254 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
@@ -197,7 +200,7 @@ def test_catalog_holds_each_family():
         assert k.values() == twin.values() and k.includes == twin.includes
     assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(direct) + len(grouped)
+                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x) + len(searched))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -240,8 +243,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 929
-    assert len(select(kernels, "*", parse_arch("90"))) == 734, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 941
+    assert len(select(kernels, "*", parse_arch("90"))) == 746, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 554
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
@@ -560,7 +563,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 31
+    assert len(families.FAMILIES) == 32
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -106,8 +106,9 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
             return "a depthwise kernel: needs groups = C = K"
-        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (kernel.filter, kernel.filter, kernel.stride, kernel.stride):
-            return f"built for {kernel.filter}x{kernel.filter} filters, stride {kernel.stride}"
+        r, s = kernel.filter_shape
+        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (r, s, kernel.stride, kernel.stride):
+            return f"built for {r}x{s} filters, stride {kernel.stride}"
         if conv.dilation_h != 1 or conv.dilation_w != 1:
             return "built for dilation 1"
         return kernel.refuses_channels(conv.c)
@@ -386,7 +387,8 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         tp, tq, tc = kernel.rows, kernel.tile_columns(), 8 * kernel.channel_vectors
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq) * math.ceil(conv.k / tc)
         per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
-        flops, loads = tp * tq * tc * kernel.filter ** 2 * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
+        taps = kernel.filter_shape[0] * kernel.filter_shape[1]
+        flops, loads = tp * tq * tc * taps * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
     elif isinstance(kernel, DepthwiseMma):
         # its multiply-adds on tensor cores: 16 input columns for 8 outputs a filter row
         tp, tq, tc = kernel.rows, kernel.columns, 8 * kernel.channel_vectors

@@ -79,6 +79,11 @@ class Depthwise(GroupedKernel):
                 f"_s{self.stages}" + ("_tma" if self.loader == "tma" else "")
                 + ("" if self.threads == 256 else f"_cta{self.threads}"))
 
+    @property
+    def filter_shape(self) -> tuple:
+        """(R, S): ``filter`` by ``filter`` (a band family's, depthwise_band.py, is R x S)."""
+        return self.filter, self.filter
+
     def refuses_channels(self, c: int):
         """Why a layer of ``c`` channels is not this kernel's (16-byte vectors along C), or None."""
         return None if c % 8 == 0 else "C must be a multiple of 8"
@@ -98,21 +103,26 @@ class Depthwise(GroupedKernel):
         """The stages, each the tile's input pixels and (but for a tensor-copy kernel, whose taps stay
         in registers) its taps, 16 bytes a channel vector (Tile::kBytes); a tensor-copy kernel's stages
         are 128-byte aligned (TmaTile::kBytes)."""
-        rows_in = (self.rows - 1) * self.stride + self.filter
-        columns_in = (self.tile_columns() - 1) * self.stride + self.filter
+        (r, s), (rows_in, columns_in) = self.filter_shape, self.window()
         if self.loader == "tma":  # and the block's taps, once
             return (self.stages * -(-rows_in * columns_in * self.channel_vectors * 16 // 128) * 128
-                    + self.filter ** 2 * self.channel_vectors * 16)
-        return self.stages * (rows_in * columns_in + self.filter ** 2) * self.channel_vectors * 16
+                    + r * s * self.channel_vectors * 16)
+        return self.stages * (rows_in * columns_in + r * s) * self.channel_vectors * 16
+
+    def window(self) -> tuple:
+        """The input rows and columns of a tile's window (Tile::kInP, kInQ)."""
+        r, s = self.filter_shape
+        return (self.rows - 1) * self.stride + r, (self.tile_columns() - 1) * self.stride + s
 
     def registers(self) -> int:
         """A thread's registers, about: TPT x TQ x 2 sums, 2 x R x S taps and a row's window of two
         floats a column, and pointers and indices (fewer in a tensor-copy kernel, whose threads
         compute no copy's address: ptxas gave its 7x7 kernels of 2x4 and 4x4 outputs a thread 146
         and 159)."""
-        window = (self.columns - 1) * self.stride + self.filter
+        r, s = self.filter_shape
+        window = (self.columns - 1) * self.stride + s
         base = TMA_BASE_REGISTERS if self.loader == "tma" else BASE_REGISTERS
-        return 2 * self.thread_rows * self.columns + 2 * self.filter ** 2 + 2 * window + base
+        return 2 * self.thread_rows * self.columns + 2 * r * s + 2 * window + base
 
     def max_registers(self) -> int:
         """What a thread may keep: 255, or 168 in a CTA of 128 threads (three a SM:
@@ -139,7 +149,8 @@ def check(path, entry, kernel) -> None:
                         entry, "rows")
     need = kernel.registers()
     if need > kernel.max_registers():
-        raise SpecError(path, f"columns {kernel.columns} of a {kernel.filter}x{kernel.filter} stride-{kernel.stride} "
+        r, s = kernel.filter_shape
+        raise SpecError(path, f"columns {kernel.columns} of a {r}x{s} stride-{kernel.stride} "
                         f"filter need about {need} registers a thread, more than {kernel.max_registers()}",
                         entry, "columns")
     if kernel.shared_bytes() > SHARED_MEMORY:

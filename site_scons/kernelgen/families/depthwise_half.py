@@ -41,9 +41,10 @@ def half_registers(kernel, row_sums: bool = False) -> int:
     (one register each; and two more each for fp32 row sums), the R x S taps and a row's window, one
     register a channel pair, and pointers and indices (ptxas gave 7x7 kernels of 4x4 outputs a
     thread 111 and 141 registers, against the fp32 kernel's 160)."""
-    window = (kernel.columns - 1) * kernel.stride + kernel.filter
+    r, s = kernel.filter_shape
+    window = (kernel.columns - 1) * kernel.stride + s
     outputs = kernel.thread_rows * kernel.columns
-    return outputs * (3 if row_sums else 1) + kernel.filter ** 2 + window + BASE_REGISTERS
+    return outputs * (3 if row_sums else 1) + r * s + window + BASE_REGISTERS
 
 
 @dataclass(frozen=True)

@@ -54,17 +54,16 @@ class DepthwiseMultiplier(DepthwiseHalf):
     def shared_bytes(self) -> int:
         """MultiplierTile::kBytes: the stages (each the window of the block's input channels,
         128-byte aligned) and the block's taps, once."""
-        rows_in = (self.rows - 1) * self.stride + self.filter
-        columns_in = (self.tile_columns() - 1) * self.stride + self.filter
+        (r, s), (rows_in, columns_in) = self.filter_shape, self.window()
         return (self.stages * -(-rows_in * columns_in * self.input_channels() * 2 // 128) * 128
-                + self.filter ** 2 * self.channel_vectors * 16)
+                + r * s * self.channel_vectors * 16)
 
     def refuses(self, conv) -> str | None:
         """Why DepthwiseMultiplier::can_implement refuses ``conv``, or None."""
         m = self.multiplier
         if not (conv.groups == conv.c and conv.k == m * conv.c):
             return f"a depthwise kernel of channel multiplier {m}: needs groups = C, K = {m} * C"
-        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (self.filter, self.filter, self.stride, self.stride):
+        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (*self.filter_shape, self.stride, self.stride):
             return f"built for {self.filter}x{self.filter} filters, stride {self.stride}"
         if conv.dilation_h != 1 or conv.dilation_w != 1:
             return "built for dilation 1"

@@ -1,0 +1,62 @@
+"""Depthwise convolutions of a band filter, 1 x S or R x 1 (GhostNetV2's 1x5 and 5x1 attention
+branches, InceptionNeXt's 1x11 and 11x1), by the fp16-pair tensor-copy kernels of depthwise_half.py
+(profiler/depthwise_half.h: DepthwiseHalf<R, S, ...>, written for any R x S): a CTA's run of tiles of
+one channel block, each tile's window of (rows - 1) * stride + R input rows by (columns - 1) *
+stride + S columns brought by one bulk tensor copy, the R * S taps in registers, HFMA2 sums.
+
+An entry takes depthwise_half.py's keys, ``filter`` a list [R, S] of which one is 1 and the other
+3, 5, 7, 9 or 11. Names read ``kernelgen_sm90_simt_dwconv_half2_f16nhwc_..._1x5_stride1_..._tma``.
+Before these only the kernels of any filter served such a layer (direct_conv_any.h). What
+depthwise_half.py's kernels cannot serve (C no multiple of 8, dilation, a channel multiplier),
+these cannot.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .. import spec_schema as S
+from .common import expand_fixed_type_entries, fixed_type_family
+from .depthwise import FILTERS, check
+from .depthwise_half import ENTRY as HALF_ENTRY, TYPES, DepthwiseHalf
+
+KIND = "depthwise_band"
+TEMPLATE = "depthwise_band.mako"
+
+
+def band(v) -> tuple:
+    """A ``filter`` of [1, S] or [R, 1], the other side one of FILTERS."""
+    r, s = S.int_tuple(2)(v)
+    if 1 not in (r, s) or max(r, s) not in FILTERS:
+        raise ValueError(f"{S.shown(v)} is no band: [1, S] or [R, 1], the other one of {', '.join(map(str, FILTERS))}")
+    return r, s
+
+
+FAMILY = fixed_type_family(KIND)
+ENTRY = S.Table((S.Key("filter", band), *(k for k in HALF_ENTRY.keys if k.name != "filter")))
+
+
+@dataclass(frozen=True)
+class DepthwiseBand(DepthwiseHalf):
+    filter: tuple  # (R, S)
+
+    template = TEMPLATE
+
+    @property
+    def filter_shape(self) -> tuple:
+        return self.filter
+
+    @cached_property
+    def name(self) -> str:
+        r, s = self.filter
+        return (f"kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_{r}x{s}"
+                f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
+                f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
+                + ("_rows" if self.sums == "rows" else "") + ("_pdl" if self.launch == "pdl" else ""))
+
+    def values(self) -> dict:
+        r, s = self.filter
+        return {**super().values(), "filter_r": r, "filter_s": s}
+
+
+def expand(path, raw: dict) -> list:
+    return expand_fixed_type_entries(DepthwiseBand, FAMILY, ENTRY, path, raw, TYPES, check)
