@@ -269,9 +269,12 @@ def test_the_grouped_kernels_serve_any_channels_a_group():
 
 
 def test_the_kernels_of_any_filter_serve_every_filter_and_are_proposed_behind_the_fixed_ones():
-    """1x1 depthwise layers at stride 2, 9x9 ones, 1x5 and 11x1 bands: no other committed kernel
-    serves them, and the kernels of any filter do, at any stride, padding and dilation; where a
-    fixed-filter kernel of their class serves a layer, the model ranks it first."""
+    """1x1 depthwise layers at stride 2, 9x9 ones, 1x5 and 11x1 bands: the kernels of any filter
+    serve them, at any stride, padding and dilation; no other committed kernel serves those of no
+    kernel built for their filter (a 1x1 at stride 2, a band of 12 channels, a dilated 3x5), the
+    kernels built for theirs serve the others (MixNet's 9x9, depthwise_pairs_half.toml;
+    GhostNetV2's 1x5, depthwise_band.toml); where a fixed-filter kernel serves a layer, the model
+    ranks it first."""
     narrow, single, grouped = DepthwiseNarrow("t", "any", 2, 2), DepthwiseNarrow("t", "any", 1, 2), GroupedDirect("t", "any", 1, 2)
     layers = [Conv2dProblem(32, 112, 112, 48, 48, 1, 1, 0, 0, 2, 2, groups=48),  # FastViT, MobileOne
               Conv2dProblem(32, 14, 14, 90, 90, 9, 9, 4, 4, 1, 1, groups=90),  # MixNet
@@ -279,15 +282,21 @@ def test_the_kernels_of_any_filter_serve_every_filter_and_are_proposed_behind_th
               Conv2dProblem(32, 56, 56, 12, 12, 11, 1, 5, 0, 1, 1, groups=12),  # InceptionNeXt
               Conv2dProblem(2, 14, 14, 30, 30, 3, 5, 2, 4, 2, 1, 2, 2, groups=30)]
     catalog = load_catalog(FAMILIES)
+    model = load_model("nvidia_h200")
     for layer in layers:
         assert serves(narrow, layer) is None and serves(single, layer) is None and serves(grouped, layer) is None
-        assert {k.name for k in catalog if serves(k, layer) is None} == {
-            k.name for k in catalog if getattr(k, "filter", None) == "any" and k.element == "f16"}, layer
+        served = {k.name for k in catalog if serves(k, layer) is None}
+        any_filter = {k.name for k in catalog if getattr(k, "filter", None) == "any" and k.element == "f16"}
+        built = {k.name for k in catalog if getattr(k, "filter_shape", None) == (layer.r, layer.s)} & served
+        assert any_filter <= served and served == any_filter | built, layer
+        if built:
+            assert model.rank(catalog, layer)[0][1].name in built, layer
+    assert [bool({k.name for k in catalog if getattr(k, "filter_shape", None) == (layer.r, layer.s)
+                  and serves(k, layer) is None}) for layer in layers] == [False, True, True, False, False]
     assert serves(narrow, conv(c=27, r=9, pad=4)) == "C must be a multiple of 2"
     assert serves(single, conv(k=116, r=9, pad=4)) == "a depthwise kernel: needs groups = C = K"
     assert serves(grouped, conv(k=116, r=9, pad=4)) is None  # a channel multiplier of 2
     assert serves(grouped, conv(c=60, groups=7)) == "needs groups (at least 2) dividing C and K"
-    model = load_model("nvidia_h200")
     fives = Conv2dProblem(32, 14, 14, 27, 27, 5, 5, 2, 2, 1, 1, groups=27)
     proposal, = candidates.propose([fives], catalog, model, 5)
     assert [k.filter for _, k in proposal.ranked][0] == 5, "the 5x5 kernel first"
