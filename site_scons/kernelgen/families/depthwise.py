@@ -3,7 +3,7 @@ activations, K x R x S filters, fp16 or bf16 in and out, fp32 accumulation. A pe
 the layer's tiles; each CTA copies its next tile's input and taps into shared memory (cp.async, two
 stages) while it computes the current one, in 16-byte vectors along C.
 
-A spec lists entries of ``filter`` (R = S: 3, 5, 7, 9 or 11), ``stride`` (1 or 2), ``rows`` (TP, output
+A spec lists entries of ``filter`` (R = S: 1, 3, 5, 7, 9 or 11), ``stride`` (1 or 2), ``rows`` (TP, output
 rows a CTA's tile spans), ``thread_rows`` and ``columns`` (TPT x TQ, the outputs a thread computes
 for two channels), ``channel_vectors`` (CB: 8-channel vectors a CTA spans along C) and ``stages``
 (tiles a CTA has in shared memory at once, default 3); the tile's columns are TQ * (threads / 4 /
@@ -28,13 +28,14 @@ TEMPLATE = "depthwise.mako"
 TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
          {"element": "bf16", "accumulator": "f32", "output": "bf16"})
 FILTERS = (3, 5, 7, 9, 11)  # R = S: MixNet's 9x9 and 11x11 layers beside the common sizes
+# and 1x1: the per-channel scale branches of networks not re-parameterized (RepViT, FastViT)
 MAX_REGISTERS_PER_THREAD = 255
 BASE_REGISTERS = 40  # pointers, indices
 TMA_BASE_REGISTERS = 12
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
-    S.Key("filter", S.one_of(FILTERS)),
+    S.Key("filter", S.one_of((1, *FILTERS))),
     S.Key("stride", S.one_of((1, 2))),
     S.Key("rows", S.one_of((1, 2, 4, 8, 16, 32))),
     S.Key("thread_rows", S.one_of((1, 2, 4, 8)), default=1),

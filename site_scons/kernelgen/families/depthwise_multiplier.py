@@ -19,7 +19,7 @@ from functools import cached_property
 from .. import spec_schema as S
 from ..errors import SpecError
 from .common import expand_fixed_type_entries, fixed_type_family
-from .depthwise import FILTERS, check as depthwise_check
+from .depthwise import check as depthwise_check
 from .depthwise_half import ENTRY as HALF_ENTRY, DepthwiseHalf
 
 KIND = "depthwise_multiplier"
@@ -28,8 +28,7 @@ TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
 MULTIPLIERS = (2, 4)
 
 FAMILY = fixed_type_family(KIND)
-ENTRY = S.Table((S.Key("filter", S.one_of((1, *FILTERS))),
-                 *(k for k in HALF_ENTRY.keys if k.name not in ("filter", "sums")),
+ENTRY = S.Table((*(k for k in HALF_ENTRY.keys if k.name != "sums"),
                  S.Key("multiplier", S.one_of(MULTIPLIERS), default=2)))
 
 
