@@ -163,6 +163,8 @@ def test_catalog_holds_each_family():
     assert sorted(k.vector for k in gemv) == [2] * 16 + [8] * 22
     assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 20
     assert sum(k.a == "shared" for k in gemv) == 8 and all(k.lanes == "m" for k in gemv if k.a == "shared")
+    thin = [k for k in kernels if k.family == "gemm_thin"]
+    assert len(thin) == 3 and {(k.op, k.arch) for k in thin} == {("gemm", 80)} and all("_gemm_thin_" in k.name for k in thin)
     odd_k = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_output"]
     assert len(odd_k) == 5 * 3 and {(k.alignment, k.k_alignment) for k in odd_k} == {(8, 1), (8, 2), (8, 4)}
     odd_split = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_output_split"]
@@ -200,7 +202,7 @@ def test_catalog_holds_each_family():
         assert k.values() == twin.values() and k.includes == twin.includes
     assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
-                            + len(gemv) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
+                            + len(gemv) + len(thin) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x) + len(searched))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -243,9 +245,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 944
-    assert len(select(kernels, "*", parse_arch("90"))) == 749, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 554
+    assert len(select(kernels, "*", parse_arch("90a"))) == 947
+    assert len(select(kernels, "*", parse_arch("90"))) == 752, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 557
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -563,7 +565,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 32
+    assert len(families.FAMILIES) == 33
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -63,6 +63,7 @@ from .families.depthwise_cutlass import DepthwiseCutlass
 from .families.depthwise_flat import DepthwiseFlat
 from .families.depthwise_strip import Strip
 from .families.common import DirectKernel
+from .families.gemm_thin import GemmThin
 from .families.gemv import SHARED_MEMORY, Gemv
 from .families.grouped_direct import GroupedDirect
 from .families.grouped_mma import GroupedMma
@@ -115,6 +116,8 @@ def serves(kernel, problem) -> str | None:
     pointwise = conv.r == conv.s == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == conv.pad_w == 0
     if kernel.op.split(":")[0] == "gemm" and not pointwise:
         return "not a GEMM: needs a 1x1, stride-1, unpadded convolution"
+    if isinstance(kernel, GemmThin):
+        return kernel.refuses(conv.n * conv.p * conv.q, conv.k, conv.c)
     if isinstance(kernel, Gemv):
         if conv.n * conv.p * conv.q > kernel.max_m:
             return f"a matrix-vector kernel for at most {kernel.max_m} rows"
