@@ -163,6 +163,9 @@ def test_catalog_holds_each_family():
     assert sorted(k.vector for k in gemv) == [2] * 16 + [8] * 22
     assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 20
     assert sum(k.a == "shared" for k in gemv) == 8 and all(k.lanes == "m" for k in gemv if k.a == "shared")
+    patch_padded = [k for k in kernels if k.family == "conv2d_fprop_sm90_patch_padded"]
+    assert len(patch_padded) == 4 and all(k.name.endswith("_patchpad") and k.op == "conv2d_fprop" and not k.fusible
+                                          for k in patch_padded)
     thin = [k for k in kernels if k.family == "gemm_thin"]
     assert len(thin) == 3 and {(k.op, k.arch) for k in thin} == {("gemm", 80)} and all("_gemm_thin_" in k.name for k in thin)
     odd_k = [k for k in kernels if k.family == "conv2d_fprop_sm80_narrow_output"]
@@ -186,7 +189,7 @@ def test_catalog_holds_each_family():
                                            and k.name.endswith("_epi_nosmem_padc") for k in padded_nosmem)
     assert all(getattr(k, "store", "tma") == "tma" for k in kernels if k not in nosmem + padded_nosmem)
     assert not any(getattr(k, "pad_channels", False) for k in kernels if k not in padded + padded_nosmem)
-    assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16 + searched)
+    assert all(getattr(k, "source", None) is None for k in kernels if k not in void + stores + split + bf16 + searched + patch_padded)
     gemm_2x = [k for k in kernels if "_gemm_transposed" in k.family]
     assert len(gemm_2x) == 15 and all("gemm_transposed" in k.name and k.adapter_header == "gemm_adapter_2x.h"
                                       for k in gemm_2x)
@@ -202,7 +205,7 @@ def test_catalog_holds_each_family():
         assert k.values() == twin.values() and k.includes == twin.includes
     assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
-                            + len(gemv) + len(thin) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
+                            + len(gemv) + len(thin) + len(patch_padded) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x) + len(searched))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -245,7 +248,7 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 947
+    assert len(select(kernels, "*", parse_arch("90a"))) == 951
     assert len(select(kernels, "*", parse_arch("90"))) == 752, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 557
     assert len(select(kernels, "*", parse_arch("75"))) == 18
@@ -565,7 +568,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 33
+    assert len(families.FAMILIES) == 34
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -51,6 +51,7 @@ from .families.conv2d_sm90 import Conv2dFpropSm90
 from .families.conv2d_sm90_grouped import STREAMS as GROUPED_STREAMS, Conv2dFpropSm90Grouped
 from .families.conv2d_sm90_halo import Conv2dFpropSm90Halo
 from .families.conv2d_sm90_patch import Conv2dFpropSm90Patch, folded as patch_folded
+from .families.conv2d_sm90_patch_padded import Conv2dFpropSm90PatchPadded, folded as patch_padded_folded
 from .families.conv2d_sm90_persistent import Conv2dFpropSm90Persistent
 from .families.conv2d_sm90_pointwise import Conv2dFpropSm90Pointwise
 from .families.conv2d_sm90_transposed import Conv2dFpropSm90Transposed
@@ -102,7 +103,8 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Conv2dFpropGrouped2x):
         return kernel.refuses(conv.c, conv.k, conv.groups)
     if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, DepthwiseMultiplier, Conv2dFpropPacked,
-                           Conv2dFpropRowsPacked, Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch, Conv2dFpropGemm2x)):
+                           Conv2dFpropRowsPacked, Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch, Conv2dFpropSm90PatchPadded,
+                           Conv2dFpropGemm2x)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
@@ -275,6 +277,8 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     memory, (m, n, k), mflop_per_sm, conv = layer
     if isinstance(kernel, Conv2dFpropSm90Patch) and conv is not None:
         conv = patch_folded(conv)  # S pixels of C channels are one of S*C: R x 1 taps of S*C channels
+    if isinstance(kernel, Conv2dFpropSm90PatchPadded) and conv is not None:
+        conv = patch_padded_folded(conv)  # N*P images of R rows of W/S pixels of S*C padded to 8 channels
     if tiling is None:
         if isinstance(kernel, (Depthwise, DepthwiseCutlass, GroupedMma, DepthwiseMma)) and conv is not None:
             return _direct_features(kernel, conv, memory, sms)
@@ -354,6 +358,11 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
         # the copy launched before the kernel reads C and writes C padded to 8, which the mainloop reads
         memory += conv.n * conv.h * conv.w * (conv.c + 2 * -(-conv.c // 8) * 8) * size / 1e6
         launches += 1
+    if isinstance(kernel, Conv2dFpropSm90PatchPadded) and conv is not None:
+        # the copies launched before it: the input's rows read, written padded and read again
+        # (about 3 times the padded rows), the filter's rows likewise
+        memory += 3 * (conv.n * conv.h * conv.w + conv.k * conv.r) * conv.c * size / 1e6
+        launches += 2
     return [
         busiest * tm * tn * tk * 2 / 1e6 * per_sm,
         busiest * (tm * tk / cn + tn * tk / cm) * size / 1e3 * per_sm * narrow,
