@@ -31,10 +31,11 @@ def measured(project) -> pd.DataFrame:
 
 
 def ranked(rows: pd.DataFrame) -> pd.DataFrame:
-    """A candidates.csv's rows less the transposed GEMMs of 16-byte accesses, a family of no
-    measured row measured in full beside the top k on these layers of 8 output channels
-    (tests/test_gemm_2x.py), ranked again among the rest."""
-    rest = rows[~rows["kernel"].str.contains("gemm_transposed")]
+    """A candidates.csv's rows less the transposed GEMMs of 16-byte accesses and the thin GEMMs,
+    families of no measured row measured in full beside the top k on these layers of 8 output
+    channels and 8 or 16 input channels (tests/test_gemm_2x.py, tests/test_gemm_thin.py), ranked
+    again among the rest."""
+    rest = rows[~rows["kernel"].str.contains("gemm_transposed|_gemm_thin_")]
     return rest.assign(rank=rest.groupby("workload").cumcount() + 1)
 
 
