@@ -12,6 +12,10 @@
 // pixels are CB * 8 / M halves, a tensor copy's box row a multiple of 16 bytes (CB a multiple of
 // M); C must be a multiple of 8 (the tensor map's strides, 16-byte multiples).
 //
+// It repeats depthwise_half.h's kernel and launch rather than generalising them: a kernel's hash
+// covers the headers it includes, so depthwise_half.h unchanged keeps its kernels' measured rows
+// current.
+//
 // kernelgen::DepthwiseMultiplier<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, M, PDL> is a kernel
 // type for DepthwiseOperation (depthwise_adapter.h), as kernelgen::DepthwiseHalf is.
 #pragma once

@@ -9,6 +9,10 @@
 // S*C padded channels, R x 1 filters at stride 1: one row of Q outputs an image, the layer's NPQK
 // output as it is. The zero channels add nothing.
 //
+// It repeats PaddedChannelsOperation's binding of the copies (padded_adapter.h) rather than
+// generalising it: a kernel's hash covers the headers it includes, so padded_adapter.h unchanged
+// keeps its kernels' measured rows current.
+//
 // kernelgen::PatchPaddedConv2dPersistentOperation3x<DeviceOp> is an Operation over a persistent
 // CUTLASS 3.x conv kernel (conv2d_adapter_3x.h).
 #pragma once

@@ -12,7 +12,6 @@ these cannot.
 """
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from .. import spec_schema as S
 from .common import expand_fixed_type_entries, fixed_type_family
@@ -44,14 +43,6 @@ class DepthwiseBand(DepthwiseHalf):
     @property
     def filter_shape(self) -> tuple:
         return self.filter
-
-    @cached_property
-    def name(self) -> str:
-        r, s = self.filter
-        return (f"kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_{r}x{s}"
-                f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
-                f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
-                + ("_rows" if self.sums == "rows" else "") + ("_pdl" if self.launch == "pdl" else ""))
 
     def values(self) -> dict:
         r, s = self.filter

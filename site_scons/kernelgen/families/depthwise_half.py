@@ -57,9 +57,12 @@ class DepthwiseHalf(Depthwise):
     template = TEMPLATE
     includes = ("depthwise_half.h",)
 
+    name_stem = "dwconv_half2"  # what a subclass's kernels are (depthwise_multiplier.py's: "dwconv_m2_half2")
+
     @cached_property
     def name(self) -> str:
-        return (f"kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_{self.filter}x{self.filter}"
+        r, s = self.filter_shape
+        return (f"kernelgen_sm90_simt_{self.name_stem}_f16nhwc_f16nhwc_f16_f16nhwc_{r}x{s}"
                 f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
                 f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
                 + ("_rows" if self.sums == "rows" else "") + ("_pdl" if self.launch == "pdl" else ""))

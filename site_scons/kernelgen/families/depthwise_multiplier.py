@@ -14,7 +14,6 @@ filter, stride or dilation, or of C no multiple of 8, is ``unsupported``.
 """
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
@@ -39,12 +38,9 @@ class DepthwiseMultiplier(DepthwiseHalf):
     template = TEMPLATE
     includes = ("depthwise_multiplier.h",)
 
-    @cached_property
-    def name(self) -> str:
-        return (f"kernelgen_sm90_simt_dwconv_m{self.multiplier}_half2_f16nhwc_f16nhwc_f16_f16nhwc_{self.filter}x{self.filter}"
-                f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
-                f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
-                + ("_pdl" if self.launch == "pdl" else ""))
+    @property
+    def name_stem(self) -> str:
+        return f"dwconv_m{self.multiplier}_half2"
 
     def input_channels(self) -> int:
         """The input channels of a block of output channels (MultiplierTile::kInputChannels)."""
