@@ -1,5 +1,7 @@
-"""The depthwise family of band filters (site_scons/kernelgen/families/depthwise_band.py: the
-fp16-pair tensor-copy kernel of profiler/depthwise_half.h at R x S = 1 x S or R x 1): its spec
+"""The depthwise families of band filters (site_scons/kernelgen/families/depthwise_band.py: the
+fp16-pair tensor-copy kernel of profiler/depthwise_half.h at R x S = 1 x S or R x 1; and
+depthwise_pairs_band.py: the staged kernels of narrow copies of profiler/depthwise_pairs.h, for
+channel counts no multiple of 8): its spec
 checks refuse a filter that is no band, naming file, entry and key; the kernels of the square
 filters are what they were (a band is the family's own); a kernel serves the depthwise layers of its
 band and stride and says why it refuses the others; the model has no rows of it, so a build measures
@@ -15,6 +17,7 @@ from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
 
 SPEC = ROOT / "kernel_specs" / "families" / "depthwise_band.toml"
+PAIRS = ROOT / "kernel_specs" / "families" / "depthwise_pairs_band.toml"
 FIRST = "{ filter = [1, 5], stride = 1, rows = 8, thread_rows = 4, columns = 2, channel_vectors = 4, threads = 128 }"
 FAMILY = f"""\
 kind = "depthwise_band"
@@ -41,6 +44,10 @@ LAYERS = [
     "n=2 h=8 w=8 c=72 k=72 r=5 s=5 pad=2 stride=1 groups=72",
     "n=2 h=8 w=8 c=12 k=12 r=1 s=11 pad_h=0 pad_w=5 stride=1 groups=12",
     "n=2 h=8 w=8 c=48 k=96 r=1 s=5 pad_h=0 pad_w=2 stride=1 groups=48",
+    # InceptionNeXt's first bands (12 channels: the pairs kernels) and of 2 channels a copy
+    "n=2 h=19 w=23 c=12 k=12 r=1 s=11 pad_h=0 pad_w=5 stride=1 groups=12",
+    "n=2 h=23 w=19 c=12 k=12 r=11 s=1 pad_h=5 pad_w=0 stride=1 groups=12",
+    "n=1 h=9 w=13 c=26 k=26 r=1 s=11 pad_h=0 pad_w=5 stride=1 groups=26",
 ]
 
 
@@ -125,17 +132,53 @@ def test_a_build_measures_each_kernel_on_the_band_layers_it_serves_until_fitted(
     assert not {k.name for k in family} & ({k.name for _, k in second.ranked} | second.unranked)
 
 
+@pytest.mark.parametrize("c, access, why", [
+    (12, 8, None), (12, 4, None), (26, 4, None),
+    (26, 8, "C must be a multiple of 4 (8-byte copies along C)"),
+    (48, 4, "C a multiple of 8: the 16-byte kernels (depthwise.toml) take it"),
+])
+def test_a_pairs_kernel_serves_the_bands_of_channels_its_copies_divide(c, access, why):
+    kernel = next(k for k in load_family(PAIRS) if k.filter == (1, 11) and k.access == access)
+    assert serves(kernel, band_layer(s=11, c=c)) == why
+    assert serves(kernel, band_layer(r=11, s=1, c=c)) == "built for 1x11 filters, stride 1"
+
+
+def test_a_pairs_kernel_is_named_and_typed_by_its_band_and_measured_in_full_until_fitted():
+    from kernelgen import candidates, render
+    from kernelgen.cost_model import load_model
+
+    kernel = next(k for k in load_family(PAIRS) if k.filter == (11, 1) and k.access == 8)
+    assert kernel.name == ("kernelgen_sm80_simt_dwconv_pairs_half2_f16nhwc_f16nhwc_f16_f16nhwc_11x1_stride1_tile8x32_t4x2"
+                           "_c16_s3_a8")
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    assert render.type_definition(templates, kernel).rstrip().endswith(
+        "kernelgen::DepthwisePairs<__half, 11, 1, 1, 8, 4, 2, 2, 3, 8, true>;")
+    assert kernel.window() == (18, 32) and kernel.shared_bytes() == 3 * (18 * 32 + 11) * 2 * 16
+    assert theta_group(kernel) == "DepthwisePairsBand" and candidates.unfitted(load_model("nvidia_h200"), kernel)
+
+
+@pytest.mark.parametrize("path", [SPEC, PAIRS])
+def test_a_pairs_or_tensor_copy_kernel_refuses_a_filter_that_is_no_band(tmp_path, path):
+    text = path.read_text()
+    first = next(line for line in text.splitlines() if line.strip().startswith("{ filter = [1, 11]"))
+    family = tmp_path / "family.toml"
+    family.write_text(text.replace(first, first.replace("[1, 11]", "[3, 11]"), 1))
+    assert_family_refused(family, f"kernels[{text.splitlines().index(first) - text.splitlines().index('kernels = [') - 1}]",
+                          "filter", "[3, 11] is no band")
+
+
 @requires_nvcc
 def test_a_kernel_of_each_orientation_compiles_as_the_profiler_builds_it(tmp_path):
     kernels = load_family(SPEC)
-    assert_kernels_compile(tmp_path, [next(k for k in kernels if k.filter == f) for f in ((1, 11), (11, 1))])
+    assert_kernels_compile(tmp_path, [next(k for k in kernels if k.filter == f) for f in ((1, 11), (11, 1))]
+                           + load_family(PAIRS)[:1])
 
 
 @requires_gpu
 def test_each_kernel_verifies_on_small_odd_layers_or_refuses_them(tmp_path):
     """Within 5e-3 (fp16 sums of 5 to 11 products of operands in [-1, 1)), where the profiler's own
     check allows fp16 accumulation's 2e-2."""
-    kernels = {k.name: k for k in load_family(SPEC)}
+    kernels = {k.name: k for k in load_family(SPEC) + load_family(PAIRS)}
     names = ",".join(kernels)
     for problem, frame in profile_layers(tmp_path, LAYERS, names):
         assert_served_rows_verify(problem, frame, kernels, limit=5e-3)

@@ -123,8 +123,8 @@ def test_catalog_holds_each_family():
     dw_multiplier = [k for k in kernels if k.family == "depthwise_multiplier"]
     assert len(dw_multiplier) == 8 and {(k.op, k.arch, k.accumulator, k.multiplier) for k in dw_multiplier} == {
         ("conv2d_fprop_grouped", 90, "f16", 2)} and all("_dwconv_m2_half2_" in k.name for k in dw_multiplier)
-    dw_band = [k for k in kernels if k.family == "depthwise_band"]
-    assert len(dw_band) == 12 and {k.filter for k in dw_band} == {(1, 5), (5, 1), (1, 11), (11, 1)}
+    dw_band = [k for k in kernels if k.family in ("depthwise_band", "depthwise_pairs_band")]
+    assert len(dw_band) == 16 and {k.filter for k in dw_band} == {(1, 5), (5, 1), (1, 11), (11, 1)}
     dw_half = [k for k in kernels if k.family == "depthwise_half"]
     assert len(dw_half) == 41 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
         ("conv2d_fprop_grouped", 90, "f16", "tma")}
@@ -248,9 +248,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 951
-    assert len(select(kernels, "*", parse_arch("90"))) == 752, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 557
+    assert len(select(kernels, "*", parse_arch("90a"))) == 955
+    assert len(select(kernels, "*", parse_arch("90"))) == 756, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 561
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -568,7 +568,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 34
+    assert len(families.FAMILIES) == 35
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

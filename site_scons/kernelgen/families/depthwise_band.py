@@ -19,7 +19,6 @@ from .depthwise import FILTERS, check
 from .depthwise_half import ENTRY as HALF_ENTRY, TYPES, DepthwiseHalf
 
 KIND = "depthwise_band"
-TEMPLATE = "depthwise_band.mako"
 
 
 def band(v) -> tuple:
@@ -34,11 +33,9 @@ FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((S.Key("filter", band), *(k for k in HALF_ENTRY.keys if k.name != "filter")))
 
 
-@dataclass(frozen=True)
-class DepthwiseBand(DepthwiseHalf):
-    filter: tuple  # (R, S)
-
-    template = TEMPLATE
+class BandFilter:
+    """What a kernel of a band filter changes of its square family's (a mixin before it): ``filter``
+    is (R, S), and its values name them (``filter_r``, ``filter_s``: the templates render R x S)."""
 
     @property
     def filter_shape(self) -> tuple:
@@ -47,6 +44,11 @@ class DepthwiseBand(DepthwiseHalf):
     def values(self) -> dict:
         r, s = self.filter
         return {**super().values(), "filter_r": r, "filter_s": s}
+
+
+@dataclass(frozen=True)
+class DepthwiseBand(BandFilter, DepthwiseHalf):
+    filter: tuple  # (R, S)
 
 
 def expand(path, raw: dict) -> list:

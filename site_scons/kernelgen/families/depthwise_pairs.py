@@ -38,8 +38,8 @@ class DepthwisePairs(Depthwise):
     @cached_property
     def name(self) -> str:
         """``..._dwconv_pairs_<t>nhwc_<t>nhwc_<accumulator>_...``, ``pairs_half2`` for fp16 sums."""
-        t, sums = self.element, "pairs_half2" if self.accumulator == "f16" else "pairs"
-        return (f"kernelgen_sm80_simt_dwconv_{sums}_{t}nhwc_{t}nhwc_{self.accumulator}_{t}nhwc_{self.filter}x{self.filter}"
+        (t, sums), (r, s) = (self.element, "pairs_half2" if self.accumulator == "f16" else "pairs"), self.filter_shape
+        return (f"kernelgen_sm80_simt_dwconv_{sums}_{t}nhwc_{t}nhwc_{self.accumulator}_{t}nhwc_{r}x{s}"
                 f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
                 f"_c{8 * self.channel_vectors}_s{self.stages}_a{self.access}")
 
