@@ -271,6 +271,22 @@ def assert_kernels_compile(tmp_path, kernels: list) -> None:
     assert all(source.with_suffix(".o").is_file() for source in sources)
 
 
+def one_entry_family(kind: str, entry: str, accumulator: str = "f32", extra: str = "") -> str:
+    """The text of a family spec of ``kind``, f16 in and out, ``extra`` lines among its keys, whose
+    one kernel is ``entry``."""
+    return (f'kind = "{kind}"\ndescription = "test"\nelement = "f16"\naccumulator = "{accumulator}"\noutput = "f16"\n'
+            f"{extra}kernels = [\n  {entry},\n]\n")
+
+
+def assert_entry_refused(tmp_path, kind: str, entry: str, key: str, message: str, accumulator: str = "f32",
+                         extra: str = "") -> None:
+    """``one_entry_family`` of ``entry`` is refused (``assert_family_refused``) at ``kernels[0]``,
+    ``key``, saying ``message``."""
+    path = tmp_path / "family.toml"
+    path.write_text(one_entry_family(kind, entry, accumulator, extra))
+    assert_family_refused(path, "kernels[0]", key, message)
+
+
 def assert_family_refused(path, entry, key, message) -> None:
     """Loading the family spec ``path`` raises one SpecError, of one line, naming the file, the
     entry (``kernels[0]``, ``tiles[0]``, None for the family's own keys) and the key, and saying

@@ -10,8 +10,8 @@ every kernel computes small odd layers (within fp16 accumulation's error) or ref
 
 import pytest
 
-from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
-                      requires_gpu, requires_nvcc)
+from conftest import (ROOT, assert_entry_refused, assert_family_refused, assert_kernels_compile, assert_served_rows_verify,
+                      profile_layers, requires_gpu, requires_nvcc)
 from kernelgen.cost_model import serves, theta_group
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
@@ -19,16 +19,6 @@ from kernelgen.specs import load_family
 SPEC = ROOT / "kernel_specs" / "families" / "depthwise_band.toml"
 PAIRS = ROOT / "kernel_specs" / "families" / "depthwise_pairs_band.toml"
 FIRST = "{ filter = [1, 5], stride = 1, rows = 8, thread_rows = 4, columns = 2, channel_vectors = 4, threads = 128 }"
-FAMILY = f"""\
-kind = "depthwise_band"
-description = "test"
-element = "f16"
-accumulator = "f16"
-output = "f16"
-kernels = [
-  {FIRST},
-]
-"""
 # 1x5, 5x1, 1x11 and 11x1 at stride 1, paddings of the band's side only, images smaller than a
 # tile and than the band, the last channel block partly outside the layer; then layers each kernel
 # refuses: a square filter, C no multiple of 8, a channel multiplier
@@ -60,9 +50,7 @@ LAYERS = [
     (FIRST.replace(" }", ', launch = "graph" }'), "launch", "'graph'"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
-    path = tmp_path / "family.toml"
-    path.write_text(FAMILY.replace(FIRST, entry))
-    assert_family_refused(path, "kernels[0]", key, message)
+    assert_entry_refused(tmp_path, "depthwise_band", entry, key, message, 'f16')
 
 
 def test_the_name_and_type_say_the_band_and_the_window_is_r_by_s():

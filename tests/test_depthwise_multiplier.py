@@ -8,7 +8,7 @@ computes small odd layers (within fp16 accumulation's error) or refuses them as 
 
 import pytest
 
-from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
+from conftest import (ROOT, assert_entry_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
                       requires_gpu, requires_nvcc)
 from kernelgen.cost_model import serves, theta_group
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
@@ -16,16 +16,6 @@ from kernelgen.specs import load_family
 
 SPEC = ROOT / "kernel_specs" / "families" / "depthwise_multiplier.toml"
 FIRST = "{ filter = 7, stride = 2, rows = 8, thread_rows = 4, columns = 2, channel_vectors = 4, threads = 128 }"
-FAMILY = f"""\
-kind = "depthwise_multiplier"
-description = "test"
-element = "f16"
-accumulator = "f16"
-output = "f16"
-kernels = [
-  {FIRST},
-]
-"""
 # K = 2C at stride 1 and 2, 1x1 to 7x7 filters, paddings past the image, images smaller than a tile
 # and than the filter, the last block of output channels partly outside the layer (K = 80 of 32 a
 # block); then layers each kernel refuses: K = C, K = 4C, C no multiple of 8, a grouped layer
@@ -54,9 +44,7 @@ LAYERS = [
      "rows 16 in thread rows of 1 do not divide the 8 threads"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
-    path = tmp_path / "family.toml"
-    path.write_text(FAMILY.replace(FIRST, entry))
-    assert_family_refused(path, "kernels[0]", key, message)
+    assert_entry_refused(tmp_path, "depthwise_multiplier", entry, key, message, 'f16')
 
 
 def test_the_name_says_its_multiplier_and_the_window_holds_the_blocks_input_channels():

@@ -10,23 +10,13 @@ import os
 
 import pytest
 
-from conftest import ROOT, assert_family_refused, assert_kernels_compile, requires_gpu, requires_nvcc
+from conftest import ROOT, assert_entry_refused, assert_kernels_compile, one_entry_family, requires_gpu, requires_nvcc
 from kernelgen.cost_model import serves, theta_group
 from kernelgen.specs import load_family
 from kernelgen.workloads import parse_workloads
 
 SPEC = ROOT / "kernel_specs" / "families" / "gemm_thin.toml"
 FIRST = "{ k_max = 8, n_max = 8, rows = 4, threads = 256 }"
-FAMILY = f"""\
-kind = "gemm_thin"
-description = "test"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-kernels = [
-  {FIRST},
-]
-"""
 CONVIT = "gemm m=1229312 n=4 k=3"
 
 
@@ -38,17 +28,15 @@ CONVIT = "gemm m=1229312 n=4 k=3"
      "blocks of 256 x 16 rows of A and D need 197120 bytes of shared memory, more than 49152"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
-    path = tmp_path / "family.toml"
-    path.write_text(FAMILY.replace(FIRST, entry))
-    assert_family_refused(path, "kernels[0]", key, message)
+    assert_entry_refused(tmp_path, "gemm_thin", entry, key, message)
 
 
 def test_the_name_and_type_say_the_limits_and_the_block(tmp_path):
     from kernelgen import render
 
     path = tmp_path / "family.toml"  # a block of 64 rows of a reduction of 3: A's, D's and B's bytes
-    path.write_text(FAMILY.replace(FIRST, FIRST.replace("rows = 4, threads = 256", "rows = 1, threads = 64")
-                                   .replace("k_max = 8", "k_max = 3")))
+    path.write_text(one_entry_family("gemm_thin", FIRST.replace("rows = 4, threads = 256", "rows = 1, threads = 64")
+                                     .replace("k_max = 8", "k_max = 3")))
     assert load_family(path)[0].shared_bytes() == 64 * (3 + 8) * 2 + 8 * 3 * 4
 
     kernel = next(k for k in load_family(SPEC) if (k.k_max, k.n_max) == (8, 8))

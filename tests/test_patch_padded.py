@@ -10,7 +10,7 @@ computes patch layers of odd sizes or refuses them as the Python side says."""
 
 import pytest
 
-from conftest import (ROOT, assert_family_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
+from conftest import (ROOT, assert_entry_refused, assert_kernels_compile, assert_served_rows_verify, profile_layers,
                       requires_gpu, requires_nvcc)
 from kernelgen.cost_model import serves
 from kernelgen.families.conv2d_sm90_patch_padded import folded
@@ -20,17 +20,6 @@ from kernelgen.workloads import parse_workloads
 SPEC = ROOT / "kernel_specs" / "families" / "conv2d_fprop_sm90_patch_padded.toml"
 VIT_H = "conv2d_fprop n=32 h=224 w=224 c=3 k=1280 r=14 s=14 stride=14"
 FIRST = '{ tile = [128, 128, 64], schedule = "pingpong", clusters = [[1, 1, 1]] }'
-FAMILY = f"""\
-kind = "conv2d_fprop_sm90_patch_padded"
-description = "test"
-element = "f16"
-accumulator = "f32"
-output = "f16"
-source = "void"
-kernels = [
-  {FIRST},
-]
-"""
 
 
 @pytest.mark.parametrize("entry, key, message", [
@@ -39,9 +28,7 @@ kernels = [
      "the default tile scheduler and plain launches only"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
-    path = tmp_path / "family.toml"
-    path.write_text(FAMILY.replace(FIRST, entry))
-    assert_family_refused(path, "kernels[0]", key, message)
+    assert_entry_refused(tmp_path, "conv2d_fprop_sm90_patch_padded", entry, key, message, extra='source = "void"\n')
 
 
 def test_the_name_and_adapter_say_the_padded_copies_and_no_fused_variant_is_made():
