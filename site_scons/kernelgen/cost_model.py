@@ -119,7 +119,7 @@ def serves(kernel, problem) -> str | None:
     if kernel.op.split(":")[0] == "gemm" and not pointwise:
         return "not a GEMM: needs a 1x1, stride-1, unpadded convolution"
     if isinstance(kernel, GemmThin):
-        return kernel.refuses(conv.n * conv.p * conv.q, conv.k, conv.c)
+        return kernel.refuses(conv.k, conv.c)
     if isinstance(kernel, Gemv):
         if conv.n * conv.p * conv.q > kernel.max_m:
             return f"a matrix-vector kernel for at most {kernel.max_m} rows"

@@ -27,8 +27,8 @@ KIND = "depthwise"
 TEMPLATE = "depthwise.mako"
 TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
          {"element": "bf16", "accumulator": "f32", "output": "bf16"})
-FILTERS = (3, 5, 7, 9, 11)  # R = S: MixNet's 9x9 and 11x11 layers beside the common sizes
-# and 1x1: the per-channel scale branches of networks not re-parameterized (RepViT, FastViT)
+FILTERS = (3, 5, 7, 9, 11)  # R = S: MixNet's 9x9 and 11x11 layers beside the common sizes; ``filter``
+# takes 1 besides (the per-channel scale branches of networks not re-parameterized: RepViT, FastViT)
 MAX_REGISTERS_PER_THREAD = 255
 BASE_REGISTERS = 40  # pointers, indices
 TMA_BASE_REGISTERS = 12

@@ -61,8 +61,9 @@ class GemmThin:
         """The blocks of A and D (THREADS * ROWS rows of k_max and n_max halves) and B in fp32."""
         return self.threads * self.rows * (self.k_max + self.n_max) * 2 + self.n_max * self.k_max * 4
 
-    def refuses(self, m: int, n: int, k: int) -> str | None:
-        """Why GemmThin::can_implement refuses the GEMM m x n x k (a GEMM already), or None."""
+    def refuses(self, n: int, k: int) -> str | None:
+        """Why GemmThin::can_implement refuses a GEMM of n columns over a reduction of k (a GEMM
+        already, of any m), or None."""
         if k > self.k_max:
             return f"a thin GEMM of a reduction of at most {self.k_max}, not {k}"
         if n > self.n_max:
