@@ -16,9 +16,8 @@ multiple of 8 values (the patch kernels take it without a copy), or whose K is n
 
 from dataclasses import dataclass, replace
 
-from ..errors import SpecError
 from .conv2d_sm90_persistent import Conv2dFpropSm90Persistent
-from .gemm_sm90 import entries_table, expand_entries
+from .gemm_sm90 import check_plain_launches, entries_table, expand_entries
 
 KIND = "conv2d_fprop_sm90_patch_padded"
 FAMILY = entries_table(KIND)
@@ -73,9 +72,7 @@ class Conv2dFpropSm90PatchPadded(Conv2dFpropSm90Persistent):
 
 
 def check(path, entry, spec) -> None:
-    if spec["scheduler"] != "default" or spec["launches"] != ("stream",):
-        raise SpecError(path, "a padded patch kernel launches its copies first: the default tile scheduler and "
-                        "plain launches only", entry, "scheduler" if spec["scheduler"] != "default" else "launches")
+    check_plain_launches(path, entry, spec, "a padded patch kernel launches its copies first")
 
 
 def expand(path, raw: dict) -> list:

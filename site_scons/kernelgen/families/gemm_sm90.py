@@ -76,7 +76,7 @@ def entries_table(kind: str) -> S.Table:
         S.Key("source", S.choice(SOURCES), None),
         S.Key("store", S.choice(STORES), "tma"),
         S.Key("pad_channels", S.boolean, False),
-        # the tile scheduler's runtime parameters searched at profile time (SEARCHED_ADAPTERS)
+        # the tile scheduler's runtime parameters searched at profile time (SEARCHED_HEADER)
         S.Key("searched", S.boolean, False),
         S.Key("kernels", lambda v: v),  # read entry by entry, by expand_entries
     ))
@@ -318,13 +318,19 @@ def check_store(path, entry, cls, store: str, source, spec):
                         entry, "epilogue_tiles" if spec["epilogue_tiles"] != (None,) else "store_stages")
 
 
+def check_plain_launches(path, entry, spec, why: str):
+    """An entry of a kernel whose adapter launches copies before it (``why`` says which): the default
+    tile scheduler and plain launches only."""
+    if spec["scheduler"] != "default" or spec["launches"] != ("stream",):
+        raise SpecError(path, f"{why}: the default tile scheduler and plain launches only", entry,
+                        "scheduler" if spec["scheduler"] != "default" else "launches")
+
+
 def check_padding(path, entry, cls, spec):
     """What a kernel that pads C before each launch (profiler/padded_adapter.h) is built with."""
     if not cls.pads_channels:
         raise SpecError(path, "pad_channels is not built for this family", None, "pad_channels")
-    if spec["scheduler"] != "default" or spec["launches"] != ("stream",):
-        raise SpecError(path, "pad_channels launches its padding first: the default tile scheduler and "
-                        "plain launches only", entry, "scheduler" if spec["scheduler"] != "default" else "launches")
+    check_plain_launches(path, entry, spec, "pad_channels launches its padding first")
 
 
 def check_searched(path, entry, cls, fam, spec):
