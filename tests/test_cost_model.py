@@ -850,7 +850,9 @@ def test_a_profile_on_a_gpu_without_a_model_is_refused_until_it_borrows_one(tmp_
     (["GPU=nvidia_l4"], "no cost model fitted for GPU nvidia_l4 (fitted: nvidia_h200)"),
     (["COST_MODEL=nvidia_l4"], "COST_MODEL='nvidia_l4': no cost model fitted for GPU nvidia_l4 (fitted: nvidia_h200)"),
     (["COST_MODEL=?!"], "COST_MODEL='?!': no cost model fitted for GPU (no name) (fitted: nvidia_h200)"),
-    (["KERNELS=kernelgen_sm80_simt_gemv*", "WORKLOADS=resnet50"], "no kernel of the space serves conv2d_fprop_f16_n256"),
+    (["KERNELS=kernelgen_sm80_simt_gemv*", "WORKLOADS=resnet50"],
+     "KERNELS='kernelgen_sm80_simt_gemv*': none of the 38 kernel(s) it selects serves a layer of kernel_specs/workloads/"
+     "resnet50.txt (`scons list WORKLOADS=resnet50 KERNELS=...` shows what each serves)"),
     (["SPACES={tmp}/spaces"], "spaces/mine.toml, entry axes[0], key 'tile_m': 512 is outside [64, 256]"),
     (["SPACES={tmp}/spaces", "TOP=listed", "KERNELS=nothing*"], "selects no kernel of"),
     (["BUILD={tmp}/spaces", "SPACES={tmp}/spaces"], "holds SPACES"),
@@ -867,6 +869,26 @@ def test_scons_candidates_refuses_in_one_line(tmp_path, args, message):
     out = scons_candidates(tmp_path / "build", *args)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stdout + out.stderr
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_build_narrowed_by_kernels_leaves_out_the_layers_none_of_them_serves(tmp_path):
+    """KERNELS= narrowed to a family's new kernels (here the 9x9 depthwise ones) builds and profiles
+    them on the layers they serve, says which layers it leaves out, and ranks candidates for those
+    served alone; a layer none of the whole space serves is still an error (the row above)."""
+    workloads = tmp_path / "mixed.txt"
+    workloads.write_text("conv2d_fprop n=32 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1\n"
+                         "conv2d_fprop n=32 h=14 w=14 c=120 k=120 r=9 s=9 pad=4 stride=1 groups=120\n"
+                         "conv2d_fprop n=32 h=14 w=14 c=120 k=120 r=3 s=3 pad=1 stride=1 groups=120\n")
+    out = scons_candidates(tmp_path / "build", f"WORKLOADS={workloads}", "KERNELS=*dwconv_half2*9x9*")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("KERNELS='*dwconv_half2*9x9*' serves 1 of the 3 layers of mixed: the other 2 are left out of this build "
+            "and their rows as they are (e.g. conv2d_fprop_f16_n32_h56_w56_c64_k64_r1_s1_pad0x0_str1x1_dil1x1)") in out.stdout
+    assert "(the top 5 of each of its 1 layers that KERNELS= serves, of 3, " in out.stdout
+    rows = [line.split(",") for line in (tmp_path / "build" / "candidates.csv").read_text().splitlines()[1:]]
+    assert {r[0] for r in rows} == {"conv2d_fprop_f16_n32_h14_w14_c120_k120_r9_s9_pad4x4_str1x1_dil1x1_g120"}
+    assert rows and all("_9x9_" in r[1] for r in rows)
+    every = scons_candidates(tmp_path / "every", f"WORKLOADS={workloads}")
+    assert every.returncode == 0 and "left out" not in every.stdout, every.stdout + every.stderr
 
 
 def test_a_layer_measures_its_own_proposals_and_the_builds_kernels_the_model_ranks_high_for_it():

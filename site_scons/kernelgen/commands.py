@@ -22,7 +22,8 @@ from .errors import KernelgenError, shorten
 from .ops import check_header_keys, check_served
 from .ops import serves as serves_op
 from .catalog import kernel_catalog
-from .specs import select
+from .cost_model import serves
+from .specs import globs_of, select
 from .variables import ROOT, scons_text
 
 
@@ -58,7 +59,9 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
     summary = (f"{len(searched)} kernels in the space and the listed families"
                + (f" ({fused} of them fused variants for the set's epilogues)" if fused else "")
                + f", {len(plan.kernels)} for "
-               f"{config.set_name} (the top {config.top} of each of its {len(config.problems)} layers, "
+               f"{config.set_name} (the top {config.top} of each of its {len(proposals)} layers"
+               + ("" if len(proposals) == len(config.problems) else f" that KERNELS= serves, of {len(config.problems)}")
+               + ", "
                + (f"every kernel of {', '.join(explored)} that serves a layer (the model has no rows of it), "
                   if explored else "")
                + (f"the kernels of {', '.join(beside)} beside their fixed twins proposed (their launch settings "
@@ -99,22 +102,42 @@ def proposal_memo(config: Config):
     return candidates.Memo(text)
 
 
+def narrowed_problems(config: Config, kernels: list) -> tuple:
+    """(problems, left out): the set's layers the build's ``kernels`` (those KERNELS= selects) serve,
+    and the others. Where KERNELS= narrows the build, a layer none of its kernels serves is left out
+    of the build and of the profile (its rows stay as they are: the build measures the new kernels
+    of a family on the layers they serve); no layer served is an error. Where KERNELS= selects every
+    kernel, every layer stays, and one no kernel serves is an error (``candidates.propose``)."""
+    if "*" in globs_of(config.kernels) or not kernels:
+        return config.problems, []
+    served, left = [], []
+    for problem in config.problems:
+        (served if any(serves_op(k, problem) and serves(k, problem) is None for k in kernels) else left).append(problem)
+    if not served:
+        raise KernelgenError(f"KERNELS={shorten(config.kernels)!r}: none of the {len(kernels)} kernel(s) it selects "
+                             f"serves a layer of {_shown(config.workload_file, config.root)} "
+                             f"(`scons list WORKLOADS={config.set_name} KERNELS=...` shows what each serves)")
+    return served, left
+
+
 def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tuple:
-    """(plan, proposals): the kernels this build compiles, of those of ``everything`` (``catalog``)
-    that KERNELS= selects: with TOP=k each layer's k best-ranked (the cost model's candidates,
-    ``kernelgen.candidates``) and the set's measured choices among them; with TOP=listed or all,
-    every one. ``proposals`` is None unless the model ranked them."""
+    """(plan, proposals, left out): the kernels this build compiles, of those of ``everything``
+    (``catalog``) that KERNELS= selects: with TOP=k each layer's k best-ranked (the cost model's
+    candidates, ``kernelgen.candidates``) and the set's measured choices among them; with TOP=listed
+    or all, every one. ``proposals`` is None unless the model ranked them; ``left out``, the layers a
+    narrowed KERNELS= serves none of (``narrowed_problems``)."""
     flags = config.nvccflags + config.arch.gencode_flags()
     shown = _shown(config.workload_file, config.root)
     proposals, kernels, pairs = None, select(everything, config.kernels, config.arch), None
+    problems, left_out = narrowed_problems(config, kernels)
     if isinstance(config.top, int) and kernels:
         model = cost_model.load_model(config.model_gpu)
-        proposals, kernels = candidates.pool(config.problems, kernels, model, config.top, frames, shown, memo)
+        proposals, kernels = candidates.pool(problems, kernels, model, config.top, frames, shown, memo)
         pairs = candidates.measured_pairs(proposals, kernels, model)
     if config.shard is not None:
         kernels = [k for k in kernels if shard_of(k.name, config.shard[1]) == config.shard[0]]
         if not kernels:
-            return empty_plan(), proposals  # SConstruct says so: nothing is this shard's
+            return empty_plan(), proposals, left_out  # SConstruct says so: nothing is this shard's
     plan = plan_module.plan_of(kernels, config.templates_dir, config.profiler_dir, config.arch, flags,
                                config.cutlass_includes[0], pairs)
     if not plan.kernels:
@@ -122,8 +145,8 @@ def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tup
                              f"selects no kernel of {config.specs_dir}" + ("" if config.top == "listed" else
                                                                            f" and {config.spaces_dir}"))
     if config.shard is None:  # a shard's kernels serve the layers they serve
-        check_served(config.problems, plan.kernels, shown)
-    return plan, proposals
+        check_served(problems, plan.kernels, shown)
+    return plan, proposals, left_out
 
 
 _NVCC_CUDA = re.compile(r"\bcuda_(\d+)\.(\d+)")
