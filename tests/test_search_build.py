@@ -74,3 +74,29 @@ def test_search_compiles_the_candidates_and_the_next_round_replaces_what_did_not
     header = run(project, "best_kernels.h", *common)
     chosen = [line.split()[-1] for line in header.stdout.splitlines() if " ms  " in line]
     assert len(chosen) == len(LAYERS) and first not in chosen and set(chosen) <= candidates
+
+
+def test_a_profile_narrowed_by_kernels_measures_the_layers_they_serve_and_leaves_the_others_as_they_were(
+        fake_build, tmp_path):
+    """`scons profile KERNELS=<a family's new kernels>` on a set of layers of several kinds: the
+    layers those kernels serve are measured with them, the others are named as left out and their
+    CSVs are not rewritten."""
+    project, tools = fake_build
+    depthwise = "conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=3 s=3 pad=1 stride=1 groups=8"
+    (project / "kernel_specs" / "workloads" / "pair.txt").write_text("\n".join(LAYERS + [depthwise]) + "\n")
+    common = [*SEARCH, f"NVCC={tools.nvcc}", f"BUILD={tmp_path / 'build'}"]
+    first = run(project, "profile", *common, "KERNELS=cutlass_tensorop_*")  # the dense layers' kernels
+    assert "serves 2 of the 3 layers of pair: the other 1 are left out" in first.stdout
+    folder = project / "profile_results" / "pair" / "nvidia_h200"
+    before = {p.name: p.read_bytes() for p in folder.glob("*.csv")}
+    assert len(before) == 2
+    out = run(project, "profile", *common, "KERNELS=*dwconv_half2*3x3*")
+    assert "KERNELS='*dwconv_half2*3x3*' serves 1 of the 3 layers of pair: the other 2 are left out of this build" \
+        in out.stdout
+    after = {p.name: p.read_bytes() for p in folder.glob("*.csv")}
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert changed == {"conv2d_fprop_f16_n1_h8_w8_c8_k8_r3_s3_pad1x1_str1x1_dil1x1_g8.csv"}
+    frame = results.read_csv(folder / next(iter(changed)))
+    assert len(frame) and frame["kernel"].str.contains(r"_dwconv_half2_.*_3x3_").all()
+    refused = run(project, "profile", *common, "KERNELS=*dwconv_half2*11x11*", check=False)
+    assert refused.returncode == 2 and "none of the" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

@@ -139,7 +139,7 @@ def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tup
         if not kernels:
             return empty_plan(), proposals, left_out  # SConstruct says so: nothing is this shard's
     plan = plan_module.plan_of(kernels, config.templates_dir, config.profiler_dir, config.arch, flags,
-                               config.cutlass_includes[0], pairs)
+                               config.cutlass_includes[0], pairs, tuple(p.name for p in left_out))
     if not plan.kernels:
         raise KernelgenError(f"KERNELS={shorten(config.kernels)!r} with ARCH={config.arch} and TOP={config.top} "
                              f"selects no kernel of {config.specs_dir}" + ("" if config.top == "listed" else
@@ -215,7 +215,7 @@ def profiler_plan(config: Config, everything: list, plan: plan_module.BuildPlan,
     kernels = [k for k in everything if k.name in names]  # sorted by name, as the catalog
     cutlass = stack[results.PROVENANCE.index("cutlass")]  # (read from CUTLASS's headers once, by measuring_stack)
     return plan_module.plan_from(kernels, sources, hashes, config.templates_dir, config.arch, cutlass, plan.pairs,
-                                 part=True)
+                                 part=True, left_out=plan.left_out)
 
 
 def shard_of(name: str, count: int) -> int:

@@ -21,6 +21,7 @@ class BuildPlan:
     manifest_cu: str
     manifest_json: str
     pairs: dict | None = None  # workload -> the kernels a profile measures on it (the manifest's); None: every one
+    left_out: tuple = ()  # workloads a build narrowed by KERNELS= serves none of (the manifest's): not profiled
 
 
 def make_plan(specs_dir, templates_dir, profiler_dir, patterns: str, arch, flags: list[str],
@@ -45,16 +46,17 @@ def sources_and_hashes(kernels, templates_dir, profiler_dir, flags: list[str], c
 
 
 def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], cutlass_include,
-            pairs: dict | None = None) -> BuildPlan:
+            pairs: dict | None = None, left_out: tuple = ()) -> BuildPlan:
     """The plan of building ``kernels`` (descriptors, sorted by name); with ``pairs`` (workload name ->
     kernel names), the manifest says which kernels a profile measures on each workload (without,
-    every kernel that serves it)."""
+    every kernel that serves it), and with ``left_out`` (workload names), which it does not profile."""
     sources, hashes = sources_and_hashes(kernels, templates_dir, profiler_dir, flags, cutlass_include)
-    return plan_from(kernels, sources, hashes, templates_dir, arch, signature.cutlass_version(cutlass_include), pairs)
+    return plan_from(kernels, sources, hashes, templates_dir, arch, signature.cutlass_version(cutlass_include), pairs,
+                     left_out=left_out)
 
 
 def plan_from(kernels: list, sources: dict, hashes: dict, templates_dir, arch, cutlass: str,
-              pairs: dict | None = None, part: bool = False) -> BuildPlan:
+              pairs: dict | None = None, part: bool = False, left_out: tuple = ()) -> BuildPlan:
     """``plan_of`` ``kernels`` whose sources and hashes are rendered already (``sources`` and
     ``hashes`` may hold others). With ``part``, the manifest says that its kernels are part of the
     build's (those its profiler links: they need not serve every workload)."""
@@ -70,6 +72,8 @@ def plan_from(kernels: list, sources: dict, hashes: dict, templates_dir, arch, c
         manifest["pairs"] = pairs
     if part:
         manifest["part"] = True
+    if left_out:
+        manifest["left_out"] = sorted(left_out)
     return BuildPlan(kernels, sources, hashes,
                      render.manifest_source(templates, [k.name for k in kernels]),
-                     json.dumps(manifest, indent=1, sort_keys=True) + "\n", pairs)
+                     json.dumps(manifest, indent=1, sort_keys=True) + "\n", pairs, tuple(sorted(left_out)))

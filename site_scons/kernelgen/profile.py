@@ -684,6 +684,8 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     and the plan goes on."""
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
+    left_out = set(manifest.get("left_out", ()))  # a build narrowed by KERNELS= serves none of these
+    problems = [p for p in problems if p.name not in left_out]
     # a shard's kernels (SHARD=) and a part of the build's (those with pairs still to measure,
     # commands.profiler_plan) serve the workloads they serve; the others are other shards' or measured
     if shard is None and not manifest.get("part"):
