@@ -121,11 +121,11 @@ def narrowed_problems(config: Config, kernels: list) -> tuple:
 
 
 def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tuple:
-    """(plan, proposals, left out): the kernels this build compiles, of those of ``everything``
-    (``catalog``) that KERNELS= selects: with TOP=k each layer's k best-ranked (the cost model's
-    candidates, ``kernelgen.candidates``) and the set's measured choices among them; with TOP=listed
-    or all, every one. ``proposals`` is None unless the model ranked them; ``left out``, the layers a
-    narrowed KERNELS= serves none of (``narrowed_problems``)."""
+    """(plan, proposals): the kernels this build compiles, of those of ``everything`` (``catalog``)
+    that KERNELS= selects: with TOP=k each layer's k best-ranked (the cost model's candidates,
+    ``kernelgen.candidates``) and the set's measured choices among them; with TOP=listed or all,
+    every one; the plan's ``left_out``, the layers a narrowed KERNELS= serves none of
+    (``narrowed_problems``). ``proposals`` is None unless the model ranked them."""
     flags = config.nvccflags + config.arch.gencode_flags()
     shown = _shown(config.workload_file, config.root)
     proposals, kernels, pairs = None, select(everything, config.kernels, config.arch), None
@@ -137,7 +137,7 @@ def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tup
     if config.shard is not None:
         kernels = [k for k in kernels if shard_of(k.name, config.shard[1]) == config.shard[0]]
         if not kernels:
-            return empty_plan(), proposals, left_out  # SConstruct says so: nothing is this shard's
+            return empty_plan(), proposals  # SConstruct says so: nothing is this shard's
     plan = plan_module.plan_of(kernels, config.templates_dir, config.profiler_dir, config.arch, flags,
                                config.cutlass_includes[0], pairs, tuple(p.name for p in left_out))
     if not plan.kernels:
@@ -146,7 +146,7 @@ def build_plan(config: Config, everything: list, frames: dict, memo=None) -> tup
                                                                            f" and {config.spaces_dir}"))
     if config.shard is None:  # a shard's kernels serve the layers they serve
         check_served(problems, plan.kernels, shown)
-    return plan, proposals, left_out
+    return plan, proposals
 
 
 _NVCC_CUDA = re.compile(r"\bcuda_(\d+)\.(\d+)")
