@@ -82,7 +82,11 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         for kernel in chosen:
             cubin = compile_cubin(kernel, Path(folder), args.arch)
-            sass = subprocess.run([args.cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+            done = subprocess.run([args.cuobjdump, "-sass", str(cubin)], capture_output=True, text=True)
+            if done.returncode != 0:  # e.g. a cuobjdump without its nvdisasm beside it or on PATH
+                lines = done.stderr.strip().splitlines()
+                raise SystemExit(f"{kernel.name}: {args.cuobjdump} failed: {lines[-1] if lines else done.returncode}")
+            sass = done.stdout
             for function, counts in instruction_mix(sass).items():
                 print(f"{kernel.name} | {sum(counts.values())} | " + " | ".join(str(counts[op]) for op in ops)
                       + f" | {function}")

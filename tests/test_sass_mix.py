@@ -4,7 +4,7 @@
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, requires_nvcc
 
 sys.path.insert(0, str(ROOT / "bench"))
 from sass_mix import instruction_mix  # noqa: E402
@@ -48,3 +48,16 @@ def test_a_glob_of_no_kernel_and_no_disassembler_are_refused_in_one_line(tmp_pat
     assert none.returncode != 0 and none.stderr.strip() == "no kernel of the catalog matches no_such_kernel_*"
     missing = run("*", "--cuobjdump", "")
     assert missing.returncode != 0 and "no cuobjdump on PATH" in missing.stderr and missing.stderr.count("\n") == 1
+
+
+@requires_nvcc
+def test_a_disassembler_that_fails_is_named_in_one_line(tmp_path):
+    """A cuobjdump that cannot disassemble (one without nvdisasm beside it or on PATH exits 1 so)."""
+    fake = tmp_path / "cuobjdump"
+    fake.write_text("#!/bin/sh\necho \"cuobjdump fatal   : Could not find executable file 'nvdisasm'\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    name = "kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_3x3_stride1_tile8x16_t4x4_c32_s3_tma_cta128"
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_mix.py"), name, "--cuobjdump", str(fake)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == f"{name}: {fake} failed: cuobjdump fatal   : Could not find executable file 'nvdisasm'"
