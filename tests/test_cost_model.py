@@ -891,6 +891,20 @@ def test_a_build_narrowed_by_kernels_leaves_out_the_layers_none_of_them_serves(t
     assert every.returncode == 0 and "left out" not in every.stdout, every.stdout + every.stderr
 
 
+def test_a_header_narrowed_to_kernels_that_serve_no_layer_of_a_row_says_so_in_one_line(tmp_path):
+    """`scons best_kernels.h KERNELS=<depthwise kernels>` of a committed set whose first layer is a dense
+    convolution: the header chooses among the kernels KERNELS= selects, none of which serves that
+    layer, and says so (not "run scons profile", which would measure nothing new)."""
+    out = scons_runs.run(["-Q", "best_kernels.h", "WORKLOADS=convnext_tiny_b32_fused", "KERNELS=*dwconv*",
+                          f"BUILD={tmp_path / 'build'}"], cwd=ROOT, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stdout + out.stderr
+    message = [line for line in out.stderr.splitlines() if line.startswith("scons best_kernels.h: ")]
+    assert len(message) == 1 and re.search(
+        r"workload conv2d_fprop_f16_n32_h224_w224_c3_k96_r4_s4_pad0x0_str4x4_dil1x1: none of the kernels the header "
+        r"chooses among \(those KERNELS= selects\) serves it, and its \d+ row\(s\) are of others: give KERNELS= one of "
+        r"them, or leave KERNELS= out$", message[0]), out.stderr
+
+
 def test_a_layer_measures_its_own_proposals_and_the_builds_kernels_the_model_ranks_high_for_it():
     kernels = [SimpleNamespace(name=f"k{i}") for i in range(6)]
     layer = SimpleNamespace(name="layer")

@@ -149,6 +149,10 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
                 counts.append(f"{len(stale)} measured on code that has changed since (e.g. {stale['kernel'].iloc[0]})")
             if unmeasured:
                 counts.append(f"{unmeasured} not measured")
+            if not here:  # no kernel to choose among serves it: KERNELS= narrowed them to none of its rows'
+                raise ResultsError(source, f"workload {problem.name}: none of the kernels the header chooses among "
+                                   f"(those KERNELS= selects) serves it, and its {len(where)} row(s) are of others: "
+                                   "give KERNELS= one of them, or leave KERNELS= out")
             raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly on the current "
                                f"code ({', '.join(counts) or 'no row'}): run scons profile")
         chosen.append(fastest_position(columns, ok))
