@@ -112,7 +112,7 @@ def narrowed_problems(config: Config, kernels: list) -> tuple:
         return config.problems, []
     served, left = [], []
     for problem in config.problems:
-        (served if any(serves_op(k, problem) and serves(k, problem) is None for k in kernels) else left).append(problem)
+        (served if any(serves(k, problem) is None for k in kernels) else left).append(problem)
     if not served:
         raise KernelgenError(f"KERNELS={shorten(config.kernels)!r}: none of the {len(kernels)} kernel(s) it selects "
                              f"serves a layer of {_shown(config.workload_file, config.root)} "

@@ -109,12 +109,7 @@ def serves(kernel, problem) -> str | None:
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:
             return "a depthwise kernel: needs groups = C = K"
-        r, s = kernel.filter_shape
-        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (r, s, kernel.stride, kernel.stride):
-            return f"built for {r}x{s} filters, stride {kernel.stride}"
-        if conv.dilation_h != 1 or conv.dilation_w != 1:
-            return "built for dilation 1"
-        return kernel.refuses_channels(conv.c)
+        return kernel.refuses_window(conv)
     pointwise = conv.r == conv.s == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == conv.pad_w == 0
     if kernel.op.split(":")[0] == "gemm" and not pointwise:
         return "not a GEMM: needs a 1x1, stride-1, unpadded convolution"

@@ -89,6 +89,16 @@ class Depthwise(GroupedKernel):
         """Why a layer of ``c`` channels is not this kernel's (16-byte vectors along C), or None."""
         return None if c % 8 == 0 else "C must be a multiple of 8"
 
+    def refuses_window(self, conv):
+        """Why ``conv`` (its groups checked already) is not this kernel's by its filter, stride,
+        dilation or channels, or None."""
+        r, s = self.filter_shape
+        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (r, s, self.stride, self.stride):
+            return f"built for {r}x{s} filters, stride {self.stride}"
+        if conv.dilation_h != 1 or conv.dilation_w != 1:
+            return "built for dilation 1"
+        return self.refuses_channels(conv.c)
+
     def thread_grid(self) -> tuple:
         """A CTA's threads along the tile's rows and columns (Tile::kPR, Tile::kPC); 0 columns where
         the rows do not divide them."""

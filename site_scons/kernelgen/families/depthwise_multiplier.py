@@ -58,11 +58,7 @@ class DepthwiseMultiplier(DepthwiseHalf):
         m = self.multiplier
         if not (conv.groups == conv.c and conv.k == m * conv.c):
             return f"a depthwise kernel of channel multiplier {m}: needs groups = C, K = {m} * C"
-        if (conv.r, conv.s, conv.stride_h, conv.stride_w) != (*self.filter_shape, self.stride, self.stride):
-            return f"built for {self.filter}x{self.filter} filters, stride {self.stride}"
-        if conv.dilation_h != 1 or conv.dilation_w != 1:
-            return "built for dilation 1"
-        return self.refuses_channels(conv.c)
+        return self.refuses_window(conv)
 
     def values(self) -> dict:
         return {**super().values(), "multiplier": self.multiplier}
