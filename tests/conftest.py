@@ -189,8 +189,8 @@ def _marked(mark, skip):
 
 requires_gpu = _marked(pytest.mark.gpu, pytest.mark.skipif(not gpu_available(),
                                                            reason="needs a CUDA GPU (nvidia-smi finds none here)"))
-requires_nvcc = _marked(pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None,
-                                                             reason="needs nvcc on PATH"))
+NEEDS_NVCC = (pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc on PATH"))
+requires_nvcc = _marked(*NEEDS_NVCC)  # (NEEDS_NVCC: the marks of a parametrized case, pytest.param(marks=))
 
 
 def profile_layers(tmp_path, layers: list, kernels: str) -> list:

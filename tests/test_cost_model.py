@@ -891,18 +891,22 @@ def test_a_build_narrowed_by_kernels_leaves_out_the_layers_none_of_them_serves(t
     assert every.returncode == 0 and "left out" not in every.stdout, every.stdout + every.stderr
 
 
-def test_a_header_narrowed_to_kernels_that_serve_no_layer_of_a_row_says_so_in_one_line(tmp_path):
-    """`scons best_kernels.h KERNELS=<depthwise kernels>` of a committed set whose first layer is a dense
-    convolution: the header chooses among the kernels KERNELS= selects, none of which serves that
-    layer, and says so (not "run scons profile", which would measure nothing new)."""
-    out = scons_runs.run(["-Q", "best_kernels.h", "WORKLOADS=convnext_tiny_b32_fused", "KERNELS=*dwconv*",
+@pytest.mark.parametrize("workloads, kernels, layer", [
+    ("convnext_tiny_b32_fused", "*dwconv*", "conv2d_fprop_f16_n32_h224_w224_c3_k96_r4_s4_pad0x0_str4x4_dil1x1"),
+    ("resnet50", "*gemm_thin*", "conv2d_fprop_f16_n256_h56_w56_c64_k256_r1_s1_pad0x0_str1x1_dil1x1"),
+], ids=["depthwise-kernels-dense-layer", "thin-gemm-kernels-wide-layer"])
+def test_a_header_narrowed_to_kernels_that_serve_no_layer_of_a_row_says_so_in_one_line(tmp_path, workloads, kernels,
+                                                                                        layer):
+    """`scons best_kernels.h KERNELS=<kernels>` of a committed set whose first layer none of them
+    serves: the header chooses among the kernels KERNELS= selects and says so (not "run scons
+    profile", which would measure nothing new)."""
+    out = scons_runs.run(["-Q", "best_kernels.h", f"WORKLOADS={workloads}", f"KERNELS={kernels}",
                           f"BUILD={tmp_path / 'build'}"], cwd=ROOT, timeout=300)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stdout + out.stderr
     message = [line for line in out.stderr.splitlines() if line.startswith("scons best_kernels.h: ")]
     assert len(message) == 1 and re.search(
-        r"workload conv2d_fprop_f16_n32_h224_w224_c3_k96_r4_s4_pad0x0_str4x4_dil1x1: none of the kernels the header "
-        r"chooses among \(those KERNELS= selects\) serves it, and its \d+ row\(s\) are of others: give KERNELS= one of "
-        r"them, or leave KERNELS= out$", message[0]), out.stderr
+        rf"workload {layer}: none of the kernels the header chooses among \(those KERNELS= selects\) serves it, and "
+        r"its \d+ row\(s\) are of others: give KERNELS= one of them, or leave KERNELS= out$", message[0]), out.stderr
 
 
 def test_a_layer_measures_its_own_proposals_and_the_builds_kernels_the_model_ranks_high_for_it():

@@ -4,7 +4,9 @@
 import subprocess
 import sys
 
-from conftest import ROOT, requires_nvcc
+import pytest
+
+from conftest import NEEDS_NVCC, ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 from sass_mix import instruction_mix  # noqa: E402
@@ -37,27 +39,25 @@ def test_the_mix_counts_each_functions_opcodes_without_modifiers_or_predicates()
     assert instruction_mix("no functions here") == {}
 
 
-def test_a_glob_of_no_kernel_and_no_disassembler_are_refused_in_one_line(tmp_path):
-    def run(*args):
-        return subprocess.run([sys.executable, str(ROOT / "bench" / "sass_mix.py"), *args], capture_output=True,
-                              text=True, timeout=300)
-    fake = tmp_path / "cuobjdump"
-    fake.write_text("#!/bin/sh\nexit 0\n")
-    fake.chmod(0o755)
-    none = run("no_such_kernel_*", "--cuobjdump", str(fake))
-    assert none.returncode != 0 and none.stderr.strip() == "no kernel of the catalog matches no_such_kernel_*"
-    missing = run("*", "--cuobjdump", "")
-    assert missing.returncode != 0 and "no cuobjdump on PATH" in missing.stderr and missing.stderr.count("\n") == 1
+DWCONV = "kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_3x3_stride1_tile8x16_t4x4_c32_s3_tma_cta128"
+REFUSALS = [
+    # the kernel glob, the fake cuobjdump's script ("": none given), the one line it says ({fake}: its path)
+    pytest.param("no_such_kernel_*", "exit 0", "no kernel of the catalog matches no_such_kernel_*", id="no kernel"),
+    pytest.param("*", "", "no cuobjdump on PATH: give --cuobjdump (CUDA's toolkit, or pip's nvidia-cuda-cuobjdump)",
+                 id="no cuobjdump"),
+    # a cuobjdump without nvdisasm beside it or on PATH exits 1 so (the kernel compiled first)
+    pytest.param(DWCONV, "echo \"cuobjdump fatal   : Could not find executable file 'nvdisasm'\" >&2; exit 1",
+                 f"{DWCONV}: {{fake}} failed: cuobjdump fatal   : Could not find executable file 'nvdisasm'",
+                 id="cuobjdump fails", marks=NEEDS_NVCC),
+]
 
 
-@requires_nvcc
-def test_a_disassembler_that_fails_is_named_in_one_line(tmp_path):
-    """A cuobjdump that cannot disassemble (one without nvdisasm beside it or on PATH exits 1 so)."""
+@pytest.mark.parametrize("pattern, script, message", REFUSALS)
+def test_a_bad_glob_or_disassembler_is_refused_in_one_line(tmp_path, pattern, script, message):
     fake = tmp_path / "cuobjdump"
-    fake.write_text("#!/bin/sh\necho \"cuobjdump fatal   : Could not find executable file 'nvdisasm'\" >&2\nexit 1\n")
+    fake.write_text(f"#!/bin/sh\n{script}\n")
     fake.chmod(0o755)
-    name = "kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_3x3_stride1_tile8x16_t4x4_c32_s3_tma_cta128"
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_mix.py"), name, "--cuobjdump", str(fake)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_mix.py"), pattern,
+                          "--cuobjdump", str(fake) if script else ""], capture_output=True, text=True, timeout=600)
     assert out.returncode != 0 and "Traceback" not in out.stderr
-    assert out.stderr.strip() == f"{name}: {fake} failed: cuobjdump fatal   : Could not find executable file 'nvdisasm'"
+    assert out.stderr.strip() == message.replace("{fake}", str(fake)), out.stderr
