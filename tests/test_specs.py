@@ -107,7 +107,7 @@ def test_catalog_holds_each_family():
     assert len(dw_pairs) == 21 and {k.access for k in dw_pairs} == {4, 8} and {(k.filter, k.stride) for k in dw_pairs} == {(f, s) for f in (3, 5, 7) for s in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "depthwise_adapter.h" and k.includes == ("depthwise_pairs.h",) for k in dw_pairs)
     dw_pairs_half = [k for k in kernels if k.family == "depthwise_pairs_half"]
-    assert len(dw_pairs_half) == 25 and {(k.access, k.accumulator, k.filter) for k in dw_pairs_half} == {(a, "f16", f) for a in (4, 8) for f in (3, 5, 7, 9)}
+    assert len(dw_pairs_half) == 28 and {(k.access, k.accumulator, k.filter) for k in dw_pairs_half} == {(a, "f16", f) for a in (4, 8) for f in (3, 5, 7, 9)}
     dw_strip = [k for k in kernels if k.family == "depthwise_strip"]
     assert len(dw_strip) == 38 and {k.vector for k in dw_strip} == {2, 4} and {(k.filter, k.stride) for k in dw_strip} == {(f, s) for f in (3, 5) for s in (1, 2)}
     assert all(k.op == "conv2d_fprop_grouped" and k.adapter_header == "strip_conv.h" for k in dw_strip)
@@ -248,8 +248,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 958
-    assert len(select(kernels, "*", parse_arch("90"))) == 759, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 961
+    assert len(select(kernels, "*", parse_arch("90"))) == 762, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 561
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
