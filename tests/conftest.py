@@ -194,17 +194,24 @@ requires_nvcc = _marked(*NEEDS_NVCC)  # (NEEDS_NVCC: the marks of a parametrized
 
 
 def profile_layers(tmp_path, layers: list, kernels: str) -> list:
-    """`scons profile` on the GPU of ``layers`` (conv2d_fprop lines, less the op) with every kernel
-    KERNELS=``kernels`` selects measured on each (TOP=listed), into ``tmp_path``; BUILD is
-    $KERNELGEN_TEST_BUILD if set (one build shared by several tests). [(problem, its CSV's rows)]."""
+    """`scons profile` on the GPU of ``layers`` (conv2d_fprop lines, less the op, or whole workload
+    lines) with every kernel KERNELS=``kernels`` selects measured on each (TOP=listed), into
+    ``tmp_path``; BUILD is $KERNELGEN_TEST_BUILD if set (one build shared by several tests).
+    [(problem, its CSV's rows)] of the layers a selected kernel serves; a layer none serves the
+    narrowed build leaves out (commands.narrowed_problems): asserted here to have no CSV, the build
+    having said so."""
     import subprocess
     import sys
 
     from kernelgen import results
+    from kernelgen.cost_model import serves
     from kernelgen.profile import query_gpu
+    from kernelgen.arch import parse_arch
+    from kernelgen.specs import load_catalog, select
     from kernelgen.workloads import parse_workloads
 
-    text = "".join(f"conv2d_fprop {layer}\n" for layer in layers)
+    text = "".join(layer + "\n" if layer.split()[0] in ("gemm", "conv2d_fprop") else f"conv2d_fprop {layer}\n"
+                   for layer in layers)
     workloads = tmp_path / "odd.txt"
     workloads.write_text(text)
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
@@ -213,7 +220,15 @@ def profile_layers(tmp_path, layers: list, kernels: str) -> list:
                          cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     folder = results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0])
-    return [(problem, results.read_csv(folder / f"{problem.name}.csv")) for problem in parse_workloads(text)]
+    selected = select(load_catalog(ROOT / "kernel_specs" / "families"), kernels, parse_arch("90a"))
+    served = []
+    for problem in parse_workloads(text):
+        if any(serves(k, problem) is None for k in selected):
+            served.append((problem, results.read_csv(folder / f"{problem.name}.csv")))
+        else:
+            assert not (folder / f"{problem.name}.csv").exists() and " are left out of this build" in out.stdout, \
+                problem.name
+    return served
 
 
 def assert_served_rows_verify(problem, frame, kernels: dict, limit: float | dict = 1e-3) -> None:
