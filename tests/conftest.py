@@ -204,10 +204,11 @@ def profile_layers(tmp_path, layers: list, kernels: str) -> list:
     import sys
 
     from kernelgen import results
+    from kernelgen.arch import parse_arch
     from kernelgen.cost_model import serves
     from kernelgen.profile import query_gpu
-    from kernelgen.arch import parse_arch
     from kernelgen.specs import load_catalog, select
+    from kernelgen.targets import DEFAULT_ARCH
     from kernelgen.workloads import parse_workloads
 
     text = "".join(layer + "\n" if layer.split()[0] in ("gemm", "conv2d_fprop") else f"conv2d_fprop {layer}\n"
@@ -220,7 +221,7 @@ def profile_layers(tmp_path, layers: list, kernels: str) -> list:
                          cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     folder = results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0])
-    selected = select(load_catalog(ROOT / "kernel_specs" / "families"), kernels, parse_arch("90a"))
+    selected = select(load_catalog(ROOT / "kernel_specs" / "families"), kernels, parse_arch(DEFAULT_ARCH))  # the build's
     served = []
     for problem in parse_workloads(text):
         if any(serves(k, problem) is None for k in selected):
