@@ -206,13 +206,13 @@ def profile_layers(tmp_path, layers: list, kernels: str) -> list:
     from kernelgen import results
     from kernelgen.arch import parse_arch
     from kernelgen.cost_model import serves
+    from kernelgen.ops import OPS
     from kernelgen.profile import query_gpu
     from kernelgen.specs import load_catalog, select
     from kernelgen.targets import DEFAULT_ARCH
     from kernelgen.workloads import parse_workloads
 
-    text = "".join(layer + "\n" if layer.split()[0] in ("gemm", "conv2d_fprop") else f"conv2d_fprop {layer}\n"
-                   for layer in layers)
+    text = "".join(layer + "\n" if layer.split()[0] in OPS else f"conv2d_fprop {layer}\n" for layer in layers)
     workloads = tmp_path / "odd.txt"
     workloads.write_text(text)
     build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
