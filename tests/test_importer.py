@@ -1082,3 +1082,43 @@ def test_without_input_a_request_takes_the_models_own_size_or_the_default(monkey
         assert importer.with_model_input(parse_request(f"zoo.nets:{name}", 1, ""), log=said.append).input == (3, 224, 224)
     given = parse_request("zoo.nets:sized", 1, "3x64x64")
     assert importer.with_model_input(given, log=said.append) is given
+
+
+def test_without_input_a_torchvision_video_model_takes_a_clip_at_its_weights_crop_size(monkeypatch):
+    """A torchvision video model (its weights' transforms a VideoClassification) is recorded on a
+    clip of 16 frames (more where its weights' min_temporal_size asks) at its weights' crop size,
+    where 3x224x224 fails its 3-D convolutions; an image model, a name without weights, a crop size
+    of another form and a missing PyTorch keep 3x224x224."""
+    import functools
+    from types import SimpleNamespace
+
+    def VideoClassification(**kw):  # noqa: N802 (torchvision's name is what is read)
+        return kw
+
+    def ImageClassification(**kw):  # noqa: N802
+        return kw
+
+    def weights(transform, meta=None, **kw):
+        return [SimpleNamespace(transforms=functools.partial(transform, **kw), meta=meta or {})]
+    zoo = {"r3d_18": weights(VideoClassification, {"min_size": (1, 1)}, crop_size=(112, 112)),
+           "long_clip": weights(VideoClassification, {"min_temporal_size": 32}, crop_size=(224, 224)),
+           "odd_crop": weights(VideoClassification, crop_size=224),
+           "resnet50": weights(ImageClassification, crop_size=224)}
+
+    def get_model_weights(name):
+        return zoo[name]  # KeyError for a name without weights, as torchvision raises
+    torchvision = SimpleNamespace(models=SimpleNamespace(get_model_weights=get_model_weights))
+    monkeypatch.setattr(importer, "import_torch", lambda request: (None, torchvision))
+    said = []
+    clip = importer.with_model_input(parse_request("r3d_18", 8, ""), log=said.append)
+    assert clip.input == (3, 16, 112, 112) and clip.command() == "scons workloads MODEL=r3d_18 BATCH=8 INPUT=3x16x112x112"
+    assert said == ["INPUT=3x16x112x112: a torchvision video model's clip: frames x its weights' crop size"]
+    assert importer.with_model_input(parse_request("long_clip", 1, ""), log=said.append).input == (3, 32, 224, 224)
+    for name in ("odd_crop", "resnet50", "no_such_model"):
+        assert importer.with_model_input(parse_request(name, 1, ""), log=said.append).input == (3, 224, 224)
+    assert len(said) == 2
+
+    def no_torch(request):
+        raise importer.NoTorchError("scons workloads needs PyTorch")
+    monkeypatch.setattr(importer, "import_torch", no_torch)
+    assert importer.with_model_input(parse_request("r3d_18", 1, ""), log=said.append).input == (3, 224, 224)

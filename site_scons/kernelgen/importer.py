@@ -1114,11 +1114,18 @@ def _example(torch, model, shape, device):
 def with_model_input(request: Request, log=print) -> Request:
     """``request`` with its input: the one given, or the model's own where it names one (a timm
     model's ``pretrained_cfg["input_size"]``, built on the meta device to read it: several assert
-    it, as BEiT, Swin and EfficientNet-B3 do), else DEFAULT_INPUT (a torchvision model's)."""
+    it, as BEiT, Swin and EfficientNet-B3 do; a torchvision video model's clip, video_clip), else
+    DEFAULT_INPUT (a torchvision model's)."""
     if request.input is not None:
         return request
-    own = None
-    if request.factory is not None:
+    own, whose = None, "the model's own input size (its pretrained_cfg)"
+    if request.factory is None:
+        try:
+            own = video_clip(import_torch(request)[1], request.model)
+        except NoTorchError:  # recording the model says what is missing
+            own = None
+        whose = "a torchvision video model's clip: frames x its weights' crop size"
+    else:
         torch, torchvision = import_torch(request)
         try:
             with _users_code(), torch.device("meta"):
@@ -1128,8 +1135,30 @@ def with_model_input(request: Request, log=print) -> Request:
             own = None
     if own is None:
         return replace(request, input=parse_input(DEFAULT_INPUT))
-    log(f"INPUT={'x'.join(map(str, own))}: the model's own input size (its pretrained_cfg)")
+    log(f"INPUT={'x'.join(map(str, own))}: {whose}")
     return replace(request, input=own)
+
+
+VIDEO_FRAMES = 16  # torchvision's video models are trained and evaluated on clips of 16 frames
+
+
+def video_clip(torchvision, name: str) -> tuple | None:
+    """A torchvision video model's input, C x T x H x W: 3 channels, VIDEO_FRAMES frames (or the
+    weights' ``min_temporal_size`` where more) at its weights' crop size, read from the weights'
+    enum (nothing downloaded); None for any other model, which 3x224x224 serves whatever its
+    weights were trained at (a model built without weights takes the builder's default size)."""
+    try:
+        weights = next(iter(torchvision.models.get_model_weights(name)))
+        transforms, meta = weights.transforms, weights.meta
+        if getattr(getattr(transforms, "func", None), "__name__", "") != "VideoClassification":
+            return None
+        crop = tuple(int(v) for v in transforms.keywords["crop_size"])
+        frames = max(VIDEO_FRAMES, int(meta.get("min_temporal_size", 0)))
+    except Exception:  # no weights registered under that name, or a form this does not know
+        return None
+    if len(crop) != 2 or min(crop) < 1:
+        return None
+    return (3, frames, *crop)
 
 
 def model_input(model) -> tuple | None:
@@ -1236,7 +1265,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model", required=True, help="torchvision model name or package.module:factory")
     parser.add_argument("--batch", default="1")
     parser.add_argument("--input", default="", help="CxHxW (CxTxHxW for a video model, CxL for a sequence); "
-                                                     f"default: the model's own input size, else {DEFAULT_INPUT}")
+                                                     "default: the model's own input size (a torchvision video "
+                                                     f"model's: a clip, CxTxHxW), else {DEFAULT_INPUT}")
     parser.add_argument("--dtype", default=DEFAULT_DTYPE, help=" or ".join(DTYPES))
     parser.add_argument("--name", default="", help="the workload set's name (default <model>_b<batch>)")
     parser.add_argument("--sets-dir", required=True, help="where NAME.txt is written")

@@ -70,6 +70,7 @@ def variables(arguments) -> Variables:
         ("MODEL", "scons workloads: a torchvision model name (resnet50) or package.module:factory", ""),
         ("BATCH", "scons workloads: the batch size", "1"),
         ("INPUT", "scons workloads: the input's CxHxW (default: the model's own, as a timm model names it; "
+                  "a torchvision video model's clip of 16 frames at its weights' crop size; "
                   f"else {importer.DEFAULT_INPUT})", ""),
         ("DTYPE", f"scons workloads: what the layers are profiled as ({' or '.join(importer.DTYPES)})",
          importer.DEFAULT_DTYPE),
