@@ -26,7 +26,7 @@
 // For each layer (default: ResNeXt-50 32x4d's three 3x3 layers of 4 and 8 channels a group, at
 // batch 32 and 1), every configuration (TQ, threads along Q, PR) is checked against a plain fp32
 // reference on the same operands (relative L2 error and largest element error, both within 1e-3 to
-// pass) and timed as the profiler times: operands rotated over enough copies to cover four times
+// pass) and timed as the profiler times (bench/conv_bench.h): operands rotated over enough copies to cover four times
 // the L2 cache, back-to-back launches captured in one CUDA graph, the median over 20 replays.
 // Prints one line a layer and configuration; cuDNN's time for the same layers is in
 // docs/results.md (or `scons compare` once the kernel is a family).
@@ -51,47 +51,11 @@
 #include <vector>
 
 #include "../profiler/grouped_mma.h"
+#include "conv_bench.h"
 
 namespace {
 
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "grouped_direct: %s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-
-struct Layer {
-  int n, h, w, c, k, r, s, pad, stride, groups;
-  __host__ __device__ int p() const { return (h + 2 * pad - r) / stride + 1; }
-  __host__ __device__ int q() const { return (w + 2 * pad - s) / stride + 1; }
-};
-
-// One thread an output, fp32 accumulation.
-__global__ void reference(Layer L, const __half* x, const __half* w, float* y) {
-  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  const long long total = (long long)L.n * L.p() * L.q() * L.k;
-  if (i >= total) return;
-  const int k = int(i % L.k);
-  long long t = i / L.k;
-  const int q = int(t % L.q());
-  t /= L.q();
-  const int p = int(t % L.p()), n = int(t / L.p());
-  const int cg = L.c / L.groups, kg = L.k / L.groups, g = k / kg;
-  float acc = 0.0f;
-  for (int r = 0; r < L.r; ++r) {
-    const int h = p * L.stride - L.pad + r;
-    if (h < 0 || h >= L.h) continue;
-    for (int s = 0; s < L.s; ++s) {
-      const int col = q * L.stride - L.pad + s;
-      if (col < 0 || col >= L.w) continue;
-      const __half* in = x + ((size_t(n) * L.h + h) * L.w + col) * L.c + g * cg;
-      const __half* tap = w + ((size_t(k) * L.r + r) * L.s + s) * cg;
-      for (int j = 0; j < cg; ++j) acc += __half2float(in[j]) * __half2float(tap[j]);
-    }
-  }
-  y[i] = acc;
-}
+using namespace bench;
 
 // CG 16-bit elements from global memory (CG * 2 bytes, aligned so) as floats.
 template <int CG>
@@ -351,70 +315,6 @@ __global__ void __launch_bounds__(32 * PY) grouped_direct(Layer L, const __half*
   }
 }
 
-__global__ void fill(__half* data, size_t count, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned v = unsigned(i) * 2654435761u ^ seed;
-    v ^= v >> 13, v *= 0x5bd1e995u, v ^= v >> 15;
-    data[i] = __float2half(float(v % 2001) / 1000.0f - 1.0f);  // [-1, 1]
-  }
-}
-
-struct Buffers {
-  std::vector<__half*> x, y;
-  __half* w = nullptr;
-  float* reference = nullptr;
-};
-
-// Checks `launch(x, w, y, stream)` (one launch of a kernel on the layer) against the reference on
-// the first copy of the operands, times it, and prints a line labelled `label`.
-template <typename Launch>
-void run(const Layer& L, const Buffers& b, const std::string& label, Launch launch) {
-  const size_t outputs = size_t(L.n) * L.p() * L.q() * L.k;
-  launch(b.x[0], b.w, b.y[0], cudaStream_t(0));
-  check(cudaDeviceSynchronize(), "the kernel");
-  std::vector<__half> got(outputs);
-  std::vector<float> want(outputs);
-  check(cudaMemcpy(got.data(), b.y[0], outputs * sizeof(__half), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  check(cudaMemcpy(want.data(), b.reference, outputs * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  double diff = 0, norm = 0, largest_diff = 0, largest = 0;
-  for (size_t i = 0; i < outputs; ++i) {
-    const double d = double(__half2float(got[i])) - want[i];
-    diff += d * d, norm += double(want[i]) * want[i];
-    largest_diff = std::max(largest_diff, std::fabs(d)), largest = std::max(largest, std::fabs(double(want[i])));
-  }
-  const double rel_l2 = std::sqrt(diff / std::max(norm, 1e-30)), rel_max = largest_diff / std::max(largest, 1e-30);
-  const bool ok = rel_l2 <= 1e-3 && rel_max <= 1e-3 && std::isfinite(rel_l2);
-  // Timed: a graph of launches cycling over the copies, replayed.
-  cudaStream_t stream;
-  check(cudaStreamCreate(&stream), "cudaStreamCreate");
-  const int launches = int(b.x.size()) * std::max(1, int(40 / b.x.size()));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
-  for (int i = 0; i < launches; ++i) launch(b.x[i % b.x.size()], b.w, b.y[i % b.y.size()], stream);
-  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-  check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> times;
-  for (int i = 0; i < 20; ++i) {
-    check(cudaEventRecord(start, stream), "cudaEventRecord");
-    check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
-    check(cudaEventRecord(stop, stream), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    times.push_back(ms / launches);
-  }
-  std::sort(times.begin(), times.end());
-  std::printf("%d,%d,%d,%d,%d,%d,g%d  %-40s %9.4f ms  rel_l2 %.2e  rel_max %.2e  %s\n", L.n, L.h, L.w, L.c,
-              L.k, L.stride, L.groups, label.c_str(), times[times.size() / 2], rel_l2, rel_max, ok ? "ok" : "INCORRECT");
-  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(stream);
-  cudaEventDestroy(start), cudaEventDestroy(stop);
-}
-
 template <int CG, int Stride, int TQ, int PY, int PR>
 void direct(const Layer& L, const Buffers& b) {
   const auto kernel = grouped_direct<CG, CG, 3, 3, Stride, TQ, PY, PR>;
@@ -486,26 +386,7 @@ void measure(const Layer& L) {
                 "stride 1 or 2\n", L.n, L.h, L.w, L.c, L.k, L.stride, L.groups);
     return;
   }
-  int device = 0, l2 = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
-  const size_t inputs = size_t(L.n) * L.h * L.w * L.c, outputs = size_t(L.n) * L.p() * L.q() * L.k;
-  const size_t filter = size_t(L.k) * 9 * cg;
-  const size_t bytes = (inputs + outputs) * sizeof(__half);
-  const int copies = int(std::max<size_t>(1, (4 * size_t(l2) + bytes - 1) / bytes));
-  Buffers b;
-  for (int i = 0; i < copies; ++i) {
-    __half *x, *y;
-    check(cudaMalloc(&x, inputs * sizeof(__half)), "cudaMalloc");
-    check(cudaMalloc(&y, outputs * sizeof(__half)), "cudaMalloc");
-    fill<<<1024, 256>>>(x, inputs, 17u + i);
-    b.x.push_back(x), b.y.push_back(y);
-  }
-  check(cudaMalloc(&b.w, filter * sizeof(__half)), "cudaMalloc");
-  fill<<<256, 256>>>(b.w, filter, 91u);
-  check(cudaMalloc(&b.reference, outputs * sizeof(float)), "cudaMalloc");
-  reference<<<unsigned((outputs + 255) / 256), 256>>>(L, b.x[0], b.w, b.reference);
-  check(cudaDeviceSynchronize(), "the reference");
+  Buffers b = allocate(L, size_t(L.k) * 9 * cg);
   if (cg == 4) {
     if (L.stride == 1) configurations<4, 1>(L, b);
     else configurations<4, 2>(L, b);
@@ -513,8 +394,7 @@ void measure(const Layer& L) {
     if (L.stride == 1) configurations<8, 1>(L, b);
     else configurations<8, 2>(L, b);
   }
-  for (size_t i = 0; i < b.x.size(); ++i) cudaFree(b.x[i]), cudaFree(b.y[i]);
-  cudaFree(b.w), cudaFree(b.reference);
+  release(b);
 }
 
 }  // namespace
