@@ -127,6 +127,22 @@ def test_a_dry_run_of_profile_says_what_it_would_compile_and_measure_without_a_g
     assert "would compile 0 of the build's 2 kernels and measure 0 (workload, kernel) pair(s)" in done.stdout
 
 
+
+def test_a_dry_run_narrowed_by_kernels_counts_the_pairs_of_the_layers_it_profiles(fake_build, tmp_path):
+    """A layer that none of the KERNELS= kernels serves (C = 4: they copy 8 channels at a time) is
+    left out of the build, and of what the dry run says it would measure: 2 layers' pairs, not 3."""
+    project, toolchain = fake_build
+    (project / "kernel_specs" / "workloads" / "three.txt").write_text(
+        "\n".join(LAYERS + ["conv2d_fprop n=1 h=8 w=8 c=4 k=8 r=1 s=1"]) + "\n")
+    out = scons_runs.run(scons_args("-n", "profile", "WORKLOADS=three", f"KERNELS={KERNELS[0]}", "TOP=all",
+                                    f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'b'}", "RESULTS=nowhere"),
+                         cwd=project, env=dict(os.environ, PATH=os.environ["PATH"]), timeout=120)
+    no_traceback(out)
+    assert out.returncode == 0, out.stderr
+    assert "serves 2 of the 3 layers of three: the other 1 are left out of this build" in out.stdout, out.stdout
+    assert "would compile 1 of the build's 1 kernels and measure 2 (workload, kernel) pair(s) of 2 workload(s)" \
+        in out.stdout, out.stdout
+
 @needs_ar
 def test_a_clean_checkouts_library_compiles_its_chosen_kernels_in_one_unit_with_one_job(tmp_path):
     """Each layer of `pair` chooses another kernel (the fake GPU runs the second faster on the

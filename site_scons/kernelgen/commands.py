@@ -172,14 +172,16 @@ def measuring_stack(config: Config) -> tuple | None:
 
 
 def pending_pairs(config: Config, kernels: list, hashes: dict, pairs: dict | None, frames: dict,
-                  stack: tuple | None) -> list:
+                  stack: tuple | None, left_out: tuple = ()) -> list:
     """The (workload name, kernel name) pairs of ``kernels`` (of hashes ``hashes``, measured on the
     workloads ``pairs`` names them for) still to measure as a profile plans them
     (``profile.Runner.plan``): a kernel serving the workload that is wanted there and that the
     workload's CSV (``frames``) holds no row of on its current code, measured with ``stack`` (None:
-    any stack)."""
+    any stack); none on the workloads ``left_out`` (a narrowed build's, which it does not profile)."""
     pending = []
     for problem in config.problems:
+        if problem.name in left_out:
+            continue
         frame = frames.get(problem.name)
         rows = [] if frame is None else list(zip(frame["kernel"], frame["kernel_hash"],
                                                  zip(*(frame[c] for c in results.PROVENANCE))))
@@ -203,7 +205,8 @@ def profiler_plan(config: Config, everything: list, plan: plan_module.BuildPlan,
     stack = measuring_stack(config) if plan.kernels and config.results_dir is not None else None
     if stack is None:
         return plan
-    names = {kernel for _, kernel in pending_pairs(config, plan.kernels, plan.hashes, plan.pairs, frames, stack)}
+    names = {kernel for _, kernel in pending_pairs(config, plan.kernels, plan.hashes, plan.pairs, frames, stack,
+                                                      plan.left_out)}
     if with_chosen or not names:
         chosen = library_kernels(config, everything, hashes)
         if chosen is None:  # no choice for some layer: compare says so as it always has
@@ -284,14 +287,15 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, profiled: plan_mod
     current code."""
     compiled = set(units.compiled)
     stale = [name for name in profiled.sources if units.objects[name] in compiled]
-    pending = len(pending_pairs(config, profiled.kernels, profiled.hashes, profiled.pairs, frames, None))
+    pending = len(pending_pairs(config, profiled.kernels, profiled.hashes, profiled.pairs, frames, None,
+                                profiled.left_out))
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
     runs = f" in {len(compiled)} nvcc run{'s' if len(compiled) != 1 else ''}" if len(compiled) != len(stale) else ""
     linked = (f"the build's {len(plan.kernels)} kernels" if profiled is plan else
               f"the {len(profiled.kernels)} kernels the profiler links (of the build's {len(plan.kernels)}: those "
               "with a pair to measure, and for compare the set's choices)")
     return (f"scons -n profile: would compile {len(stale)} of {linked}{runs} "
-            f"and measure {pending} (workload, kernel) pair(s) of {len(config.problems)} "
+            f"and measure {pending} (workload, kernel) pair(s) of {len(config.problems) - len(profiled.left_out)} "
             f"workload(s) not yet in {_shown(where, config.root)} on the current code")
 
 
