@@ -15,9 +15,12 @@
 // C channels, and an output channel's 9 x C filter values, are rows of shared memory whose stride is
 // 4 words more than a multiple of 8 (padded where it is not), so the 8 rows an ldmatrix phase reads
 // fall in 8 different quarters of the banks. A pair past the 9 x C / 8 real ones reads a zero line.
+// Persistent: as many CTAs as stay on the GPU at once, each copying the filter once and taking
+// blocks blockIdx.x, + gridDim.x, ..., the next block's window copied into the second of two
+// buffers while this one's is computed.
 //
 // For each layer (default: those two layers and their batch-1 versions), every configuration
-// (TP x TQ outputs a CTA, WARPS) is checked against the plain fp32 reference on the same operands and
+// (TP x TQ outputs a block, WARPS, persistent or a CTA a block) is checked against the plain fp32 reference on the same operands and
 // timed (bench/conv_bench.h); one line a layer and configuration. --model runs on the CPU, no GPU:
 // every CTA's shared memory filled and every warp's fragments taken as ldmatrix and mma.sync define
 // them (PTX ISA) from the same address functions as the kernel, against a plain convolution.
@@ -46,7 +49,7 @@ using namespace bench;
 // than a multiple of 8 (16-byte rows an ldmatrix phase reads then start in 8 different bank quarters).
 constexpr int row_words(int words) { return words % 8 == 4 ? words : words + (12 - words % 8) % 8; }
 
-template <int C, int K, int TP, int TQ, int WARPS>
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
 struct Narrow {
   static_assert(C % 8 == 0 && K % 8 == 0 && C <= 64 && K <= 64, "8 to 64 channels in and out, multiples of 8");
   static_assert(TP * TQ % (16 * WARPS) == 0, "whole tiles of 16 pixels for every warp");
@@ -57,20 +60,28 @@ struct Narrow {
   static constexpr int kSteps = (kPairs + 1) / 2;                   // k-steps of 16
   static constexpr int kFilterWords = row_words(9 * C / 2);         // an output channel's row
   static constexpr int kWindowWords = kWP * kWQ * kPixelWords;
-  static constexpr int kFilterAt = kWindowWords, kZeroAt = kFilterAt + K * kFilterWords;
+  static constexpr int kBuffers = PERSISTENT ? 2 : 1;               // windows: the one computed, the next
+  static constexpr int kFilterAt = kBuffers * kWindowWords, kZeroAt = kFilterAt + K * kFilterWords;
   static constexpr int kSmemBytes = 4 * (kZeroAt + 4);              // and a zero line of 16 bytes
   static constexpr int kTilesPerWarp = TP * TQ / 16 / WARPS;        // MT
   static constexpr int kNTiles = K / 8;
 
-  // The shared-memory word where `lane`'s ldmatrix.x4 row of A starts, for tile `tile` (of the CTA's
-  // TP * TQ / 16) at k-step `step`: lanes 8j..8j+7 give matrix j's rows, matrix j holding rows
-  // 8 (j % 2).. of the tile and its pair 2 step + j / 2 (mma's a0..a3).
-  __host__ __device__ static int a_word(int lane, int tile, int step) {
+  // Block `block` of the layer's TP x TQ output blocks (image by image, rows of blocks): its image
+  // and first output row and column.
+  __host__ __device__ static void origin(const Layer& L, int block, int& n, int& p0, int& q0) {
+    const int across = (L.q() + TQ - 1) / TQ, down = (L.p() + TP - 1) / TP;
+    n = block / (across * down), p0 = block / across % down * TP, q0 = block % across * TQ;
+  }
+
+  // The shared-memory word where `lane`'s ldmatrix.x4 row of A starts, for tile `tile` (of the
+  // block's TP * TQ / 16) at k-step `step`, its window in buffer `buffer`: lanes 8j..8j+7 give matrix
+  // j's rows, matrix j holding rows 8 (j % 2).. of the tile and its pair 2 step + j / 2 (mma's a0..a3).
+  __host__ __device__ static int a_word(int lane, int tile, int step, int buffer) {
     const int j = lane / 8, row = lane % 8 + 8 * (j % 2), pair = 2 * step + j / 2;
     if (pair >= kPairs) return kZeroAt;
     const int pixel = tile * 16 + row, p = pixel / TQ, q = pixel % TQ;
     const int tap = pair / kChunks, chunk = pair % kChunks;
-    return ((p + tap / 3) * kWQ + q + tap % 3) * kPixelWords + 4 * chunk;
+    return buffer * kWindowWords + ((p + tap / 3) * kWQ + q + tap % 3) * kPixelWords + 4 * chunk;
   }
 
   // The word where `lane`'s ldmatrix.x2 row of B starts, output channels 8 ntile.. at k-step `step`:
@@ -81,19 +92,20 @@ struct Narrow {
     return pair >= kPairs ? kZeroAt : kFilterAt + out * kFilterWords + 4 * pair;
   }
 
-  // The window's 16-byte piece `i` (of kWP * kWQ * kChunks): its word in shared memory, and the
-  // input pixel it copies (row h, column w of image n; outside the image it is zeros).
-  __host__ __device__ static int window_piece(int i, int p0, int q0, int& h, int& w) {
+  // The window's 16-byte piece `i` (of kWP * kWQ * kChunks) for the block from (p0, q0), in buffer
+  // `buffer`: its word in shared memory, and the input pixel it copies (row h, column w; outside the
+  // image it is zeros).
+  __host__ __device__ static int window_piece(int i, int p0, int q0, int buffer, int& h, int& w) {
     const int chunk = i % kChunks, pixel = i / kChunks, wr = pixel / kWQ, wc = pixel % kWQ;
     h = p0 - 1 + wr, w = q0 - 1 + wc;
-    return pixel * kPixelWords + 4 * chunk;
+    return buffer * kWindowWords + pixel * kPixelWords + 4 * chunk;
   }
 
   // The filter's 16-byte piece `i` (of K * kPairs): its word in shared memory; it copies the 8 values
   // from 8 i in the K x 3 x 3 x C filter (an output channel's 9 x C values are contiguous).
   __host__ __device__ static int filter_piece(int i) { return kFilterAt + (i / kPairs) * kFilterWords + 4 * (i % kPairs); }
 
-  // Output pixel of the CTA's tile `tile`, row `row` (0-15): its place (p, q) in the CTA's TP x TQ.
+  // Output pixel of the block's tile `tile`, row `row` (0-15): its place (p, q) in the TP x TQ block.
   __host__ __device__ static void tile_pixel(int tile, int row, int& p, int& q) {
     const int pixel = tile * 16 + row;
     p = pixel / TQ, q = pixel % TQ;
@@ -120,27 +132,26 @@ __device__ __forceinline__ void copy16(uint32_t shared, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(global));
 }
 
-template <int C, int K, int TP, int TQ, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) narrow_conv(Layer L, const __half* __restrict__ x,
-                                                          const __half* __restrict__ w, __half* __restrict__ y) {
-  using S = Narrow<C, K, TP, TQ, WARPS>;
-  extern __shared__ uint4 shared[];
-  uint32_t* const words = reinterpret_cast<uint32_t*>(shared);
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
-  const int n = blockIdx.z, p0 = blockIdx.y * TP, q0 = blockIdx.x * TQ;
-  for (int i = threadIdx.x; i < S::kWP * S::kWQ * S::kChunks; i += 32 * WARPS) {
+// One block's window into buffer `buffer` (cp.async; zeros outside the image).
+template <typename S>
+__device__ __forceinline__ void load_window(const Layer& L, const __half* __restrict__ x, uint32_t* words,
+                                            uint32_t base, int block, int buffer, int threads) {
+  int n, p0, q0;
+  S::origin(L, block, n, p0, q0);
+  for (int i = threadIdx.x; i < S::kWP * S::kWQ * S::kChunks; i += threads) {
     int h, col;
-    const int at = S::window_piece(i, p0, q0, h, col);
+    const int at = S::window_piece(i, p0, q0, buffer, h, col);
     if (h >= 0 && h < L.h && col >= 0 && col < L.w)
-      copy16(base + 4 * at, x + ((size_t(n) * L.h + h) * L.w + col) * C + 8 * (i % S::kChunks));
+      copy16(base + 4 * at, x + ((size_t(n) * L.h + h) * L.w + col) * (S::kChunks * 8) + 8 * (i % S::kChunks));
     else
       *reinterpret_cast<uint4*>(words + at) = make_uint4(0, 0, 0, 0);
   }
-  for (int i = threadIdx.x; i < K * S::kPairs; i += 32 * WARPS) copy16(base + 4 * S::filter_piece(i), w + 8 * size_t(i));
-  if (threadIdx.x == 0) *reinterpret_cast<uint4*>(words + S::kZeroAt) = make_uint4(0, 0, 0, 0);
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-  __syncthreads();
+}
 
+// One block from the window in buffer `buffer`: each warp's tiles, then their outputs.
+template <typename S, int K>
+__device__ __forceinline__ void compute_block(const Layer& L, __half* __restrict__ y, uint32_t base, int block,
+                                              int buffer) {
   const int lane = threadIdx.x % 32, first = (threadIdx.x / 32) * S::kTilesPerWarp;
   float d[S::kTilesPerWarp][S::kNTiles][4] = {};
 #pragma unroll 1
@@ -151,11 +162,13 @@ __global__ void __launch_bounds__(32 * WARPS) narrow_conv(Layer L, const __half*
 #pragma unroll
     for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
       uint32_t a[4];
-      ldmatrix_x4(a, base + 4 * S::a_word(lane, first + mt, step));
+      ldmatrix_x4(a, base + 4 * S::a_word(lane, first + mt, step, buffer));
 #pragma unroll
       for (int nt = 0; nt < S::kNTiles; ++nt) mma(d[mt][nt], a, b[nt]);
     }
   }
+  int n, p0, q0;
+  S::origin(L, block, n, p0, q0);
   const int P = L.p(), Q = L.q();
 #pragma unroll
   for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
@@ -172,14 +185,47 @@ __global__ void __launch_bounds__(32 * WARPS) narrow_conv(Layer L, const __half*
   }
 }
 
-// The CPU model: each CTA's shared memory filled as the kernel fills it (window_piece, filter_piece),
-// then each warp's k-steps with ldmatrix's rows taken from the lanes' addresses (a_word, b_word) and
+// A CTA a block (PERSISTENT false), or CTAs that stay, the filter copied once, taking blocks
+// blockIdx.x, + gridDim.x, ..., the next block's window copied while this one's is computed.
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
+__global__ void __launch_bounds__(32 * WARPS) narrow_conv(Layer L, int blocks, const __half* __restrict__ x,
+                                                          const __half* __restrict__ w, __half* __restrict__ y) {
+  using S = Narrow<C, K, TP, TQ, WARPS, PERSISTENT>;
+  extern __shared__ uint4 shared[];
+  uint32_t* const words = reinterpret_cast<uint32_t*>(shared);
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  const int threads = 32 * WARPS, first = blockIdx.x, stride = gridDim.x;
+  for (int i = threadIdx.x; i < K * S::kPairs; i += threads) copy16(base + 4 * S::filter_piece(i), w + 8 * size_t(i));
+  if (threadIdx.x == 0) *reinterpret_cast<uint4*>(words + S::kZeroAt) = make_uint4(0, 0, 0, 0);
+  load_window<S>(L, x, words, base, first, 0, threads);
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  if (!PERSISTENT) {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+    compute_block<S, K>(L, y, base, first, 0);
+    return;
+  }
+  if (first + stride < blocks) load_window<S>(L, x, words, base, first + stride, 1, threads);
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#pragma unroll 1
+  for (int block = first, i = 0; block < blocks; block += stride, ++i) {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // this block's window (and the filter)
+    __syncthreads();
+    compute_block<S, K>(L, y, base, block, i % 2);
+    __syncthreads();  // every warp is done with the buffer the block after next fills
+    if (block + 2 * stride < blocks) load_window<S>(L, x, words, base, block + 2 * stride, i % 2, threads);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+}
+
+// The CPU model: for each block, shared memory filled as the kernel fills it (window_piece into the
+// buffer of the block's parity where there are two, filter_piece; NaN elsewhere), then each warp's k-steps with ldmatrix's rows taken from the lanes' addresses (a_word, b_word) and
 // handed out as the PTX ISA says (lane l holds row l / 4, elements 2 (l % 4) and the next, of each
 // matrix), mma.sync's A, B and D layouts likewise; against a plain convolution of the same floats.
 // Returns the largest difference relative to the largest output.
-template <int C, int K, int TP, int TQ, int WARPS>
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
 double model(const Layer& L) {
-  using S = Narrow<C, K, TP, TQ, WARPS>;
+  using S = Narrow<C, K, TP, TQ, WARPS, PERSISTENT>;
   std::vector<float> x(size_t(L.n) * L.h * L.w * C), w(size_t(K) * 9 * C), y(size_t(L.n) * L.p() * L.q() * K, NAN);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7919 % 17) - 8);
   for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 104729 % 13) - 6);
@@ -191,13 +237,15 @@ double model(const Layer& L) {
   auto row8 = [&](int word, float* to) {  // an ldmatrix row: 8 halves from `word`
     for (int e = 0; e < 8; ++e) to[e] = smem[2 * word + e];
   };
-  for (int n = 0; n < L.n; ++n)
-    for (int p0 = 0; p0 < P; p0 += TP)
-      for (int q0 = 0; q0 < Q; q0 += TQ) {
+  const int blocks = L.n * ((P + TP - 1) / TP) * ((Q + TQ - 1) / TQ);
+  for (int block = 0; block < blocks; ++block) {
+        int n, p0, q0;
+        S::origin(L, block, n, p0, q0);
+        const int buffer = block % S::kBuffers;
         std::fill(smem.begin(), smem.end(), NAN);
         for (int i = 0; i < S::kWP * S::kWQ * S::kChunks; ++i) {
           int h, col;
-          const int at = S::window_piece(i, p0, q0, h, col);
+          const int at = S::window_piece(i, p0, q0, buffer, h, col);
           const bool inside = h >= 0 && h < L.h && col >= 0 && col < L.w;
           put16(at, inside ? &x[((size_t(n) * L.h + h) * L.w + col) * C + 8 * (i % S::kChunks)] : nullptr);
         }
@@ -211,7 +259,7 @@ double model(const Layer& L) {
               float A[16][16], B[16][K], row[8];
               for (int lane = 0; lane < 32; ++lane) {  // matrix lane / 8, its row lane % 8
                 const int j = lane / 8, r = lane % 8;
-                row8(S::a_word(lane, tile, step), row);
+                row8(S::a_word(lane, tile, step, buffer), row);
                 for (int e = 0; e < 8; ++e) A[r + 8 * (j % 2)][8 * (j / 2) + e] = row[e];
               }
               for (int nt = 0; nt < S::kNTiles; ++nt)
@@ -235,7 +283,7 @@ double model(const Layer& L) {
                         D[lane / 4 + 8 * e][8 * nt + 2 * (lane % 4) + v];
               }
           }
-      }
+  }
   double largest = 0, largest_diff = 0;
   for (int n = 0; n < L.n; ++n)
     for (int p = 0; p < P; ++p)
@@ -256,27 +304,40 @@ double model(const Layer& L) {
   return largest_diff / std::max(largest, 1e-30);
 }
 
-template <int C, int K, int TP, int TQ, int WARPS>
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
 void time_one(const Layer& L, const Buffers& b) {
-  using S = Narrow<C, K, TP, TQ, WARPS>;
-  const auto kernel = narrow_conv<C, K, TP, TQ, WARPS>;
+  using S = Narrow<C, K, TP, TQ, WARPS, PERSISTENT>;
+  const auto kernel = narrow_conv<C, K, TP, TQ, WARPS, PERSISTENT>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes), "cudaFuncSetAttribute");
-  const dim3 grid((L.q() + TQ - 1) / TQ, (L.p() + TP - 1) / TP, L.n);
-  const std::string label = "narrow " + std::to_string(TP) + " x " + std::to_string(TQ) + " outputs, " +
-                            std::to_string(WARPS) + " warps, " + std::to_string(S::kSmemBytes) + " B";
+  const int blocks = L.n * ((L.p() + TP - 1) / TP) * ((L.q() + TQ - 1) / TQ);
+  int grid = blocks;
+  if (PERSISTENT) {  // as many CTAs as stay on the GPU at once
+    int device = 0, sms = 0, per_sm = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * WARPS, S::kSmemBytes), "occupancy");
+    grid = std::min(blocks, std::max(1, per_sm) * sms);
+  }
+  const std::string label = std::string(PERSISTENT ? "narrow persistent " : "narrow ") + std::to_string(TP) + " x " +
+                            std::to_string(TQ) + " outputs, " + std::to_string(WARPS) + " warps, " +
+                            std::to_string(S::kSmemBytes) + " B";
   run(L, b, label, [&](const __half* x, const __half* w, __half* y, cudaStream_t stream) {
-    kernel<<<grid, 32 * WARPS, S::kSmemBytes, stream>>>(L, x, w, y);
+    kernel<<<grid, 32 * WARPS, S::kSmemBytes, stream>>>(L, blocks, x, w, y);
   });
 }
 
 template <int C, int K>
 void configurations(const Layer& L, const Buffers& b) {
-  time_one<C, K, 4, 16, 4>(L, b);
-  time_one<C, K, 8, 16, 4>(L, b);
-  time_one<C, K, 8, 16, 8>(L, b);
-  time_one<C, K, 4, 32, 4>(L, b);
-  time_one<C, K, 8, 8, 4>(L, b);
-  time_one<C, K, 16, 16, 8>(L, b);
+  time_one<C, K, 4, 16, 4, false>(L, b);
+  time_one<C, K, 8, 16, 4, false>(L, b);
+  time_one<C, K, 8, 16, 8, false>(L, b);
+  time_one<C, K, 4, 32, 4, false>(L, b);
+  time_one<C, K, 8, 8, 4, false>(L, b);
+  time_one<C, K, 16, 16, 8, false>(L, b);
+  time_one<C, K, 4, 16, 4, true>(L, b);
+  time_one<C, K, 8, 16, 4, true>(L, b);
+  time_one<C, K, 8, 16, 8, true>(L, b);
+  time_one<C, K, 4, 32, 4, true>(L, b);
 }
 
 bool served(const Layer& L) {
@@ -311,16 +372,16 @@ int main(int argc, char** argv) {
       const char* what;
     };
     const Case cases[] = {
-        {{2, 9, 11, 24, 24, 3, 3, 1, 1, 1}, model<24, 24, 4, 16, 4>, "24x24, 4 x 16, 4 warps"},
-        {{1, 19, 21, 24, 24, 3, 3, 1, 1, 1}, model<24, 24, 8, 8, 4>, "24x24, 8 x 8, 4 warps"},
-        {{2, 7, 20, 32, 64, 3, 3, 1, 1, 1}, model<32, 64, 8, 16, 8>, "32x64, 8 x 16, 8 warps"},
-        {{1, 5, 35, 16, 16, 3, 3, 1, 1, 1}, model<16, 16, 4, 32, 4>, "16x16, 4 x 32, 4 warps"},
-        {{1, 6, 6, 48, 48, 3, 3, 1, 1, 1}, model<48, 48, 4, 16, 2>, "48x48, 4 x 16, 2 warps"},
+        {{2, 9, 11, 24, 24, 3, 3, 1, 1, 1}, model<24, 24, 4, 16, 4, false>, "24x24, 4 x 16, 4 warps"},
+        {{1, 19, 21, 24, 24, 3, 3, 1, 1, 1}, model<24, 24, 8, 8, 4, true>, "24x24, 8 x 8, 4 warps, persistent"},
+        {{2, 7, 20, 32, 64, 3, 3, 1, 1, 1}, model<32, 64, 8, 16, 8, true>, "32x64, 8 x 16, 8 warps, persistent"},
+        {{1, 5, 35, 16, 16, 3, 3, 1, 1, 1}, model<16, 16, 4, 32, 4, false>, "16x16, 4 x 32, 4 warps"},
+        {{1, 6, 6, 48, 48, 3, 3, 1, 1, 1}, model<48, 48, 4, 16, 2, true>, "48x48, 4 x 16, 2 warps, persistent"},
     };
     bool all = true;
     for (const Case& c : cases) {
       const double error = c.check(c.layer);
-      std::printf("model %d,%d,%d,%d,%d  %-24s largest difference / largest output %.2e  %s\n", c.layer.n, c.layer.h,
+      std::printf("model %d,%d,%d,%d,%d  %-36s largest difference / largest output %.2e  %s\n", c.layer.n, c.layer.h,
                   c.layer.w, c.layer.c, c.layer.k, c.what, error, error < 1e-6 ? "ok" : "WRONG");
       all = all && error < 1e-6;
     }
