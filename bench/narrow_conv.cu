@@ -20,8 +20,8 @@
 // buffers while this one's is computed.
 //
 // For each layer (default: those two layers and their batch-1 versions), every configuration
-// (TP x TQ outputs a block, WARPS, persistent or a CTA a block) is checked against the plain fp32 reference on the same operands and
-// timed (bench/conv_bench.h); one line a layer and configuration. --model runs on the CPU, no GPU:
+// (TP x TQ outputs a block, WARPS, persistent or a CTA a block) is checked against the plain fp32
+// reference on the same operands and timed (bench/conv_bench.h); one line a layer and configuration. --model runs on the CPU, no GPU:
 // every CTA's shared memory filled and every warp's fragments taken as ldmatrix and mma.sync define
 // them (PTX ISA) from the same address functions as the kernel, against a plain convolution.
 //
@@ -219,9 +219,10 @@ __global__ void __launch_bounds__(32 * WARPS) narrow_conv(Layer L, int blocks, c
 }
 
 // The CPU model: for each block, shared memory filled as the kernel fills it (window_piece into the
-// buffer of the block's parity where there are two, filter_piece; NaN elsewhere), then each warp's k-steps with ldmatrix's rows taken from the lanes' addresses (a_word, b_word) and
-// handed out as the PTX ISA says (lane l holds row l / 4, elements 2 (l % 4) and the next, of each
-// matrix), mma.sync's A, B and D layouts likewise; against a plain convolution of the same floats.
+// buffer of the block's parity where there are two, filter_piece; NaN elsewhere), then each warp's
+// k-steps with ldmatrix's rows taken from the lanes' addresses (a_word, b_word) and handed out as the
+// PTX ISA says (lane l holds row l / 4, elements 2 (l % 4) and the next, of each matrix), mma.sync's
+// A, B and D layouts likewise; against a plain convolution of the same floats.
 // Returns the largest difference relative to the largest output.
 template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
 double model(const Layer& L) {
