@@ -240,50 +240,50 @@ double model(const Layer& L) {
   };
   const int blocks = L.n * ((P + TP - 1) / TP) * ((Q + TQ - 1) / TQ);
   for (int block = 0; block < blocks; ++block) {
-        int n, p0, q0;
-        S::origin(L, block, n, p0, q0);
-        const int buffer = block % S::kBuffers;
-        std::fill(smem.begin(), smem.end(), NAN);
-        for (int i = 0; i < S::kWP * S::kWQ * S::kChunks; ++i) {
-          int h, col;
-          const int at = S::window_piece(i, p0, q0, buffer, h, col);
-          const bool inside = h >= 0 && h < L.h && col >= 0 && col < L.w;
-          put16(at, inside ? &x[((size_t(n) * L.h + h) * L.w + col) * C + 8 * (i % S::kChunks)] : nullptr);
-        }
-        for (int i = 0; i < K * S::kPairs; ++i) put16(S::filter_piece(i), &w[8 * size_t(i)]);
-        put16(S::kZeroAt, nullptr);
-        for (int warp = 0; warp < WARPS; ++warp)
-          for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
-            const int tile = warp * S::kTilesPerWarp + mt;
-            float D[16][K] = {};
-            for (int step = 0; step < S::kSteps; ++step) {
-              float A[16][16], B[16][K], row[8];
-              for (int lane = 0; lane < 32; ++lane) {  // matrix lane / 8, its row lane % 8
-                const int j = lane / 8, r = lane % 8;
-                row8(S::a_word(lane, tile, step, buffer), row);
-                for (int e = 0; e < 8; ++e) A[r + 8 * (j % 2)][8 * (j / 2) + e] = row[e];
-              }
-              for (int nt = 0; nt < S::kNTiles; ++nt)
-                for (int lane = 0; lane < 16; ++lane) {  // x2: matrices 0 and 1, rows are output channels
-                  const int j = lane / 8, r = lane % 8;
-                  row8(S::b_word(lane, nt, step), row);
-                  for (int e = 0; e < 8; ++e) B[8 * j + e][8 * nt + r] = row[e];
-                }
-              for (int r = 0; r < 16; ++r)
-                for (int c = 0; c < K; ++c)
-                  for (int k = 0; k < 16; ++k) D[r][c] += A[r][k] * B[k][c];
-            }
-            for (int lane = 0; lane < 32; ++lane)
-              for (int e = 0; e < 2; ++e) {
-                int p, q;
-                S::tile_pixel(tile, lane / 4 + 8 * e, p, q);
-                if (p0 + p >= P || q0 + q >= Q) continue;
-                for (int nt = 0; nt < S::kNTiles; ++nt)
-                  for (int v = 0; v < 2; ++v)
-                    y[((size_t(n) * P + p0 + p) * Q + q0 + q) * K + 8 * nt + 2 * (lane % 4) + v] =
-                        D[lane / 4 + 8 * e][8 * nt + 2 * (lane % 4) + v];
-              }
+    int n, p0, q0;
+    S::origin(L, block, n, p0, q0);
+    const int buffer = block % S::kBuffers;
+    std::fill(smem.begin(), smem.end(), NAN);
+    for (int i = 0; i < S::kWP * S::kWQ * S::kChunks; ++i) {
+      int h, col;
+      const int at = S::window_piece(i, p0, q0, buffer, h, col);
+      const bool inside = h >= 0 && h < L.h && col >= 0 && col < L.w;
+      put16(at, inside ? &x[((size_t(n) * L.h + h) * L.w + col) * C + 8 * (i % S::kChunks)] : nullptr);
+    }
+    for (int i = 0; i < K * S::kPairs; ++i) put16(S::filter_piece(i), &w[8 * size_t(i)]);
+    put16(S::kZeroAt, nullptr);
+    for (int warp = 0; warp < WARPS; ++warp)
+      for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
+        const int tile = warp * S::kTilesPerWarp + mt;
+        float D[16][K] = {};
+        for (int step = 0; step < S::kSteps; ++step) {
+          float A[16][16], B[16][K], row[8];
+          for (int lane = 0; lane < 32; ++lane) {  // matrix lane / 8, its row lane % 8
+            const int j = lane / 8, r = lane % 8;
+            row8(S::a_word(lane, tile, step, buffer), row);
+            for (int e = 0; e < 8; ++e) A[r + 8 * (j % 2)][8 * (j / 2) + e] = row[e];
           }
+          for (int nt = 0; nt < S::kNTiles; ++nt)
+            for (int lane = 0; lane < 16; ++lane) {  // x2: matrices 0 and 1, rows are output channels
+              const int j = lane / 8, r = lane % 8;
+              row8(S::b_word(lane, nt, step), row);
+              for (int e = 0; e < 8; ++e) B[8 * j + e][8 * nt + r] = row[e];
+            }
+          for (int r = 0; r < 16; ++r)
+            for (int c = 0; c < K; ++c)
+              for (int k = 0; k < 16; ++k) D[r][c] += A[r][k] * B[k][c];
+        }
+        for (int lane = 0; lane < 32; ++lane)
+          for (int e = 0; e < 2; ++e) {
+            int p, q;
+            S::tile_pixel(tile, lane / 4 + 8 * e, p, q);
+            if (p0 + p >= P || q0 + q >= Q) continue;
+            for (int nt = 0; nt < S::kNTiles; ++nt)
+              for (int v = 0; v < 2; ++v)
+                y[((size_t(n) * P + p0 + p) * Q + q0 + q) * K + 8 * nt + 2 * (lane % 4) + v] =
+                    D[lane / 4 + 8 * e][8 * nt + 2 * (lane % 4) + v];
+          }
+      }
   }
   double largest = 0, largest_diff = 0;
   for (int n = 0; n < L.n; ++n)
