@@ -171,16 +171,16 @@ def measuring_stack(config: Config) -> tuple | None:
     return gpu, driver, f"{cuda[1]}.{cuda[2]}", cutlass, results.PROFILER_TIMING
 
 
-def pending_pairs(config: Config, kernels: list, hashes: dict, pairs: dict | None, frames: dict,
-                  stack: tuple | None, left_out: tuple = ()) -> list:
-    """The (workload name, kernel name) pairs of ``kernels`` (of hashes ``hashes``, measured on the
-    workloads ``pairs`` names them for) still to measure as a profile plans them
+def pending_pairs(config: Config, plan: plan_module.BuildPlan, frames: dict, stack: tuple | None) -> list:
+    """The (workload name, kernel name) pairs of ``plan``'s kernels (of its hashes, measured on the
+    workloads its ``pairs`` names them for) still to measure as a profile plans them
     (``profile.Runner.plan``): a kernel serving the workload that is wanted there and that the
     workload's CSV (``frames``) holds no row of on its current code, measured with ``stack`` (None:
-    any stack); none on the workloads ``left_out`` (a narrowed build's, which it does not profile)."""
+    any stack); none on the workloads the plan leaves out (a narrowed build's, not profiled)."""
+    kernels, hashes, pairs = plan.kernels, plan.hashes, plan.pairs
     pending = []
     for problem in config.problems:
-        if problem.name in left_out:
+        if problem.name in plan.left_out:
             continue
         frame = frames.get(problem.name)
         rows = [] if frame is None else list(zip(frame["kernel"], frame["kernel_hash"],
@@ -205,8 +205,7 @@ def profiler_plan(config: Config, everything: list, plan: plan_module.BuildPlan,
     stack = measuring_stack(config) if plan.kernels and config.results_dir is not None else None
     if stack is None:
         return plan
-    names = {kernel for _, kernel in pending_pairs(config, plan.kernels, plan.hashes, plan.pairs, frames, stack,
-                                                      plan.left_out)}
+    names = {kernel for _, kernel in pending_pairs(config, plan, frames, stack)}
     if with_chosen or not names:
         chosen = library_kernels(config, everything, hashes)
         if chosen is None:  # no choice for some layer: compare says so as it always has
@@ -287,8 +286,7 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, profiled: plan_mod
     current code."""
     compiled = set(units.compiled)
     stale = [name for name in profiled.sources if units.objects[name] in compiled]
-    pending = len(pending_pairs(config, profiled.kernels, profiled.hashes, profiled.pairs, frames, None,
-                                profiled.left_out))
+    pending = len(pending_pairs(config, profiled, frames, None))
     where = config.results_dir if config.results_dir is not None else config.results_root / config.set_name
     runs = f" in {len(compiled)} nvcc run{'s' if len(compiled) != 1 else ''}" if len(compiled) != len(stale) else ""
     linked = (f"the build's {len(plan.kernels)} kernels" if profiled is plan else

@@ -1118,14 +1118,15 @@ def with_model_input(request: Request, log=print) -> Request:
     DEFAULT_INPUT (a torchvision model's)."""
     if request.input is not None:
         return request
-    own, whose = None, "the model's own input size (its pretrained_cfg)"
+    own = None
     if request.factory is None:
+        whose = "a torchvision video model's clip: frames x its weights' crop size"
         try:
             own = video_clip(import_torch(request)[1], request.model)
         except NoTorchError:  # recording the model says what is missing
             own = None
-        whose = "a torchvision video model's clip: frames x its weights' crop size"
     else:
+        whose = "the model's own input size (its pretrained_cfg)"
         torch, torchvision = import_torch(request)
         try:
             with _users_code(), torch.device("meta"):
