@@ -5,23 +5,13 @@
 // 0.013 ms on an H100; docs/results.md, "Four networks no workload file held"), Inception-v3's
 // 32 -> 64 at 147x147.
 //
-// The kernel: a CTA computes TP x TQ output pixels of one image, every output channel. It copies its
-// input window ((TP + 2) x (TQ + 2) pixels of C channels, zeros outside the image) and the whole
-// K x 3 x 3 x C filter into shared memory once (cp.async), then each of its WARPS warps computes
-// MT = TP * TQ / 16 / WARPS tiles of 16 output pixels by K channels with mma.sync m16n8k16: the
-// GEMM's K is the 9 taps x C channels in (tap, 8-channel chunk) pairs, two a k-step, so a k-step's
-// A is an ldmatrix.x4 of 16 window pixels' chunks (the tile's pixels shifted by the tap) and its B
-// an ldmatrix.x2 a group of 8 output channels, read once a k-step for the warp's MT tiles. A pixel's
-// C channels, and an output channel's 9 x C filter values, are rows of shared memory whose stride is
-// 4 words more than a multiple of 8 (padded where it is not), so the 8 rows an ldmatrix phase reads
-// fall in 8 different quarters of the banks. A pair past the 9 x C / 8 real ones reads a zero line.
-// Persistent: as many CTAs as stay on the GPU at once, each copying the filter once and taking
-// blocks blockIdx.x, + gridDim.x, ..., the next block's window copied into the second of two
-// buffers while this one's is computed.
+// The kernel is the conv2d_fprop_narrow family's (profiler/narrow_conv.h: NarrowFprop, its tilings
+// narrow::Tiling), launched through its initialize and run as the profiler's adapter does.
 //
 // For each layer (default: those two layers and their batch-1 versions), every configuration
 // (TP x TQ outputs a block, WARPS, persistent or a CTA a block) is checked against the plain fp32
-// reference on the same operands and timed (bench/conv_bench.h); one line a layer and configuration. --model runs on the CPU, no GPU:
+// reference on the same operands and timed (bench/conv_bench.h); one line a layer and configuration.
+// --model runs on the CPU, no GPU:
 // every CTA's shared memory filled and every warp's fragments taken as ldmatrix and mma.sync define
 // them (PTX ISA) from the same address functions as the kernel, against a plain convolution.
 //
@@ -29,7 +19,8 @@
 //   ./narrow_conv [n h w c k ...]          (3x3 filters, stride 1, padding 1)
 //   ./narrow_conv --model
 //
-// Written and checked by --model; not yet run on a GPU.
+// First GPU run (H100, 2026-12-06; docs/results.md, "The narrow 3x3 family"): every configuration
+// verified; 32x112x112 24 -> 24 persistent 8 x 16 on 4 warps 0.0248 ms where cuDNN takes 0.0485.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -39,184 +30,19 @@
 #include <string>
 #include <vector>
 
+#include "../profiler/narrow_conv.h"
 #include "conv_bench.h"
 
 namespace {
 
 using namespace bench;
-
-// A shared-memory row stride in 32-bit words for `words` words of data: the next one that is 4 more
-// than a multiple of 8 (16-byte rows an ldmatrix phase reads then start in 8 different bank quarters).
-constexpr int row_words(int words) { return words % 8 == 4 ? words : words + (12 - words % 8) % 8; }
+using kernelgen::narrow::Shape;
 
 template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
-struct Narrow {
-  static_assert(C % 8 == 0 && K % 8 == 0 && C <= 64 && K <= 64, "8 to 64 channels in and out, multiples of 8");
-  static_assert(TP * TQ % (16 * WARPS) == 0, "whole tiles of 16 pixels for every warp");
-  static constexpr int kWP = TP + 2, kWQ = TQ + 2;                 // the window's rows and columns
-  static constexpr int kPixelWords = row_words(C / 2);              // a window pixel's row
-  static constexpr int kChunks = C / 8;                             // 8-channel chunks a pixel
-  static constexpr int kPairs = 9 * kChunks;                        // (tap, chunk) pairs: the GEMM's K / 8
-  static constexpr int kSteps = (kPairs + 1) / 2;                   // k-steps of 16
-  static constexpr int kFilterWords = row_words(9 * C / 2);         // an output channel's row
-  static constexpr int kWindowWords = kWP * kWQ * kPixelWords;
-  static constexpr int kBuffers = PERSISTENT ? 2 : 1;               // windows: the one computed, the next
-  static constexpr int kFilterAt = kBuffers * kWindowWords, kZeroAt = kFilterAt + K * kFilterWords;
-  static constexpr int kSmemBytes = 4 * (kZeroAt + 4);              // and a zero line of 16 bytes
-  static constexpr int kTilesPerWarp = TP * TQ / 16 / WARPS;        // MT
-  static constexpr int kNTiles = K / 8;
+using Narrow = kernelgen::narrow::Tiling<C, K, TP, TQ, WARPS, PERSISTENT>;
 
-  // Block `block` of the layer's TP x TQ output blocks (image by image, rows of blocks): its image
-  // and first output row and column.
-  __host__ __device__ static void origin(const Layer& L, int block, int& n, int& p0, int& q0) {
-    const int across = (L.q() + TQ - 1) / TQ, down = (L.p() + TP - 1) / TP;
-    n = block / (across * down), p0 = block / across % down * TP, q0 = block % across * TQ;
-  }
-
-  // The shared-memory word where `lane`'s ldmatrix.x4 row of A starts, for tile `tile` (of the
-  // block's TP * TQ / 16) at k-step `step`, its window in buffer `buffer`: lanes 8j..8j+7 give matrix
-  // j's rows, matrix j holding rows 8 (j % 2).. of the tile and its pair 2 step + j / 2 (mma's a0..a3).
-  __host__ __device__ static int a_word(int lane, int tile, int step, int buffer) {
-    const int j = lane / 8, row = lane % 8 + 8 * (j % 2), pair = 2 * step + j / 2;
-    if (pair >= kPairs) return kZeroAt;
-    const int pixel = tile * 16 + row, p = pixel / TQ, q = pixel % TQ;
-    const int tap = pair / kChunks, chunk = pair % kChunks;
-    return buffer * kWindowWords + ((p + tap / 3) * kWQ + q + tap % 3) * kPixelWords + 4 * chunk;
-  }
-
-  // The word where `lane`'s ldmatrix.x2 row of B starts, output channels 8 ntile.. at k-step `step`:
-  // lanes 0-7 matrix 0 (pair 2 step, mma's b0), 8-15 matrix 1 (pair 2 step + 1, b1); a row is an
-  // output channel's 8 filter values of the pair (the others' addresses, unused, repeat them).
-  __host__ __device__ static int b_word(int lane, int ntile, int step) {
-    const int pair = 2 * step + (lane / 8) % 2, out = ntile * 8 + lane % 8;
-    return pair >= kPairs ? kZeroAt : kFilterAt + out * kFilterWords + 4 * pair;
-  }
-
-  // The window's 16-byte piece `i` (of kWP * kWQ * kChunks) for the block from (p0, q0), in buffer
-  // `buffer`: its word in shared memory, and the input pixel it copies (row h, column w; outside the
-  // image it is zeros).
-  __host__ __device__ static int window_piece(int i, int p0, int q0, int buffer, int& h, int& w) {
-    const int chunk = i % kChunks, pixel = i / kChunks, wr = pixel / kWQ, wc = pixel % kWQ;
-    h = p0 - 1 + wr, w = q0 - 1 + wc;
-    return buffer * kWindowWords + pixel * kPixelWords + 4 * chunk;
-  }
-
-  // The filter's 16-byte piece `i` (of K * kPairs): its word in shared memory; it copies the 8 values
-  // from 8 i in the K x 3 x 3 x C filter (an output channel's 9 x C values are contiguous).
-  __host__ __device__ static int filter_piece(int i) { return kFilterAt + (i / kPairs) * kFilterWords + 4 * (i % kPairs); }
-
-  // Output pixel of the block's tile `tile`, row `row` (0-15): its place (p, q) in the TP x TQ block.
-  __host__ __device__ static void tile_pixel(int tile, int row, int& p, int& q) {
-    const int pixel = tile * 16 + row;
-    p = pixel / TQ, q = pixel % TQ;
-  }
-};
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address));
-}
-
-__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(address));
-}
-
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ void copy16(uint32_t shared, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(global));
-}
-
-// One block's window into buffer `buffer` (cp.async; zeros outside the image).
-template <typename S>
-__device__ __forceinline__ void load_window(const Layer& L, const __half* __restrict__ x, uint32_t* words,
-                                            uint32_t base, int block, int buffer, int threads) {
-  int n, p0, q0;
-  S::origin(L, block, n, p0, q0);
-  for (int i = threadIdx.x; i < S::kWP * S::kWQ * S::kChunks; i += threads) {
-    int h, col;
-    const int at = S::window_piece(i, p0, q0, buffer, h, col);
-    if (h >= 0 && h < L.h && col >= 0 && col < L.w)
-      copy16(base + 4 * at, x + ((size_t(n) * L.h + h) * L.w + col) * (S::kChunks * 8) + 8 * (i % S::kChunks));
-    else
-      *reinterpret_cast<uint4*>(words + at) = make_uint4(0, 0, 0, 0);
-  }
-}
-
-// One block from the window in buffer `buffer`: each warp's tiles, then their outputs.
-template <typename S, int K>
-__device__ __forceinline__ void compute_block(const Layer& L, __half* __restrict__ y, uint32_t base, int block,
-                                              int buffer) {
-  const int lane = threadIdx.x % 32, first = (threadIdx.x / 32) * S::kTilesPerWarp;
-  float d[S::kTilesPerWarp][S::kNTiles][4] = {};
-#pragma unroll 1
-  for (int step = 0; step < S::kSteps; ++step) {
-    uint32_t b[S::kNTiles][2];
-#pragma unroll
-    for (int nt = 0; nt < S::kNTiles; ++nt) ldmatrix_x2(b[nt], base + 4 * S::b_word(lane, nt, step));
-#pragma unroll
-    for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
-      uint32_t a[4];
-      ldmatrix_x4(a, base + 4 * S::a_word(lane, first + mt, step, buffer));
-#pragma unroll
-      for (int nt = 0; nt < S::kNTiles; ++nt) mma(d[mt][nt], a, b[nt]);
-    }
-  }
-  int n, p0, q0;
-  S::origin(L, block, n, p0, q0);
-  const int P = L.p(), Q = L.q();
-#pragma unroll
-  for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {  // mma's D: lane / 4 + 8 e is the row, 2 (lane % 4) the column
-      int p, q;
-      S::tile_pixel(first + mt, lane / 4 + 8 * e, p, q);
-      if (p0 + p >= P || q0 + q >= Q) continue;
-      __half* out = y + ((size_t(n) * P + p0 + p) * Q + q0 + q) * K + 2 * (lane % 4);
-#pragma unroll
-      for (int nt = 0; nt < S::kNTiles; ++nt)
-        *reinterpret_cast<__half2*>(out + 8 * nt) = __floats2half2_rn(d[mt][nt][2 * e], d[mt][nt][2 * e + 1]);
-    }
-  }
-}
-
-// A CTA a block (PERSISTENT false), or CTAs that stay, the filter copied once, taking blocks
-// blockIdx.x, + gridDim.x, ..., the next block's window copied while this one's is computed.
-template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
-__global__ void __launch_bounds__(32 * WARPS) narrow_conv(Layer L, int blocks, const __half* __restrict__ x,
-                                                          const __half* __restrict__ w, __half* __restrict__ y) {
-  using S = Narrow<C, K, TP, TQ, WARPS, PERSISTENT>;
-  extern __shared__ uint4 shared[];
-  uint32_t* const words = reinterpret_cast<uint32_t*>(shared);
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
-  const int threads = 32 * WARPS, first = blockIdx.x, stride = gridDim.x;
-  for (int i = threadIdx.x; i < K * S::kPairs; i += threads) copy16(base + 4 * S::filter_piece(i), w + 8 * size_t(i));
-  if (threadIdx.x == 0) *reinterpret_cast<uint4*>(words + S::kZeroAt) = make_uint4(0, 0, 0, 0);
-  load_window<S>(L, x, words, base, first, 0, threads);
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-  if (!PERSISTENT) {
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-    __syncthreads();
-    compute_block<S, K>(L, y, base, first, 0);
-    return;
-  }
-  if (first + stride < blocks) load_window<S>(L, x, words, base, first + stride, 1, threads);
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#pragma unroll 1
-  for (int block = first, i = 0; block < blocks; block += stride, ++i) {
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // this block's window (and the filter)
-    __syncthreads();
-    compute_block<S, K>(L, y, base, block, i % 2);
-    __syncthreads();  // every warp is done with the buffer the block after next fills
-    if (block + 2 * stride < blocks) load_window<S>(L, x, words, base, block + 2 * stride, i % 2, threads);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-  }
-}
+// The kernel's view of a bench layer (3x3, stride 1).
+Shape shape_of(const Layer& L) { return {L.n, L.h, L.w, L.p(), L.q(), L.pad, L.pad}; }
 
 // The CPU model: for each block, shared memory filled as the kernel fills it (window_piece into the
 // buffer of the block's parity where there are two, filter_piece; NaN elsewhere), then each warp's
@@ -238,15 +64,15 @@ double model(const Layer& L) {
   auto row8 = [&](int word, float* to) {  // an ldmatrix row: 8 halves from `word`
     for (int e = 0; e < 8; ++e) to[e] = smem[2 * word + e];
   };
-  const int blocks = L.n * ((P + TP - 1) / TP) * ((Q + TQ - 1) / TQ);
+  const int blocks = S::blocks(shape_of(L));
   for (int block = 0; block < blocks; ++block) {
     int n, p0, q0;
-    S::origin(L, block, n, p0, q0);
+    S::origin(shape_of(L), block, n, p0, q0);
     const int buffer = block % S::kBuffers;
     std::fill(smem.begin(), smem.end(), NAN);
     for (int i = 0; i < S::kWP * S::kWQ * S::kChunks; ++i) {
       int h, col;
-      const int at = S::window_piece(i, p0, q0, buffer, h, col);
+      const int at = S::window_piece(i, p0 - L.pad, q0 - L.pad, buffer, h, col);
       const bool inside = h >= 0 && h < L.h && col >= 0 && col < L.w;
       put16(at, inside ? &x[((size_t(n) * L.h + h) * L.w + col) * C + 8 * (i % S::kChunks)] : nullptr);
     }
@@ -293,7 +119,7 @@ double model(const Layer& L) {
           double acc = 0;
           for (int r = 0; r < 3; ++r)
             for (int s = 0; s < 3; ++s) {
-              const int h = p - 1 + r, col = q - 1 + s;
+              const int h = p - L.pad + r, col = q - L.pad + s;
               if (h < 0 || h >= L.h || col < 0 || col >= L.w) continue;
               for (int c = 0; c < C; ++c)
                 acc += double(x[((size_t(n) * L.h + h) * L.w + col) * C + c]) * w[(size_t(k) * 9 + r * 3 + s) * C + c];
@@ -307,23 +133,20 @@ double model(const Layer& L) {
 
 template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
 void time_one(const Layer& L, const Buffers& b) {
-  using S = Narrow<C, K, TP, TQ, WARPS, PERSISTENT>;
-  const auto kernel = narrow_conv<C, K, TP, TQ, WARPS, PERSISTENT>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes), "cudaFuncSetAttribute");
-  const int blocks = L.n * ((L.p() + TP - 1) / TP) * ((L.q() + TQ - 1) / TQ);
-  int grid = blocks;
-  if (PERSISTENT) {  // as many CTAs as stay on the GPU at once
-    int device = 0, sms = 0, per_sm = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * WARPS, S::kSmemBytes), "occupancy");
-    grid = std::min(blocks, std::max(1, per_sm) * sms);
+  using Kernel = kernelgen::NarrowFprop<C, K, TP, TQ, WARPS, PERSISTENT>;
+  typename Kernel::Arguments args{};  // bound once (grid, shared memory), its operands each launch's
+  if (const char* why = Kernel::initialize(args, b.x[0], b.w, b.y[0], nullptr, nullptr, L.n, L.h, L.w, L.c, L.k, 3,
+                                           3, L.pad, L.pad, 1, 1, 1, 1)) {
+    std::printf("%d,%d,%d,%d,%d  narrow: %s\n", L.n, L.h, L.w, L.c, L.k, why);
+    return;
   }
   const std::string label = std::string(PERSISTENT ? "narrow persistent " : "narrow ") + std::to_string(TP) + " x " +
                             std::to_string(TQ) + " outputs, " + std::to_string(WARPS) + " warps, " +
-                            std::to_string(S::kSmemBytes) + " B";
+                            std::to_string(Kernel::kSharedBytes) + " B";
   run(L, b, label, [&](const __half* x, const __half* w, __half* y, cudaStream_t stream) {
-    kernel<<<grid, 32 * WARPS, S::kSmemBytes, stream>>>(L, blocks, x, w, y);
+    typename Kernel::Arguments launch = args;
+    launch.x = x, launch.w = w, launch.y = y;
+    check(Kernel::run(launch, stream), "narrow kernel launch");
   });
 }
 
@@ -378,6 +201,7 @@ int main(int argc, char** argv) {
         {{2, 7, 20, 32, 64, 3, 3, 1, 1, 1}, model<32, 64, 8, 16, 8, true>, "32x64, 8 x 16, 8 warps, persistent"},
         {{1, 5, 35, 16, 16, 3, 3, 1, 1, 1}, model<16, 16, 4, 32, 4, false>, "16x16, 4 x 32, 4 warps"},
         {{1, 6, 6, 48, 48, 3, 3, 1, 1, 1}, model<48, 48, 4, 16, 2, true>, "48x48, 4 x 16, 2 warps, persistent"},
+        {{2, 13, 19, 32, 32, 3, 3, 0, 1, 1}, model<32, 32, 8, 16, 4, true>, "32x32, 8 x 16, 4 warps, pad 0"},
     };
     bool all = true;
     for (const Case& c : cases) {

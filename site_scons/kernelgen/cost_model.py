@@ -45,6 +45,7 @@ from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_gemm_2x import Conv2dFpropGemm2x
 from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels, layer_columns, layer_fits
+from .families.conv2d_narrow import Conv2dFpropNarrow
 from .families.conv2d_packed import Conv2dFpropPacked
 from .families.conv2d_rows_packed import Conv2dFpropRowsPacked
 from .families.conv2d_sm90 import Conv2dFpropSm90
@@ -104,7 +105,7 @@ def serves(kernel, problem) -> str | None:
         return kernel.refuses(conv.c, conv.k, conv.groups)
     if isinstance(kernel, (GroupedMma, DepthwiseCutlass, DirectKernel, DepthwiseMma, DepthwiseMultiplier, Conv2dFpropPacked,
                            Conv2dFpropRowsPacked, Conv2dFpropSm90Grouped, Conv2dFpropSm90Patch, Conv2dFpropSm90PatchPadded,
-                           Conv2dFpropGemm2x)):
+                           Conv2dFpropGemm2x, Conv2dFpropNarrow)):
         return kernel.refuses(conv)
     if isinstance(kernel, Depthwise):
         if not conv.groups == conv.c == conv.k:

@@ -1,0 +1,172 @@
+"""The narrow 3x3 conv2d fprop family (dense 3x3 stride-1 layers of 8 to 64 channels in and out,
+profiler/narrow_conv.h): its spec, the layers it serves and refuses (the profiler's `unsupported`,
+mirrored for the cost model), its shared memory, its fused variants, the kernels compiled through
+the rendering, and on a GPU the kernels verified, plain and fused, on small odd layers."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, assert_family_refused, assert_kernels_compile, requires_gpu, requires_nvcc
+from kernelgen import cost_model, fusion, render
+from kernelgen.families import conv2d_narrow as narrow
+from kernelgen.ops.conv2d_fprop import Conv2dProblem
+from kernelgen.specs import load_family
+
+SPEC = ROOT / "kernel_specs" / "families" / "conv2d_fprop_narrow.toml"
+PREFIX = "kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_narrow3x3_"
+FAMILY = """\
+kind = "conv2d_fprop_narrow"
+element = "f16"
+accumulator = "f32"
+output = "f16"
+kernels = [
+  {entry},
+]
+"""
+
+
+def kernel(name: str):
+    (k,) = [k for k in load_family(SPEC) if k.name == PREFIX + name]
+    return k
+
+
+def test_the_committed_spec_names_kernels_by_channels_tile_warps_and_schedule():
+    kernels = load_family(SPEC)
+    names = {k.name for k in kernels}
+    assert PREFIX + "c24k24_tile8x16_warps4_persistent" in names and PREFIX + "c64k64_tile16x16_warps8" in names
+    assert len(names) == len(kernels)
+    assert all(k.op == "conv2d_fprop" and k.arch == 80 and not k.arch_specific and k.includes == ("narrow_conv.h",)
+               and k.adapter == "kernelgen::NarrowOperation" and k.adapter_header == "narrow_adapter.h"
+               for k in kernels)
+    assert {k.channels for k in kernels} >= {(24, 24), (32, 32), (32, 64), (64, 64)}
+
+
+@pytest.mark.parametrize("channels, tile, buffers, expected", [
+    # (rows + 2) x (columns + 2) window pixels of row_words(C / 2) words, K filter rows of
+    # row_words(9 C / 2) words, 4 words of zeros; the figures bench/narrow_conv.cu printed on the GPU
+    ((24, 24), (8, 16), 2, 27664),
+    ((32, 64), (16, 16), 1, 63824),
+    ((64, 64), (16, 16), 1, 121424),
+    ((48, 48), (8, 16), 2, 82576),
+])
+def test_shared_memory_is_the_windows_the_filter_and_a_zero_line_at_conflict_free_strides(channels, tile, buffers,
+                                                                                          expected):
+    assert narrow.shared_bytes(*channels, *tile, buffers) == expected
+
+
+def test_row_strides_are_four_words_more_than_a_multiple_of_eight():
+    assert [narrow.row_words(w) for w in (4, 8, 12, 16, 36, 108, 144)] == [4, 12, 12, 20, 36, 108, 148]
+
+
+@pytest.mark.parametrize("entry, key, message", [
+    ("{ channels = [24, 20], tile = [8, 16], warps = 4 }", "channels", "K = 20"),
+    ("{ channels = [72, 64], tile = [8, 16], warps = 4 }", "channels", "72 is outside [8, 64]"),
+    ("{ channels = [24, 24], tile = [4, 6], warps = 4 }", "tile", "whole 16-pixel mma tiles"),
+    ("{ channels = [24, 24], tile = [8, 16], warps = 3 }", "warps", "3"),
+    ("{ channels = [64, 64], tile = [16, 32], warps = 4 }", "warps", "256 fp32 accumulators"),
+    ('{ channels = [64, 64], tile = [32, 16], warps = 8, schedule = "persistent" }', "tile", "shared memory"),
+    ('{ channels = [24, 24], tile = [8, 16], warps = 4, schedule = "resident" }', "schedule", "resident"),
+    ("{ channels = [24, 24], tile = [8, 16], warps = 4, stride = 2 }", "stride", "unknown key"),
+])
+def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
+    path = tmp_path / "conv2d_fprop_narrow.toml"
+    path.write_text(FAMILY.format(entry=entry))
+    assert_family_refused(path, "kernels[0]", key, message)
+
+
+# (layer, the kernel, the refusal's words or None where it computes the layer)
+SERVED = [
+    (Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 1, 1), "c24k24_tile8x16_warps4_persistent", None),
+    (Conv2dProblem(32, 149, 149, 32, 32, 3, 3, 0, 0), "c32k32_tile16x16_warps8", None),         # no padding
+    (Conv2dProblem(1, 5, 7, 32, 64, 3, 3, 2, 2), "c32k64_tile16x16_warps8", None),               # padding 2
+    (Conv2dProblem(32, 112, 112, 24, 32, 3, 3, 1, 1), "c24k24_tile8x16_warps4_persistent", "24 -> 24 channels"),
+    (Conv2dProblem(32, 112, 112, 24, 24, 5, 5, 2, 2), "c24k24_tile8x16_warps4_persistent", "3x3 filters"),
+    (Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 1, 1, 2, 2), "c24k24_tile8x16_warps4_persistent", "stride 1"),
+    (Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 2, 2, 1, 1, 2, 2), "c24k24_tile8x16_warps4_persistent", "dilation 1"),
+    (Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 1, 1, groups=3), "c24k24_tile8x16_warps4_persistent", "a conv2d_fprop kernel"),
+    (Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 1, 1, epilogue="bias+silu"), "c24k24_tile8x16_warps4_persistent",
+     "not for conv2d_fprop"),  # the plain kernel serves the layers of no epilogue
+]
+
+
+@pytest.mark.parametrize("layer, name, words", SERVED)
+def test_the_cost_model_serves_the_layers_the_kernel_takes(layer, name, words):
+    why = cost_model.serves(kernel(name), layer)
+    assert why is None if words is None else words in why
+
+
+def test_a_fused_variant_computes_its_layers_epilogue_compiled_in():
+    plain = kernel("c24k24_tile8x16_warps4_persistent")
+    layer = Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 1, 1, epilogue="bias+add+silu")
+    (fused,) = [k for k in fusion.with_fused([plain], [layer]) if k.fusion]  # no optional_relu variant
+    assert fused.name == plain.name + "_ebias_add_silu" and fused.op == "conv2d_fprop:bias+add+silu"
+    assert fused.adapter == "kernelgen::FusedNarrowOperation" and cost_model.serves(fused, layer) is None
+    assert cost_model.serves(plain, layer) is not None
+    v = fused.values()
+    assert (v["bias"], v["add"], v["activation"]) == (True, True, "kActivationSilu")
+    assert plain.values()["activation"] == "kActivationNone" and not plain.values()["bias"]
+    relu = fusion.fused(plain, "bias+relu").values()
+    assert (relu["bias"], relu["add"], relu["activation"]) == (True, False, "kActivationRelu")
+
+
+def test_the_rendered_type_is_the_kernel_of_its_channels_tile_and_epilogue():
+    fused = fusion.fused(kernel("c32k64_tile4x32_warps4_persistent"), "bias+gelu")
+    text = render.kernel_source(render.lookup(ROOT / "kernel_specs" / "templates"), fused)
+    assert (f"using {fused.name} = kernelgen::NarrowFprop<32, 64, 4, 32, 4, true, true, false, "
+            "kernelgen::kActivationGelu>;") in text
+    assert "kernelgen::FusedNarrowOperation<::" + fused.name in text and '#include "narrow_adapter.h"' in text
+
+
+@requires_nvcc
+def test_kernels_plain_and_fused_compile_for_sm90a_through_the_rendering(tmp_path):
+    """The device code of a plain, a persistent and fused kernels, and the static_asserts that the
+    spec's shared memory and threads are the kernel's."""
+    kernels = [kernel("c24k24_tile16x16_warps8"), kernel("c64k64_tile4x32_warps4_persistent")]
+    kernels += [fusion.fused(kernel("c32k64_tile4x32_warps4_persistent"), e) for e in ("bias+add+relu", "bias+gelu")]
+    assert_kernels_compile(tmp_path, kernels)
+
+
+# Small odd layers, plain and through each kind of epilogue, every kernel of the family on each:
+# partial blocks along both image axes (7x9, 13x19), padding 0, 1 and 2, one image and several, a
+# layer of channels no kernel is built for (the build leaves it out) and one of stride 2 (likewise).
+LAYERS = ["n=2 h=7 w=9 c=24 k=24 r=3 s=3 pad=1", "n=1 h=13 w=19 c=32 k=32 r=3 s=3 pad=0",
+          "n=3 h=9 w=10 c=32 k=64 r=3 s=3 pad=2", "n=2 h=17 w=21 c=16 k=32 r=3 s=3 pad=1",
+          "n=2 h=11 w=12 c=48 k=48 r=3 s=3 pad=1", "n=1 h=30 w=33 c=64 k=64 r=3 s=3 pad=1",
+          "n=2 h=7 w=9 c=24 k=24 r=3 s=3 pad=1 epilogue=bias+relu",
+          "n=2 h=7 w=9 c=24 k=24 r=3 s=3 pad=1 epilogue=bias+add+silu",
+          "n=1 h=13 w=19 c=32 k=32 r=3 s=3 pad=0 epilogue=bias+gelu",
+          "n=3 h=9 w=10 c=32 k=64 r=3 s=3 pad=1 epilogue=bias+hardswish",
+          "n=2 h=17 w=21 c=16 k=16 r=3 s=3 pad=1 epilogue=bias+sigmoid",
+          "n=2 h=8 w=8 c=40 k=40 r=3 s=3 pad=1", "n=2 h=16 w=16 c=24 k=24 r=3 s=3 pad=1 stride=2"]
+
+
+@requires_gpu
+def test_each_kernel_verifies_on_small_odd_layers_plain_and_fused(tmp_path):
+    """`scons profile TOP=all` of the family's kernels on LAYERS: every row of a layer a kernel is
+    built for verified ok (fused kernels against the reference through the same epilogue), the
+    others unsupported, and the two layers no kernel serves left out."""
+    import pandas as pd
+
+    from kernelgen import results
+    from kernelgen.profile import query_gpu
+
+    workloads = tmp_path / "narrow.txt"
+    workloads.write_text("".join(f"conv2d_fprop {line}\n" for line in LAYERS))
+    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}", "TOP=all",
+                          "KERNELS=*_narrow3x3_*", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    folder = results.gpu_dir(tmp_path / "results", "narrow", query_gpu()[0])
+    frame = pd.concat([results.read_csv(p) for p in sorted(folder.glob("*.csv"))])
+    assert len(set(frame["workload"])) == len(LAYERS) - 2
+    bad = frame[~frame["status"].isin(("ok", "unsupported"))]
+    assert bad.empty, bad[["workload", "kernel", "status", "message"]].to_string()
+    ok = frame[frame["status"] == "ok"]
+    assert set(ok["workload"]) == set(frame["workload"]), "every layer has a kernel that ran it"
+    assert (ok["rel_l2_error"] < 1e-3).all() and (ok["rel_max_error"] < 1e-3).all()
+    assert ok["kernel"].str.contains("_persistent").any() and ok["kernel"].str.contains("_ebias_add_silu").any()
