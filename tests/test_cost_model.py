@@ -558,10 +558,14 @@ def test_candidates_are_the_top_of_each_layer_and_their_union(everything):
         assert len(p.ranked) == 4 + len(p.unranked)  # the top 4, and the kernels of a family of no row
         variants = [candidates.variant_of(k) for _, k in p.ranked]
         assert len(set(variants)) == len(variants), "no two candidates of a layer differ only in launch or source"
-    # 16 -> 24: of the transposed GEMMs of 16-byte accesses, the tile of at most 32 output channels
-    assert [p.unranked for p in proposals] == [frozenset(), frozenset(), {"cutlass_tensorop_f16_s16816gemm_transposed_f16_32x256_64x3_nhwc_align8"}]
+    # 64 -> 64 3x3: the narrow kernels built for those channels; 16 -> 24: of the transposed GEMMs of
+    # 16-byte accesses, the tile of at most 32 output channels
+    narrow = "kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_narrow3x3_c64k64_"
+    assert [p.unranked for p in proposals] == [
+        {narrow + "tile16x16_warps4", narrow + "tile16x16_warps8", narrow + "tile4x32_warps4_persistent"}, frozenset(),
+        {"cutlass_tensorop_f16_s16816gemm_transposed_f16_32x256_64x3_nhwc_align8"}]
     names = candidates.union(proposals)
-    assert 4 <= len(names) <= 13 and names == sorted(names)
+    assert 4 <= len(names) <= 16 and names == sorted(names)
     text = candidates.to_csv_text(proposals)
     assert text.splitlines()[0] == "workload,kernel,rank,predicted_ms"
     assert len(text.splitlines()) == 1 + sum(len(p.ranked) for p in proposals)
@@ -762,6 +766,22 @@ def searched(name: str) -> bool:
     return "_searched" in name
 
 
+# The narrow 3x3 kernels of resnet50's 64 -> 64 layer at 56x56: a family the model has no rows of,
+# proposed in full beside each layer's top k (candidates.unfitted)
+NARROW_64 = "kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_narrow3x3_c64k64_"
+
+
+def ranked_per_layer(lines: list) -> collections.Counter:
+    """The candidates of each layer in a candidates table's ``lines`` that the model ranked (those of
+    searched launch settings and the unfitted narrow ones aside); the narrow ones asserted to be the
+    three of resnet50's 64 -> 64 3x3 layer."""
+    rows = [line.split(",")[:2] for line in lines[1:]]
+    narrow = [(layer, kernel) for layer, kernel in rows if kernel.startswith(NARROW_64)]
+    assert len(narrow) == 3 and {layer for layer, _ in narrow} == {
+        "conv2d_fprop_f16_n256_h56_w56_c64_k64_r3_s3_pad1x1_str1x1_dil1x1"}
+    return collections.Counter(layer for layer, kernel in rows if not searched(kernel) and not kernel.startswith(NARROW_64))
+
+
 def beside_twins(lines: list) -> None:
     """Each kernel of searched launch settings in the candidates table ``lines`` is there beside its
     fixed twin (the same name but for "_searched", its launch and source operand aside), at its rank."""
@@ -778,7 +798,7 @@ def test_scons_candidates_writes_the_table_and_the_kernel_list(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     lines = (tmp_path / "candidates.csv").read_text().splitlines()
     listed = (tmp_path / "candidates.txt").read_text().split()
-    per_layer = collections.Counter(line.split(",")[0] for line in lines[1:] if not searched(line.split(",")[1]))
+    per_layer = ranked_per_layer(lines)
     assert lines[0] == "workload,kernel,rank,predicted_ms" and len(per_layer) == 19
     assert all(n == 3 for n in per_layer.values()), "each layer's top 3"
     beside_twins(lines)
@@ -820,7 +840,7 @@ def test_a_gpu_with_no_model_borrows_another_gpus_by_cost_model(tmp_path):
     table = (tmp_path / "borrowed" / "candidates.csv").read_text()
     rows = table.splitlines()
     assert table == (tmp_path / "own" / "candidates.csv").read_text()
-    assert len([line for line in rows[1:] if not searched(line.split(",")[1])]) == 19 * 2
+    assert sum(ranked_per_layer(rows).values()) == 19 * 2
 
 
 def test_a_profile_on_a_gpu_without_a_model_is_refused_until_it_borrows_one(tmp_path):

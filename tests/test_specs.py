@@ -203,7 +203,10 @@ def test_catalog_holds_each_family():
         twin = dataclasses.replace(k, searched=False)
         assert k.name == twin.name + "_searched" and k.adapter == twin.adapter.replace("kernelgen::", "kernelgen::Searched")
         assert k.values() == twin.values() and k.includes == twin.includes
-    assert len(kernels) == (len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
+    dense_narrow = [k for k in kernels if k.family == "conv2d_fprop_narrow"]
+    assert len(dense_narrow) == 22 and all(k.op == "conv2d_fprop" and k.fusible and "_narrow3x3_c" in k.name
+                                           and k.adapter_header == "narrow_adapter.h" for k in dense_narrow)
+    assert len(kernels) == (len(dense_narrow) + len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
                             + len(gemv) + len(thin) + len(patch_padded) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x) + len(searched))
@@ -248,9 +251,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 961
-    assert len(select(kernels, "*", parse_arch("90"))) == 762, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 564
+    assert len(select(kernels, "*", parse_arch("90a"))) == 983
+    assert len(select(kernels, "*", parse_arch("90"))) == 784, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 586
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
@@ -568,7 +571,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 35
+    assert len(families.FAMILIES) == 36
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):
