@@ -158,10 +158,12 @@ void configurations(const Layer& L, const Buffers& b) {
   time_one<C, K, 4, 32, 4, false>(L, b);
   time_one<C, K, 8, 8, 4, false>(L, b);
   time_one<C, K, 16, 16, 8, false>(L, b);
+  time_one<C, K, 16, 16, 4, false>(L, b);
   time_one<C, K, 4, 16, 4, true>(L, b);
   time_one<C, K, 8, 16, 4, true>(L, b);
   time_one<C, K, 8, 16, 8, true>(L, b);
   time_one<C, K, 4, 32, 4, true>(L, b);
+  time_one<C, K, 8, 32, 4, true>(L, b);
 }
 
 bool served(const Layer& L) {

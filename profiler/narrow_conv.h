@@ -79,20 +79,30 @@ struct Tiling {
   // The shared-memory word where `lane`'s ldmatrix.x4 row of A starts, for tile `tile` (of the
   // block's TP * TQ / 16) at k-step `step`, its window in buffer `buffer`: lanes 8j..8j+7 give matrix
   // j's rows, matrix j holding rows 8 (j % 2).. of the tile and its pair 2 step + j / 2 (mma's a0..a3).
+  // The lane's tile pixel (a_lane) and the pair's tap and chunk (a_pair) apart: the kernel adds them,
+  // the second known at compile time where the k-steps are unrolled.
   __host__ __device__ static int a_word(int lane, int tile, int step, int buffer) {
-    const int j = lane / 8, row = lane % 8 + 8 * (j % 2), pair = 2 * step + j / 2;
-    if (pair >= kPairs) return kZeroAt;
-    const int pixel = tile * 16 + row, p = pixel / TQ, q = pixel % TQ;
-    const int tap = pair / kChunks, chunk = pair % kChunks;
-    return buffer * kWindowWords + ((p + tap / 3) * kWQ + q + tap % 3) * kPixelWords + 4 * chunk;
+    const int pair = a_pair_of(lane, step);
+    return pair >= kPairs ? kZeroAt : a_lane(lane, tile, buffer) + a_pair(pair);
+  }
+  __host__ __device__ static int a_pair_of(int lane, int step) { return 2 * step + lane / 16; }
+  __host__ __device__ static int a_lane(int lane, int tile, int buffer) {
+    const int row = lane % 8 + 8 * (lane / 8 % 2), pixel = tile * 16 + row, p = pixel / TQ, q = pixel % TQ;
+    return buffer * kWindowWords + (p * kWQ + q) * kPixelWords;
+  }
+  __host__ __device__ static constexpr int a_pair(int pair) {
+    return ((pair / kChunks / 3) * kWQ + pair / kChunks % 3) * kPixelWords + 4 * (pair % kChunks);
   }
 
   // The word where `lane`'s ldmatrix.x2 row of B starts, output channels 8 ntile.. at k-step `step`:
   // lanes 0-7 matrix 0 (pair 2 step, mma's b0), 8-15 matrix 1 (pair 2 step + 1, b1); a row is an
-  // output channel's 8 filter values of the pair (the others' addresses, unused, repeat them).
+  // output channel's 8 filter values of the pair (the others' addresses, unused, repeat them). The
+  // lane's output channel (b_lane) and the step's 8 words apart, as for A.
   __host__ __device__ static int b_word(int lane, int ntile, int step) {
-    const int pair = 2 * step + (lane / 8) % 2, out = ntile * 8 + lane % 8;
-    return pair >= kPairs ? kZeroAt : kFilterAt + out * kFilterWords + 4 * pair;
+    return 2 * step + (lane / 8) % 2 >= kPairs ? kZeroAt : b_lane(lane, ntile) + 8 * step;
+  }
+  __host__ __device__ static int b_lane(int lane, int ntile) {
+    return kFilterAt + (ntile * 8 + lane % 8) * kFilterWords + 4 * ((lane / 8) % 2);
   }
 
   // The window's 16-byte piece `i` (of kWP * kWQ * kChunks) for the window from input row h0,
@@ -177,15 +187,25 @@ __device__ __forceinline__ void compute_block(const Shape& g, __half* __restrict
                                               int block, int buffer) {
   const int lane = threadIdx.x % 32, first = (threadIdx.x / 32) * S::kTilesPerWarp;
   float d[S::kTilesPerWarp][S::kNTiles][4] = {};
-#pragma unroll 1
+  uint32_t a_at[S::kTilesPerWarp], b_at[S::kNTiles];  // the lane's rows at k-step 0
+#pragma unroll
+  for (int mt = 0; mt < S::kTilesPerWarp; ++mt) a_at[mt] = base + 4 * S::a_lane(lane, first + mt, buffer);
+#pragma unroll
+  for (int nt = 0; nt < S::kNTiles; ++nt) b_at[nt] = base + 4 * S::b_lane(lane, nt);
+  const uint32_t zero = base + 4 * S::kZeroAt;
+  // Unrolled: each step's pair offsets are constants. A lane whose pair is past the last (the last
+  // step, 9 C / 8 odd: mma's second half of K) reads the zero line.
+#pragma unroll
   for (int step = 0; step < S::kSteps; ++step) {
+    const bool past_a = S::a_pair_of(lane, step) >= S::kPairs, past_b = 2 * step + (lane / 8) % 2 >= S::kPairs;
     uint32_t b[S::kNTiles][2];
 #pragma unroll
-    for (int nt = 0; nt < S::kNTiles; ++nt) ldmatrix_x2(b[nt], base + 4 * S::b_word(lane, nt, step));
+    for (int nt = 0; nt < S::kNTiles; ++nt) ldmatrix_x2(b[nt], past_b ? zero : b_at[nt] + 32 * step);
+    const int a_offset = 4 * S::a_pair(2 * step + (lane >= 16 ? 1 : 0));
 #pragma unroll
     for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
       uint32_t a[4];
-      ldmatrix_x4(a, base + 4 * S::a_word(lane, first + mt, step, buffer));
+      ldmatrix_x4(a, past_a ? zero : a_at[mt] + a_offset);
 #pragma unroll
       for (int nt = 0; nt < S::kNTiles; ++nt) mma(d[mt][nt], a, b[nt]);
     }
