@@ -150,4 +150,29 @@ inline void release(Buffers& b) {
   cudaFree(b.w), cudaFree(b.reference);
 }
 
+// The command line's numbers (argv[1..]) in groups of `fields`, each a positive integer, into
+// `groups`; false, with what is wrong and `usage` in one line on stderr, where they are not.
+inline bool read_groups(int argc, char** argv, int fields, const char* usage, std::vector<std::vector<int>>& groups) {
+  if ((argc - 1) % fields != 0) {
+    std::fprintf(stderr, "%s: %d numbers are not groups of %d (usage: %s %s)\n", argv[0], argc - 1, fields, argv[0],
+                 usage);
+    return false;
+  }
+  for (int i = 1; i < argc; i += fields) {
+    std::vector<int> group;
+    for (int j = 0; j < fields; ++j) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[i + j], &end, 10);
+      if (end == argv[i + j] || *end != '\0' || v < 1 || v > (1 << 30)) {
+        std::fprintf(stderr, "%s: '%s' is not a positive integer (usage: %s %s)\n", argv[0], argv[i + j], argv[0],
+                     usage);
+        return false;
+      }
+      group.push_back(int(v));
+    }
+    groups.push_back(group);
+  }
+  return true;
+}
+
 }  // namespace bench

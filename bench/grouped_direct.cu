@@ -413,19 +413,9 @@ int main(int argc, char** argv) {
   }
   std::vector<Layer> layers;
   if (argc > 1) {
-    if ((argc - 1) % 7 != 0) {
-      std::fprintf(stderr, "usage: %s [n h w c k stride groups ...]\n", argv[0]);
-      return 2;
-    }
-    for (int i = 1; i < argc; i += 7) {
-      int v[7];
-      for (int j = 0; j < 7; ++j) v[j] = std::atoi(argv[i + j]);
-      if (v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1 || v[4] < 1 || v[6] < 1) {
-        std::fprintf(stderr, "grouped_direct: sizes and groups must be positive\n");
-        return 2;
-      }
-      layers.push_back({v[0], v[1], v[2], v[3], v[4], 3, 3, 1, v[5], v[6]});
-    }
+    std::vector<std::vector<int>> groups;
+    if (!read_groups(argc, argv, 7, "[n h w c k stride groups ...]", groups)) return 2;
+    for (const auto& v : groups) layers.push_back({v[0], v[1], v[2], v[3], v[4], 3, 3, 1, v[5], v[6]});
   } else {
     for (int n : {32, 1}) {
       layers.push_back({n, 56, 56, 128, 128, 3, 3, 1, 1, 32});

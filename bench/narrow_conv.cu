@@ -216,19 +216,9 @@ int main(int argc, char** argv) {
   }
   std::vector<Layer> layers;
   if (argc > 1) {
-    if ((argc - 1) % 5 != 0) {
-      std::fprintf(stderr, "usage: %s [n h w c k ...]\n", argv[0]);
-      return 2;
-    }
-    for (int i = 1; i < argc; i += 5) {
-      int v[5];
-      for (int j = 0; j < 5; ++j) v[j] = std::atoi(argv[i + j]);
-      if (v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1 || v[4] < 1) {
-        std::fprintf(stderr, "narrow_conv: sizes must be positive integers\n");
-        return 2;
-      }
-      layers.push_back({v[0], v[1], v[2], v[3], v[4], 3, 3, 1, 1, 1});
-    }
+    std::vector<std::vector<int>> groups;
+    if (!read_groups(argc, argv, 5, "[n h w c k ...]", groups)) return 2;
+    for (const auto& v : groups) layers.push_back({v[0], v[1], v[2], v[3], v[4], 3, 3, 1, 1, 1});
   } else {
     for (int n : {32, 1}) {
       layers.push_back({n, 112, 112, 24, 24, 3, 3, 1, 1, 1});

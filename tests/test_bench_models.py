@@ -2,7 +2,8 @@
 each compiled for sm_90a, then `--model` fills every CTA's shared memory and takes every warp's
 fragments as ldmatrix and mma.sync define them, from the kernels' own address functions, against a
 plain convolution; a wrong address or fragment makes the model's largest difference the size of
-the outputs and its exit status 1."""
+the outputs and its exit status 1. And their command lines: sizes that are not positive integers
+refused in one line."""
 
 import subprocess
 
@@ -11,14 +12,45 @@ import pytest
 from conftest import ROOT, requires_nvcc
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The bench of a source, compiled for sm_90a once for this module's tests."""
+    binaries = {}
+
+    def build(source: str):
+        if source not in binaries:
+            binary = tmp_path_factory.mktemp("bench") / source.replace(".cu", "")
+            out = subprocess.run(["nvcc", "-std=c++17", "-O1", "-gencode=arch=compute_90a,code=sm_90a", source, "-o",
+                                  str(binary)], cwd=ROOT / "bench", capture_output=True, text=True, timeout=600)
+            assert out.returncode == 0, out.stderr[-2000:]
+            binaries[source] = binary
+        return binaries[source]
+    return build
+
+
 @requires_nvcc
 @pytest.mark.parametrize("source", ["narrow_conv.cu", "grouped_direct.cu"])
-def test_a_bench_kernels_indexing_passes_its_cpu_model(tmp_path, source):
-    binary = tmp_path / "bench"
-    built = subprocess.run(["nvcc", "-std=c++17", "-O1", "-gencode=arch=compute_90a,code=sm_90a", source, "-o",
-                            str(binary)], cwd=ROOT / "bench", capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr[-2000:]
-    out = subprocess.run([str(binary), "--model"], capture_output=True, text=True, timeout=300)
+def test_a_bench_kernels_indexing_passes_its_cpu_model(built, source):
+    out = subprocess.run([str(built(source)), "--model"], capture_output=True, text=True, timeout=300)
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and lines and all(line.startswith("model ") and line.endswith("  ok") for line in lines), \
         out.stdout + out.stderr
+
+
+# (bench, its arguments, what the one-line error says): sizes are read before any GPU is asked for
+BAD_ARGUMENTS = [
+    ("narrow_conv.cu", ["32", "112", "112"], "3 numbers are not groups of 5"),
+    ("narrow_conv.cu", ["32", "112", "112", "24", "x"], "'x' is not a positive integer"),
+    ("narrow_conv.cu", ["32", "112", "112", "24", "-24"], "'-24' is not a positive integer"),
+    ("narrow_conv.cu", ["32", "112", "112", "24", "24k"], "'24k' is not a positive integer"),
+    ("grouped_direct.cu", ["32", "56", "56", "128", "128", "0", "32"], "'0' is not a positive integer"),
+    ("grouped_direct.cu", ["32", "56", "56", "128", "128", "1"], "6 numbers are not groups of 7"),
+]
+
+
+@requires_nvcc
+@pytest.mark.parametrize("source, arguments, message", BAD_ARGUMENTS)
+def test_a_bench_refuses_sizes_that_are_not_positive_integers_in_one_line(built, source, arguments, message):
+    out = subprocess.run([str(built(source)), *arguments], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert message in out.stderr and "(usage: " in out.stderr and out.stderr.count("\n") == 1, out.stderr
