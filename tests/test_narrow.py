@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT, assert_family_refused, assert_kernels_compile, requires_gpu, requires_nvcc
-from kernelgen import cost_model, fusion, render
+from kernelgen import cost_model, fusion, render, results
 from kernelgen.families import conv2d_narrow as narrow
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
 from kernelgen.specs import load_family
@@ -128,6 +128,46 @@ def test_kernels_plain_and_fused_compile_for_sm90a_through_the_rendering(tmp_pat
     kernels = [kernel("c24k24_tile16x16_warps8"), kernel("c64k64_tile4x32_warps4_persistent")]
     kernels += [fusion.fused(kernel("c32k64_tile4x32_warps4_persistent"), e) for e in ("bias+add+relu", "bias+gelu")]
     assert_kernels_compile(tmp_path, kernels)
+
+
+@requires_nvcc
+def test_a_header_of_narrow_winners_launches_them_through_their_adapters_and_builds(tmp_path):
+    """A set whose layers chose a fused and a plain narrow kernel: the header's launcher runs each
+    behind the epilogue it computes (bias and SiLU; none), the header embeds narrow_conv.h, and the
+    launcher links with the kernels' objects into a program that calls the library's entry point."""
+    import header_builds
+    from kernelgen.reduce import build_header
+    from kernelgen.workloads import parse_workloads
+
+    problems = parse_workloads("conv2d_fprop n=2 h=7 w=9 c=24 k=24 r=3 s=3 pad=1 epilogue=bias+silu\n"
+                               "conv2d_fprop n=2 h=7 w=9 c=32 k=64 r=3 s=3 pad=0\n")
+    chosen = [fusion.fused(kernel("c24k24_tile8x16_warps4_persistent"), "bias+silu"), kernel("c32k64_tile16x16_warps4")]
+    for problem, k in zip(problems, chosen):
+        row = {c: None for c in results.COLUMNS}
+        row.update(workload=problem.name, kernel=k.name, status="ok", runtime_ms=0.01, rel_l2_error=2e-4,
+                   rel_max_error=3e-4, kernel_hash="h", gpu="NVIDIA H200", driver="580.159.04", cuda="13.0",
+                   cutlass="4.2.0")
+        results.write_csv(tmp_path / f"{problem.name}.csv", [row])
+    out = tmp_path / "out"
+    templates = ROOT / "kernel_specs" / "templates"
+    best = build_header(tmp_path, problems, {k.name: "h" for k in chosen}, {k.name: k for k in chosen}, templates, out,
+                        ROOT / "profiler")
+    assert list(best["kernel"]) == [k.name for k in chosen]
+    launcher = (out / "best_kernels_launcher.cu").read_text()
+    table = launcher[launcher.index("constexpr Epilogue kEpilogueOf[] = {"):]
+    assert table[:table.index("};")].split("\n")[1:3] == [
+        "    " + fusion.epilogue_cpp("bias+silu") + ",", "    {},"]
+    assert "---- narrow_conv.h, from kernelgen, embedded" in (out / "best_kernels_cutlass.h").read_text()
+    (out / "main.cu").write_text(
+        '#include "best_kernels.h"\nint main() {\n  best_kernels::Conv2dFpropProblem p{2, 7, 9, 32, 64, 3, 3, 0, 0, 1, 1, 1, 1};\n'
+        "  return best_kernels::kernel_for(p) == nullptr;\n}\n")
+    sources = [out / "main.cu", out / "best_kernels_launcher.cu"]
+    for k in chosen:
+        sources.append(out / f"{k.name}.cu")
+        sources[-1].write_text(render.kernel_source(render.lookup(templates), k))
+    build = subprocess.run(["nvcc", *header_builds.MEASURED_FLAGS, f"-I{out}", f"-I{ROOT / 'profiler'}", "-o",
+                            str(tmp_path / "main"), *map(str, sources)], capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stderr[-5000:]
 
 
 # Small odd layers, plain and through each kind of epilogue, every kernel of the family on each:
