@@ -282,7 +282,6 @@ struct NarrowFprop {
   using Tiling = narrow::Tiling<C, K, TP, TQ, WARPS, PERSISTENT>;
   static constexpr int kThreads = 32 * WARPS;
   static constexpr int kSharedBytes = Tiling::kSmemBytes;
-  static constexpr bool kBias = BIAS, kAdd = ADD;
 
   struct Arguments {
     const __half* x;
