@@ -210,3 +210,27 @@ def test_each_kernel_verifies_on_small_odd_layers_plain_and_fused(tmp_path):
     assert set(ok["workload"]) == set(frame["workload"]), "every layer has a kernel that ran it"
     assert (ok["rel_l2_error"] < 1e-3).all() and (ok["rel_max_error"] < 1e-3).all()
     assert ok["kernel"].str.contains("_persistent").any() and ok["kernel"].str.contains("_ebias_add_silu").any()
+
+
+def test_the_cost_model_counts_a_narrow_kernels_tiles_so_that_its_tilings_rank_apart():
+    """The features of the narrow kernels on one layer: its tiles of rows x columns pixels in waves
+    of the CTAs an SM holds (shared memory, registers), each tile's window loaded (and, a CTA a
+    tile, the filter), the busiest warp's k-steps; tilings of the same layer differ, and their
+    attributes name tile, warps and schedule."""
+    layer = Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 1, 1)
+    tiles, loads, mma = (cost_model.FEATURES.index(f) for f in ("tiles", "loads", "mma"))
+    persistent, tile = kernel("c24k24_tile8x16_warps4_persistent"), kernel("c24k24_tile16x16_warps8")
+    f_persistent, f_tile = (cost_model.features(k, layer, 132) for k in (persistent, tile))
+    assert list(f_persistent) != list(f_tile)
+    # 6 CTAs an SM, by registers (about 80 a thread of 128; shared memory would hold 8, threads 16)
+    per_sm = cost_model.REGISTERS_SM // (128 * 80)
+    assert persistent.registers() == 74 and per_sm == 6 < cost_model.SHARED_MEMORY_SM // (persistent.shared_bytes + 1024)
+    blocks = 32 * 14 * 7  # 8 x 16 tiles of 112 x 112
+    waves = -(-blocks // (132 * per_sm))
+    assert waves == 4
+    assert f_persistent[tiles] == waves * per_sm
+    assert f_persistent[loads] == pytest.approx(waves * 10 * 18 * 24 * 2 / 1e3 * per_sm)  # the window alone
+    assert f_persistent[mma] == pytest.approx(waves * 4 * 2 * 16 * 24 * 14 * 16 * 2 / 1e6 * per_sm)
+    assert persistent.k_steps == 14 and persistent.tiles_per_warp == 2
+    assert {"Conv2dFpropNarrow:tile=8x16", "Conv2dFpropNarrow:schedule=persistent"} <= set(
+        cost_model._kernel_attributes_of(persistent))

@@ -276,7 +276,7 @@ def _features(kernel, tiling, layer: tuple, sms: int) -> list:
     if isinstance(kernel, Conv2dFpropSm90PatchPadded) and conv is not None:
         conv = patch_padded_folded(conv)  # N*P images of R rows of W/S pixels of S*C padded to 8 channels
     if tiling is None:
-        if isinstance(kernel, (Depthwise, DepthwiseCutlass, GroupedMma, DepthwiseMma)) and conv is not None:
+        if isinstance(kernel, DIRECT_TILED) and conv is not None:
             return _direct_features(kernel, conv, memory, sms)
         if isinstance(kernel, Gemv):
             return _gemv_features(kernel, m, n, k, memory, sms)
@@ -383,8 +383,9 @@ def _resident(threads: int, shared: int, registers: int) -> int:
 
 
 def _direct_features(kernel, conv, memory: float, sms: int) -> list:
-    """``features`` of a kernel of this project's grouped families on ``conv``, from its tiles as
-    the GEMM tiles' are counted: a depthwise tile is ``rows`` x its columns output pixels of 8 x
+    """``features`` of a kernel of this project's grouped families, and of the narrow dense ones
+    (Conv2dFpropNarrow: a tile of rows x columns pixels by every output channel), on ``conv``, from
+    its tiles as the GEMM tiles' are counted: a depthwise tile is ``rows`` x its columns output pixels of 8 x
     ``channel_vectors`` channels, walked by a persistent grid of the CTAs the GPU holds; a
     grouped_mma tile is ``rows`` x ``columns`` pixels of the channels a CTA computes (all C, or a
     slice of them), one CTA each; a CUTLASS depthwise (DepthwiseCutlass) tile is ``tile`` pixels of
@@ -415,6 +416,15 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         per_sm = _resident(kernel.threads(), shared, 2 * kernel.accumulators() + 40)
         flops = tp * tq * tc * kernel.filter ** 2 * 2
         loads = (shared - kernel.filter ** 2 * tc * size) // kernel.stages + kernel.filter ** 2 * tc * size
+    elif isinstance(kernel, Conv2dFpropNarrow):
+        # a tile of rows x columns pixels by all K, its window (and, a CTA a tile, the filter) loaded
+        # for each; its warps' mma.sync k-steps over the 9 taps' C channels
+        (tp, tq), tc = kernel.tile, conv.k
+        tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq)
+        per_sm = _resident(kernel.threads, kernel.shared_bytes, kernel.registers())
+        flops = kernel.warps * kernel.tiles_per_warp * 16 * tc * kernel.k_steps * 16 * 2
+        window = (tp + 2) * (tq + 2) * conv.c * size
+        loads = window if kernel.schedule == "persistent" else window + tc * 9 * conv.c * size
     else:
         channels = kernel.slice(conv, sms)
         tp, tq, tc = kernel.rows, kernel.columns, channels
@@ -442,6 +452,8 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
 
 
 THREADS_SM = 2048  # the threads an SM holds at once (SM80, SM90)
+# The classes whose features ``_direct_features`` counts from their tiles.
+DIRECT_TILED = (Depthwise, DepthwiseCutlass, GroupedMma, DepthwiseMma, Conv2dFpropNarrow)
 
 
 def _thread_chain(kernel, conv, sms: int) -> float:
@@ -604,6 +616,9 @@ def _kernel_attributes_of(kernel) -> list:
             out.append(f"{name}:{field}={width}")
     if isinstance(kernel, GroupedMma):
         out += [f"{name}:tile={kernel.rows}x{kernel.columns}", f"{name}:window={kernel.window}",
+                f"{name}:schedule={kernel.schedule}"]
+    if isinstance(kernel, Conv2dFpropNarrow):
+        out += [f"{name}:tile={kernel.tile[0]}x{kernel.tile[1]}", f"{name}:warps={kernel.warps}",
                 f"{name}:schedule={kernel.schedule}"]
     if isinstance(kernel, (GroupedMma, DepthwiseHalf)):
         # what a programmatic dependent launch saves, shared with the CUTLASS kernels of it

@@ -33,6 +33,7 @@ TEMPLATE = "conv2d_fprop_narrow.mako"
 TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what narrow_conv.h is written for
 CHANNELS = tuple(range(8, 65, 8))  # C and K a kernel may be built for
 MOST_ACCUMULATORS = 128  # fp32 accumulators a thread may hold: its warp's tiles x K / 2
+BASE_REGISTERS = 40  # a thread's registers besides its accumulators and fragments (the rows' addresses)
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
@@ -109,8 +110,22 @@ class Conv2dFpropNarrow:
     @property
     def accumulators(self) -> int:
         """A thread's fp32 accumulators: its warp's 16-pixel tiles by K channels, 4 an m16n8 tile."""
-        rows, columns = self.tile
-        return rows * columns // 16 // self.warps * self.channels[1] // 2
+        return self.tiles_per_warp * self.channels[1] // 2
+
+    @property
+    def tiles_per_warp(self) -> int:
+        """The 16-pixel mma tiles each warp computes of a CTA's tile."""
+        return self.tile[0] * self.tile[1] // 16 // self.warps
+
+    @property
+    def k_steps(self) -> int:
+        """mma.sync k-steps of 16 a tile walks: the 9 taps x C / 8 (tap, chunk) pairs, two a step."""
+        return (9 * self.channels[0] // 8 + 1) // 2
+
+    def registers(self) -> int:
+        """A thread's registers, about: its accumulators, a k-step's B fragments (2 an 8-channel
+        group) and an A fragment, and BASE_REGISTERS of addresses and indices."""
+        return min(255, self.accumulators + self.channels[1] // 4 + 4 + BASE_REGISTERS)
 
     @cached_property
     def name(self) -> str:
