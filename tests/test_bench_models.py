@@ -2,8 +2,8 @@
 each compiled for sm_90a, then `--model` fills every CTA's shared memory and takes every warp's
 fragments as ldmatrix and mma.sync define them, from the kernels' own address functions, against a
 plain convolution; a wrong address or fragment makes the model's largest difference the size of
-the outputs and its exit status 1. And their command lines: sizes that are not positive integers
-refused in one line."""
+the outputs and its exit status 1; bench/narrow_wgmma.cu's wgmma descriptors, decoded on the CPU.
+And their command lines: sizes that are not positive integers refused in one line."""
 
 import subprocess
 
@@ -37,6 +37,16 @@ def test_a_bench_kernels_indexing_passes_its_cpu_model(built, source):
         out.stdout + out.stderr
 
 
+@requires_nvcc
+def test_the_wgmma_benchs_descriptors_address_the_layout_its_loads_write(built):
+    """bench/narrow_wgmma.cu's shared-memory matrix descriptors, decoded as the canonical K-major
+    layout of no swizzle, on the CPU: every element of every k-step's A and B is where the window's
+    and the filter's loads put it."""
+    out = subprocess.run([str(built("narrow_wgmma.cu")), "--descriptors"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("descriptors: 0 elements") and out.stdout.endswith("ok\n"), \
+        out.stdout + out.stderr
+
+
 # (bench, its arguments, what the one-line error says): sizes are read before any GPU is asked for
 BAD_ARGUMENTS = [
     ("narrow_conv.cu", ["32", "112", "112"], "3 numbers are not groups of 5"),
@@ -45,6 +55,7 @@ BAD_ARGUMENTS = [
     ("narrow_conv.cu", ["32", "112", "112", "24", "24k"], "'24k' is not a positive integer"),
     ("grouped_direct.cu", ["32", "56", "56", "128", "128", "0", "32"], "'0' is not a positive integer"),
     ("grouped_direct.cu", ["32", "56", "56", "128", "128", "1"], "6 numbers are not groups of 7"),
+    ("narrow_wgmma.cu", ["32", "147", "147", "32", "0"], "'0' is not a positive integer"),
 ]
 
 
