@@ -4,6 +4,7 @@ mirrored for the cost model), its shared memory, its fused variants, the kernels
 the rendering, and on a GPU the kernels verified, plain and fused, on small odd layers."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,25 @@ def test_the_rendered_type_is_the_kernel_of_its_channels_tile_and_epilogue():
 
 
 @requires_nvcc
+@pytest.mark.parametrize("name", ["c16k16_tile16x16_warps8", "c32k64_tile8x32_warps4_persistent",
+                                  "c24k24_tile4x32_warps4_persistent"])
+def test_the_register_estimate_is_within_22_of_ptxas(tmp_path, name):
+    """Conv2dFpropNarrow.registers, which the cost model counts the CTAs an SM holds by, against
+    ptxas's count for the kernel compiled as the profiler compiles it (the fewest, the most, and the
+    one the estimate misses most of the committed kernels)."""
+    import header_builds
+
+    k = kernel(name)
+    source = tmp_path / f"{k.name}.cu"
+    source.write_text(render.kernel_source(render.lookup(ROOT / "kernel_specs" / "templates"), k))
+    out = subprocess.run(["nvcc", *header_builds.MEASURED_FLAGS, "-c", f"-I{ROOT / 'profiler'}", "-Xptxas", "-v",
+                          "-o", str(tmp_path / "k.o"), str(source)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    used = [int(n) for n in re.findall(r"Used (\d+) registers", out.stdout + out.stderr)]
+    assert len(used) == 1 and abs(used[0] - k.registers()) <= 22, (used, k.registers())
+
+
+@requires_nvcc
 def test_kernels_plain_and_fused_compile_for_sm90a_through_the_rendering(tmp_path):
     """The device code of a plain, a persistent and fused kernels, and the static_asserts that the
     spec's shared memory and threads are the kernel's."""
@@ -222,9 +242,9 @@ def test_the_cost_model_counts_a_narrow_kernels_tiles_so_that_its_tilings_rank_a
     persistent, tile = kernel("c24k24_tile8x16_warps4_persistent"), kernel("c24k24_tile16x16_warps8")
     f_persistent, f_tile = (cost_model.features(k, layer, 132) for k in (persistent, tile))
     assert list(f_persistent) != list(f_tile)
-    # 6 CTAs an SM, by registers (about 80 a thread of 128; shared memory would hold 8, threads 16)
-    per_sm = cost_model.REGISTERS_SM // (128 * 80)
-    assert persistent.registers() == 74 and per_sm == 6 < cost_model.SHARED_MEMORY_SM // (persistent.shared_bytes + 1024)
+    # 7 CTAs an SM, by registers (72 a thread of 128; shared memory would hold 8, threads 16)
+    per_sm = cost_model.REGISTERS_SM // (128 * 72)
+    assert persistent.registers() == 72 and per_sm == 7 < cost_model.SHARED_MEMORY_SM // (persistent.shared_bytes + 1024)
     blocks = 32 * 14 * 7  # 8 x 16 tiles of 112 x 112
     waves = -(-blocks // (132 * per_sm))
     assert waves == 4

@@ -33,7 +33,6 @@ TEMPLATE = "conv2d_fprop_narrow.mako"
 TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what narrow_conv.h is written for
 CHANNELS = tuple(range(8, 65, 8))  # C and K a kernel may be built for
 MOST_ACCUMULATORS = 128  # fp32 accumulators a thread may hold: its warp's tiles x K / 2
-BASE_REGISTERS = 40  # a thread's registers besides its accumulators and fragments (the rows' addresses)
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((
@@ -123,9 +122,12 @@ class Conv2dFpropNarrow:
         return (9 * self.channels[0] // 8 + 1) // 2
 
     def registers(self) -> int:
-        """A thread's registers, about: its accumulators, a k-step's B fragments (2 an 8-channel
-        group) and an A fragment, and BASE_REGISTERS of addresses and indices."""
-        return min(255, self.accumulators + self.channels[1] // 4 + 4 + BASE_REGISTERS)
+        """A thread's registers, about (within 22 of ptxas's counts of the committed kernels, CUDA 13.0,
+        sm_90a; fitted to them): 0.7 an accumulator, one an output channel (a k-step's B fragments
+        and their rows' addresses), 9.5 a 16-pixel tile of its warp (an A fragment and its row's
+        address), 24 more persistent (the next window's copies), less 12."""
+        persistent = 24 if self.schedule == "persistent" else 0
+        return min(255, round(0.7 * self.accumulators + self.channels[1] + 9.5 * self.tiles_per_warp + persistent - 12))
 
     @cached_property
     def name(self) -> str:
