@@ -100,6 +100,42 @@ def test_the_cost_model_serves_the_layers_the_kernel_takes(layer, name, words):
     assert why is None if words is None else words in why
 
 
+# The profiler's NarrowFprop::unsupported on the CPU for the layers of SERVED and a few more (a
+# padded image smaller than the filter, padding 0 and 3), against the cost model's ``refuses``.
+UNSUPPORTED_CHECK = r"""
+#include <cstdio>
+#include "narrow_conv.h"
+
+int main() {
+  const int layers[][13] = {%s};
+  for (const auto& l : layers) {
+    const char* why = %s::unsupported(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], l[8], l[9], l[10], l[11], l[12]);
+    std::printf("%%d\n", why == nullptr);
+  }
+  return 0;
+}
+"""
+
+
+@requires_nvcc
+def test_the_cost_models_refusals_are_the_profilers(tmp_path):
+    layers = [layer for layer, name, _ in SERVED if name.startswith("c24k24") and layer.groups == 1 and not layer.epilogue]
+    layers += [Conv2dProblem(1, 1, 1, 24, 24, 3, 3, 0, 0), Conv2dProblem(1, 1, 1, 24, 24, 3, 3, 1, 1),
+               Conv2dProblem(2, 9, 11, 24, 24, 3, 3, 3, 3), Conv2dProblem(2, 9, 11, 24, 24, 3, 3, 0, 1)]
+    k = kernel("c24k24_tile8x16_warps4_persistent")
+    rows = ", ".join("{" + ", ".join(str(v) for v in (c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.pad_h, c.pad_w, c.stride_h,
+                                                      c.stride_w, c.dilation_h, c.dilation_w)) + "}" for c in layers)
+    kind = "kernelgen::NarrowFprop<24, 24, 8, 16, 4, true>"
+    (tmp_path / "check.cu").write_text(UNSUPPORTED_CHECK % (rows, kind))
+    built = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{ROOT / 'profiler'}",
+                            "-o", str(tmp_path / "check"), str(tmp_path / "check.cu")],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    out = subprocess.run([str(tmp_path / "check")], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == [str(int(cost_model.serves(k, c) is None)) for c in layers]
+    assert out.stdout.split().count("1") >= 2 and out.stdout.split().count("0") >= 3
+
+
 def test_a_fused_variant_computes_its_layers_epilogue_compiled_in():
     plain = kernel("c24k24_tile8x16_warps4_persistent")
     layer = Conv2dProblem(32, 112, 112, 24, 24, 3, 3, 1, 1, epilogue="bias+add+silu")
