@@ -11,7 +11,8 @@
 // mma.sync m16n8k16: the GEMM's K is the 9 taps x C channels in (tap, 8-channel chunk) pairs, two
 // a k-step, so a k-step's A is an ldmatrix.x4 of 16 window pixels' chunks (the tile's pixels
 // shifted by the tap) and its B an ldmatrix.x2 a group of 8 output channels, read once a k-step
-// for the warp's tiles. A pixel's C channels, and an output channel's 9 x C filter values, are
+// for the warp's tiles; the k-steps unrolled, a lane finds its rows once and each step adds its
+// tap's and chunk's constant offset. A pixel's C channels, and an output channel's 9 x C filter values, are
 // rows of shared memory whose stride is 4 words more than a multiple of 8, so the 8 rows an
 // ldmatrix phase reads fall in 8 different quarters of the banks. A pair past the 9 x C / 8 real
 // ones reads a zero line. Persistent (PERSISTENT): as many CTAs as stay on the GPU at once, each
@@ -201,7 +202,7 @@ __device__ __forceinline__ void compute_block(const Shape& g, __half* __restrict
     uint32_t b[S::kNTiles][2];
 #pragma unroll
     for (int nt = 0; nt < S::kNTiles; ++nt) ldmatrix_x2(b[nt], past_b ? zero : b_at[nt] + 32 * step);
-    const int a_offset = 4 * S::a_pair(2 * step + (lane >= 16 ? 1 : 0));
+    const int a_offset = 4 * S::a_pair(2 * step + (lane >= 16 ? 1 : 0));  // a_pair_of(lane, step)
 #pragma unroll
     for (int mt = 0; mt < S::kTilesPerWarp; ++mt) {
       uint32_t a[4];
