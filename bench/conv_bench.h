@@ -175,4 +175,13 @@ inline bool read_groups(int argc, char** argv, int fields, const char* usage, st
   return true;
 }
 
+// The command line's layers as groups of `n h w c k`: 3x3 filters, stride 1, padding 1, one group
+// (read_groups); false where they are not positive integers in groups of five.
+inline bool read_3x3_layers(int argc, char** argv, std::vector<Layer>& layers) {
+  std::vector<std::vector<int>> groups;
+  if (!read_groups(argc, argv, 5, "[n h w c k ...]", groups)) return false;
+  for (const auto& v : groups) layers.push_back({v[0], v[1], v[2], v[3], v[4], 3, 3, 1, 1, 1});
+  return true;
+}
+
 }  // namespace bench

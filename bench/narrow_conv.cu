@@ -216,9 +216,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Layer> layers;
   if (argc > 1) {
-    std::vector<std::vector<int>> groups;
-    if (!read_groups(argc, argv, 5, "[n h w c k ...]", groups)) return 2;
-    for (const auto& v : groups) layers.push_back({v[0], v[1], v[2], v[3], v[4], 3, 3, 1, 1, 1});
+    if (!read_3x3_layers(argc, argv, layers)) return 2;
   } else {
     for (int n : {32, 1}) {
       layers.push_back({n, 112, 112, 24, 24, 3, 3, 1, 1, 1});
