@@ -43,9 +43,12 @@ HEAVY, CUTLASS2, OWN = 28, 3, 1
 WEIGHTS = {"cutlass3x": HEAVY, "cutlass2x": CUTLASS2, "own": OWN}
 MOST_HEAVY = 8  # a unit holds at most this many CUTLASS 3.x kernels' weight
 MOST_KERNELS = 24  # and at most this many kernels (light ones weigh little, but each takes nvcc memory)
-# nvcc's peak memory on a unit of k CUTLASS 3.x kernels, about BASE_GB + k * KERNEL_GB (measured: 3.1
-# GB for one, 3.8 for two, 5.3 to 7.1 for four); the jobs' units together keep to MEMORY_SHARE of memory.
-BASE_GB, KERNEL_GB, MEMORY_SHARE = 2.5, 1.15, 0.85
+# nvcc's peak memory on a unit of k CUTLASS 3.x kernels, at most about BASE_GIB + k * KERNEL_GIB
+# (`/usr/bin/time -v`, the profiler's flags, units of EfficientNetV2-S's and ViT-B/16's kernels:
+# 3.6 GiB for one, 3.7 for two, 5.9 and 6.1 for four conv kernels, 7.9 for three GEMM and three conv
+# kernels of the largest tiles, 8.4 for eight conv kernels; docs/search.md, "Compile units"); the
+# jobs' units together keep to MEMORY_SHARE of memory.
+BASE_GIB, KERNEL_GIB, MEMORY_SHARE = 2.4, 0.9, 0.85
 _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+)\.cu"$', re.MULTILINE)
 
 
@@ -79,7 +82,7 @@ def max_weight(jobs: int, memory) -> int:
     if not memory:
         return MOST_HEAVY * HEAVY
     per_job = MEMORY_SHARE * memory / 2**30 / max(jobs, 1)
-    return max(1, min(MOST_HEAVY, int((per_job - BASE_GB) / KERNEL_GB))) * HEAVY
+    return max(1, min(MOST_HEAVY, int((per_job - BASE_GIB) / KERNEL_GIB))) * HEAVY
 
 
 def unit_name(members) -> str:
