@@ -37,7 +37,7 @@ PREFIX = "unit-"
 # A kernel's weight: about the seconds of one core it costs a unit, its share of the unit's own
 # included, from the 208 nvcc runs of four cold builds at -j16 (`python bench/compile_units.py
 # BUILD...`; docs/search.md, "Compile units"): a unit of CUTLASS 3.x kernels 48 s and 13 s a kernel
-# (29 s a kernel in the units of three that 16 jobs get on a 128 GiB machine), a CUTLASS 2.x kernel
+# (29 s a kernel in units of three, 25 in units of four), a CUTLASS 2.x kernel
 # about 4 s, one of this project's own (CUDA-core and 2.x-based) about 1.4.
 HEAVY, CUTLASS2, OWN = 28, 3, 1
 WEIGHTS = {"cutlass3x": HEAVY, "cutlass2x": CUTLASS2, "own": OWN}
