@@ -76,6 +76,8 @@ def test_the_link_after_the_compiles_says_how_long_they_took(tmp_path, capsys):
         os.utime(path, (first + end, first + end))
     progress.started[1] = (progress.started[1][0], first + 10.0, 1)
     capsys.readouterr()
+    progress("link build/stages/0/profiler", [Node("build/stages/0/profiler")], [], {"PROFILER_STAGE": 1})
+    assert capsys.readouterr().out == "link build/stages/0/profiler\n", "an early stage's link: others compile on"
     progress("link build/profiler", [Node("build/profiler")], [], None)
     out = capsys.readouterr().out.splitlines()
     assert out == ["compiled 2 objects (4 kernels) in 50 s, 70 s of nvcc runs; the last to end started 10 s in",

@@ -183,3 +183,32 @@ def test_the_manifests_pairs_are_what_is_measured_and_any_kernel_with_a_row_is_m
         "kernel_a, changed, again where it has rows; kernel_c only where the pairs name it"
     assert list(csv_of(tmp_path, workload_file, 0)["kernel"]) == ["kernel_a", "kernel_b"]
     assert list(csv_of(tmp_path, workload_file, 1)["kernel"]) == sorted(KERNELS)
+
+
+def test_an_early_stage_measures_its_kernels_and_the_whole_profile_the_rest(tmp_path, fake_gpu, workload_file):
+    """A build's early stage (--early: a part of its kernels, measured while the others compile)
+    and then its whole profile: each pair measured once, every row kept."""
+    profiler, log = fake_gpu
+    part = write_manifest(tmp_path / "part.json", {"kernel_a": "aaaa"})
+    manifest = json.loads(part.read_text())
+    part.write_text(json.dumps({**manifest, "part": True}))
+    profile(part, profiler, str(workload_file), tmp_path, tmp_path / "results", log=[].append, early=True)
+    run(tmp_path, profiler, workload_file)
+    assert invocations(log) == [["kernel_a", "kernel_a"], ["kernel_b", "kernel_c", "kernel_b", "kernel_c"]]
+    assert list(csv_of(tmp_path, workload_file, 0)["kernel"]) == sorted(KERNELS)
+
+
+def test_an_early_stage_leaves_a_file_of_another_stack_to_the_whole_profile(tmp_path, fake_gpu, workload_file,
+                                                                            monkeypatch):
+    """Rows of another driver for kernels the stage does not hold: where the whole profile would
+    refuse or replace them, the stage measures nothing of that workload and writes nothing."""
+    profiler, log = fake_gpu
+    run(tmp_path, profiler, workload_file)
+    before = csv_of(tmp_path, workload_file, 0)
+    monkeypatch.setenv("FAKE_DRIVER", "590.10")
+    part = write_manifest(tmp_path / "part.json", {"kernel_a": "aaaa"})
+    profile(part, profiler, str(workload_file), tmp_path, tmp_path / "results", log=[].append, early=True)
+    assert len(invocations(log)) == 1, "the stage ran no profiler"
+    assert csv_of(tmp_path, workload_file, 0).equals(before)
+    run(tmp_path, profiler, workload_file)
+    assert set(csv_of(tmp_path, workload_file, 0)["driver"]) == {"590.10"}

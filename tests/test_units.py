@@ -2,12 +2,17 @@
 BUILD. The scons runs that compile them are in tests/test_hostile_build.py."""
 
 import os
+import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from kernelgen import units
+import scons_runs
+from conftest import ROOT
+
+from kernelgen import commands, units
 from kernelgen.units import plan_units, unit_name, unit_source
 
 HEAVY = [f"cutlass3x_sm90_k{i}" for i in range(8)]
@@ -185,3 +190,54 @@ def test_kernels_of_several_preambles_make_a_multiple_of_the_jobs_runs(tmp_path,
     assert len(runs) % jobs == 0 or len(runs) == len(texts), [len(r) for r in runs]
     assert all(len({units.preamble(texts[k]) for k in run}) == 1 for run in runs)
     assert max(len(r) for r in runs) <= units.max_weight(jobs, 125 * 2**30 * jobs / 16) // units.HEAVY
+
+
+STAGED = SimpleNamespace(gpus="", shard=None)
+
+
+@pytest.mark.parametrize("count, jobs, targets, config, stages", [
+    (16, 4, ["profile"], STAGED, 3),  # four waves of four units: the first three measured early
+    (40, 4, ["compare"], STAGED, 3),  # ten waves: three stages of three waves
+    (8, 4, ["profile"], STAGED, 1),
+    (4, 4, ["profile"], STAGED, 0),  # one wave: nothing to overlap
+    (16, 1, ["profile"], STAGED, 0),  # one job: nothing runs beside a compile
+    (16, 4, ["profiler"], STAGED, 0),
+    (16, 4, ["profile"], SimpleNamespace(gpus="all", shard=None), 0),
+    (16, 4, ["profile"], SimpleNamespace(gpus="", shard=(1, 2)), 0),
+])
+def test_a_profile_measures_its_first_waves_kernels_while_the_last_compile(tmp_path, count, jobs, targets,
+                                                                            config, stages):
+    names = [f"cutlass3x_sm90_x{i:03d}" for i in range(count)]
+    plan = plan_units(sources(names), tmp_path / "kernels", tmp_path / "obj", jobs=jobs, memory=2**30)
+    assert len(plan.compiled) == count or jobs == 1, "a kernel a unit: no more memory than that"
+    found = commands.early_stages(config, plan, names, jobs, targets)
+    assert len(found) == stages
+    if stages:
+        order = plan.stems(names)  # as SCons starts them
+        wave = lambda name: order.index(plan.objects[name]) // jobs  # noqa: E731
+        early = count // jobs - 1  # every wave but the last
+        assert [max(map(wave, stage)) for stage in found] == [early * (i + 1) // stages - 1 for i in range(stages)]
+        assert [min(map(wave, stage)) for stage in found] == [early * i // stages for i in range(stages)]
+        assert sorted(n for stage in found for n in stage) == sorted(n for n in names if wave(n) < early)
+
+
+def test_a_profile_of_several_waves_plans_its_early_stages_in_the_order_they_compile(tmp_path):
+    """`scons -n -j4 profile` of a committed set on an empty BUILD and RESULTS (the fake GPU):
+    each early stage links its profiler after its wave's units start and before the next wave's,
+    measures with --early, and the whole profile runs last."""
+    env = dict(os.environ, PATH=f"{ROOT / 'tests' / 'fakes'}{os.pathsep}{os.environ['PATH']}")
+    build = tmp_path / "build"
+    out = scons_runs.run(["-n", "-j4", "profile", "WORKLOADS=resnet50_b1", f"BUILD={build}",
+                          f"RESULTS={tmp_path / 'results'}"], cwd=ROOT, env=env, timeout=300)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    links = [i for i, line in enumerate(lines) if line.startswith(f"link {build}/stages/")]
+    early = [i for i, line in enumerate(lines) if line.endswith(" --early")]
+    units_started = [i for i, line in enumerate(lines) if re.match(r"\[\d+/\d+\] nvcc ", line)]
+    assert len(links) == len(early) == commands.MOST_STAGES, out.stdout
+    assert [lines[i] for i in links] == [f"link {build}/stages/{i}/profiler" for i in range(len(links))]
+    for k, (link, run) in enumerate(zip(links, early)):
+        assert link < run and f"--manifest {build}/stages/{k}/kernels.json" in lines[run]
+        assert sum(i < link for i in units_started) >= 4 * (k + 1), "a wave of four units a stage at least"
+    assert lines.index(f"link {build}/profiler") > max(early)
+    assert f"--manifest {build}/kernels.json" in lines[-2] and lines[-1] == "scons: done building targets."

@@ -10,6 +10,7 @@ where the project is checked out.
 import hashlib
 import importlib.util
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -307,18 +308,66 @@ def compile_units(sources: dict, config: Config, jobs: int) -> units_module.Unit
 RESOLVED_FILE = "workloads.json"  # BUILD/workloads.json: the set as resolved here, beside kernels.json
 
 
+STAGES_FOLDER = "stages"  # BUILD/stages/<i>/: an early stage's manifest and profiler (``early_stages``)
+MOST_STAGES = 3  # each links a profiler and starts one (CUDA, the references): a few, not one a wave
+
+
+def early_stages(config: Config, units: units_module.Units, names, jobs: int, targets) -> list:
+    """The kernels of ``names`` (the profiler's) each early stage of `scons profile` measures while
+    the build compiles the others: where the kernels compiled now take more than one wave of
+    ``jobs`` units, the kernels of each wave but the last (the units heaviest first, in the order
+    SCons starts them: ``Units.stems``), consecutive waves together where they are more than
+    MOST_STAGES, those of up-to-date objects with the first. Each stage
+    links a profiler of its own as soon as its wave has compiled and measures what it can (``python
+    -m kernelgen.profile --early``), the stages and then the whole profile one after the other. None
+    but for `scons profile` or `compare` on one GPU (not GPUS=, not SHARD=)."""
+    if not {"profile", "compare"} & set(targets) or config.gpus or config.shard is not None or jobs < 2:
+        return []
+    stems = units.stems(names)
+    compiled = [stem for stem in stems if stem in set(units.compiled)]
+    if len(compiled) <= jobs:
+        return []
+    early = math.ceil(len(compiled) / jobs) - 1  # the waves but the last, in at most MOST_STAGES stages
+    count = min(early, MOST_STAGES)
+    stages = [compiled[jobs * (early * i // count):jobs * (early * (i + 1) // count)] for i in range(count)]
+    stages[0] = stages[0] + [stem for stem in stems if stem not in set(units.compiled)]
+    return [sorted(n for n in names if units.objects[n] in set(stage)) for stage in stages]
+
+
+def stage_plan(config: Config, profiled: plan_module.BuildPlan, names: list) -> plan_module.BuildPlan:
+    """The plan of an early stage: ``names`` of the profiler's plan ``profiled``, a part of it."""
+    kernels = [k for k in profiled.kernels if k.name in set(names)]
+    cutlass = json.loads(profiled.manifest_json)["cutlass"]
+    return plan_module.plan_from(kernels, profiled.sources, profiled.hashes, config.templates_dir, config.arch,
+                                 cutlass, profiled.pairs, part=True, left_out=profiled.left_out)
+
+
+def stage_folder(config: Config, stage: int) -> Path:
+    return config.build_path / STAGES_FOLDER / str(stage)
+
+
 def resolved_workloads(config: Config) -> str:
     """The text of BUILD/workloads.json: the set's problems as parsed once here (op, dtype, count,
     line), which the profile driver, compare and the header builder read."""
     return resolved.as_json(config.set_name, _shown(config.workload_file, config.root), config.problems)
 
 
-def _tool_command(module: str, config: Config, extra: list) -> list:
-    """The argv of a kernelgen tool run on the built profiler, manifest and resolved set."""
+def _tool_command(module: str, config: Config, extra: list, stage: int | None = None) -> list:
+    """The argv of a kernelgen tool run on the built profiler, manifest and resolved set (an early
+    stage's, ``stage``)."""
     build = config.build_path
-    return [sys.executable, "-m", module, "--manifest", str(build / "kernels.json"), "--profiler",
-            str(build / "profiler"), "--resolved", str(build / RESOLVED_FILE), "--results", str(config.results_root),
+    tool = build if stage is None else stage_folder(config, stage)
+    return [sys.executable, "-m", module, "--manifest", str(tool / "kernels.json"), "--profiler",
+            str(tool / "profiler"), "--resolved", str(build / RESOLVED_FILE), "--results", str(config.results_root),
             *extra]
+
+
+def stage_command(config: Config, stage: int) -> list:
+    """`python -m kernelgen.profile --early` on early stage ``stage``'s profiler (``early_stages``)."""
+    extra = ["--timeout", str(config.profile_timeout), "--early"]
+    if config.profile_args:
+        extra += ["--", *config.profile_args]
+    return _tool_command("kernelgen.profile", config, extra, stage)
 
 
 def profile_command(config: Config) -> list:

@@ -199,6 +199,9 @@ class Runner:
         self.only: set | None = None  # GPUS=: the kernels this process measures (of the manifest's)
         self.remeasure: Path | None = None  # where a refused plan lists the kernels to measure again
         self.old_rows = ""  # OLD_ROWS=: "aside" moves rows of another stack a plan would lose to ASIDE
+        # an early stage of a build's profile (--early): a workload whose CSV holds rows of another
+        # stack is left to the build's whole profile, which replaces them or refuses as it always has
+        self.early = False
         # the names of every kernel a build of this checkout can hold (called on a refusal only), or None
         self.catalog = None
 
@@ -232,6 +235,9 @@ class Runner:
                 info = self.kernels.get(row["kernel"])
                 if info is None or info["hash"] == row["kernel_hash"]:
                     kept.append(row)  # a row of changed code stays on disk until measured again
+            if foreign and self.early:
+                states.append(WorkloadState(problem, path, kept, []))
+                continue
             unmeasured = sorted({row["kernel"] for row in foreign} - set(self.kernels))
             if unmeasured:
                 losses.append((path, foreign, unmeasured))
@@ -676,12 +682,14 @@ def profile_on_gpus(gpus: list, argv: list, kernels: list, pairs: dict, log=prin
 
 
 def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=120.0, extra_args=(), log=print,
-            resolved_file=None, shard=None, only=None, catalog=None, old_rows=""):
+            resolved_file=None, shard=None, only=None, catalog=None, old_rows="", early=False):
     """Measure what the set's CSVs lack of the build's (workload, kernel) pairs. ``catalog``, where
     given, is a function of the set's problems returning the names of every kernel a build of this
     checkout can hold: a plan refused for rows of another stack says which of their kernels no build
     can measure again. ``old_rows="aside"``: such rows move to the GPU folder's ASIDE folder instead,
-    and the plan goes on."""
+    and the plan goes on. ``early``: an early stage of a build's profile (a part of its kernels,
+    measured while the others compile), which leaves the workloads holding rows of another stack to
+    the build's whole profile."""
     manifest = json.loads(Path(manifest_path).read_text())
     set_name, workload_file, problems = load_set_of(workloads, sets_dir, resolved_file)
     left_out = set(manifest.get("left_out", ()))  # a build narrowed by KERNELS= serves none of these
@@ -700,6 +708,7 @@ def profile(manifest_path, profiler, workloads, sets_dir, results_root, timeout=
     runner.device = device
     runner.remeasure = Path(manifest_path).with_name(f"remeasure-{set_name}.txt")
     runner.old_rows = old_rows
+    runner.early = early
     if catalog is not None:
         runner.catalog = lambda: catalog(problems)
     device.device = device_label()
@@ -779,6 +788,9 @@ def main(argv=None) -> int:
     parser.add_argument("--spaces", help="the generated spaces' files")
     parser.add_argument("--old-rows", choices=["aside"], default="",
                         help="aside: move rows of another stack the build would not measure again to <gpu>/aside/ (OLD_ROWS=)")
+    parser.add_argument("--early", action="store_true",
+                        help="an early stage of a build's profile: workloads with rows of another stack are left to "
+                             "the whole profile")
     parser.add_argument("profiler_args", nargs="*", help="passed to the profiler (after --)")
     args = parse_set_arguments(parser, argv)
 
@@ -805,7 +817,7 @@ def main(argv=None) -> int:
                 return {k.name for k in kernel_catalog(Path(args.specs), Path(args.spaces), problems)}
         profile(args.manifest, args.profiler, args.workloads, args.sets_dir, args.results, args.timeout,
                 args.profiler_args, log=lambda m: print(m, flush=True), resolved_file=args.resolved,
-                shard=args.shard, only=only, catalog=catalog, old_rows=args.old_rows)
+                shard=args.shard, only=only, catalog=catalog, old_rows=args.old_rows, early=args.early)
     except NoGpuError as e:
         print(f"scons profile: no CUDA GPU is usable here ({e}). Profiling needs one; "
               "`scons best_kernels.h` builds the header from the results already measured.", file=sys.stderr)

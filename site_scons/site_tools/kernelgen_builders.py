@@ -146,7 +146,9 @@ class CompileProgress:
 
     def __call__(self, line, target, source, env):
         if not line.startswith("nvcc ") or "kernels/" not in line:
-            if line.startswith("link ") and self.started and not self.summarized and not _dry_run():
+            # (an early stage's profiler, SConstruct's PROFILER_STAGE, links while the others compile)
+            if (line.startswith("link ") and self.started and not self.summarized and not _dry_run()
+                    and not (env is not None and hasattr(env, "get") and env.get("PROFILER_STAGE"))):
                 self._summarize(env)
             sys.stdout.write(line + "\n")
             return
