@@ -182,14 +182,41 @@ def test_kernels_whose_sources_open_with_other_directives_never_share_a_unit(tmp
     assert units.preamble(plain[HEAVY[4]]) == ('#include "cutlass/cutlass.h"',)
 
 
-@pytest.mark.parametrize("groups, jobs", [((9, 7, 1), 4), ((30, 2, 2, 1), 8), ((3, 3, 3), 16), ((40,), 3)])
-def test_kernels_of_several_preambles_make_a_multiple_of_the_jobs_runs(tmp_path, groups, jobs):
+def multiple_of_the_jobs(texts: dict, jobs: int, most: int) -> list:
+    """The runs of a multiple of the jobs, as every build was cut before ``units._runs`` chose
+    their number by when they end: the baseline it must not be slower than."""
+    by_preamble = {}
+    for name in sorted(texts):
+        by_preamble.setdefault(units.preamble(texts[name]), []).append(name)
+    groups = sorted(by_preamble.values())
+    shares = [sum(map(units.weight, g)) for g in groups]
+    low = [max(1, -(-share // most)) for share in shares]
+    count = jobs * -(-max(sum(shares) / most, sum(low)) // jobs)
+    return [run for g, n in zip(groups, units._counts(int(count), shares, low, [len(g) for g in groups]))
+            for run in units.partition(g, n)]
+
+
+@pytest.mark.parametrize("groups, jobs, fewer, sooner", [
+    # as soon as a multiple of the jobs: the fewer runs, each paying its own once
+    ((9, 7, 1), 4, True, False), ((30, 2, 2, 1), 8, True, False), ((40,), 3, True, False),
+    ((3, 3, 3), 16, False, False),  # no more kernels than jobs: each alone
+    # a build of many preambles (dependent launch or not, each epilogue's headers): the runs of a
+    # multiple of the jobs add a wave of smaller runs where fewer end sooner
+    ((10, 17, 7, 14, 14, 2, 25, 1, 20, 1), 16, True, True),
+])
+def test_kernels_of_several_preambles_make_the_runs_that_end_soonest(tmp_path, groups, jobs, fewer, sooner):
     texts = {f"cutlass3x_g{g}_k{i:02d}": f"#include \"g{g}.h\"\n" for g, n in enumerate(groups) for i in range(n)}
-    plan = plan_units(texts, tmp_path / "kernels", tmp_path / "obj", jobs=jobs, memory=125 * 2**30 * jobs / 16)
+    memory = 125 * 2**30 * jobs / 16
+    plan = plan_units(texts, tmp_path / "kernels", tmp_path / "obj", jobs=jobs, memory=memory)
     runs = [plan.members.get(stem, [stem]) for stem in plan.compiled]
-    assert len(runs) % jobs == 0 or len(runs) == len(texts), [len(r) for r in runs]
     assert all(len({units.preamble(texts[k]) for k in run}) == 1 for run in runs)
-    assert max(len(r) for r in runs) <= units.max_weight(jobs, 125 * 2**30 * jobs / 16) // units.HEAVY
+    most = units.max_weight(jobs, memory) // units.HEAVY
+    assert max(len(r) for r in runs) <= most
+    if len(texts) > jobs:
+        before = multiple_of_the_jobs(texts, jobs, units.max_weight(jobs, memory))
+        assert units.span(runs, jobs) <= units.span(before, jobs) and len(runs) <= len(before)
+        assert (len(runs) < len(before)) == fewer, (len(runs), len(before))
+        assert (units.span(runs, jobs) < units.span(before, jobs)) == sooner
 
 
 STAGED = SimpleNamespace(gpus="", shard=None)

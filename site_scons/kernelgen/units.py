@@ -9,13 +9,15 @@ generated sources, BUILD/obj/unit-<digest>.o holds them all, and the profiler an
 link it as they link a kernel's own object. A kernel compiled alone has its own object
 (BUILD/obj/<name>.o from BUILD/kernels/<name>.cu), as every kernel had before units.
 
-How many units: as many as the build runs jobs (-j), so that each job compiles one, or a multiple
-of that (the jobs finish their last units together) where a unit would weigh more than the memory
-allows one job (``max_weight``); each a run of the kernels sorted by name (a family's neighbours
-share the most), the runs of about equal weight (``weight``: a kernel's share of a unit's compile,
-in seconds of one core), a run of more than MOST_KERNELS kernels cut again into as few as keep to it
-(light kernels weigh little, but each takes nvcc memory). Where no more kernels than jobs need
-compiling, each is compiled alone.
+How many units: of the fewest that keep each to what the memory allows one job (``max_weight``),
+each preamble its own, up to the next multiple of the jobs, those that end soonest (``span``: their
+seconds, ``seconds``, on the jobs the heaviest first; the fewer where they end together), so that
+the jobs finish their last units together and no job compiles a wave of small units the others
+do not; each a run of the kernels sorted by name (a family's neighbours share the most), the runs
+of about equal weight (``weight``: a kernel's share of a unit's compile, in seconds of one core), a
+run of more than MOST_KERNELS kernels cut again into as few as keep to it (light kernels weigh
+little, but each takes nvcc memory). Where no more kernels than jobs need compiling, each is
+compiled alone.
 The units compiled now go to nvcc the heaviest first (``Units.stems``, the order SConstruct gives
 the profiler's objects), so that no job starts a unit of CUTLASS 3.x kernels after the others
 have taken the light ones.
@@ -27,6 +29,7 @@ a linked unit is linked from it alone.
 """
 
 import hashlib
+import heapq
 import math
 import os
 import re
@@ -41,6 +44,10 @@ PREFIX = "unit-"
 # about 4 s, one of this project's own (CUDA-core and 2.x-based) about 1.4.
 HEAVY, CUTLASS2, OWN = 28, 3, 1
 WEIGHTS = {"cutlass3x": HEAVY, "cutlass2x": CUTLASS2, "own": OWN}
+# The same fit as seconds of a run (``seconds``): its own (one of CUTLASS 3.x kernels, else one of
+# CUTLASS 2.x ones), then each kernel's by kind; what the number of runs is chosen by (``_runs``).
+RUN_SECONDS = {"cutlass3x": 47.6, "cutlass2x": 4.3, "own": 0.0}
+KERNEL_SECONDS = {"cutlass3x": 12.8, "cutlass2x": 3.9, "own": 1.4}
 MOST_HEAVY = 8  # a unit holds at most this many CUTLASS 3.x kernels' weight
 MOST_KERNELS = 24  # and at most this many kernels (light ones weigh little, but each takes nvcc memory)
 # nvcc's peak memory on a unit of k CUTLASS 3.x kernels, at most about BASE_GIB + k * KERNEL_GIB
@@ -75,6 +82,22 @@ def memory_bytes():
         if limit.isdigit():
             total = min(total, int(limit))
     return total
+
+
+def seconds(run: list) -> float:
+    """About the seconds of one core nvcc takes on a run of kernels (``RUN_SECONDS``)."""
+    kinds = {kind(name) for name in run}
+    own = next((RUN_SECONDS[k] for k in WEIGHTS if k in kinds), 0.0)  # the heaviest kind's headers, parsed once
+    return own + sum(KERNEL_SECONDS[kind(name)] for name in run)
+
+
+def span(runs: list, jobs: int) -> float:
+    """When the last of ``runs`` ends, about, each started the heaviest first on the first free of
+    ``jobs`` (as SCons starts them: ``Units.stems``)."""
+    free = [0.0] * max(jobs, 1)
+    for cost in sorted(map(seconds, runs), reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + cost)
+    return max(free)
 
 
 def max_weight(jobs: int, memory) -> int:
@@ -221,9 +244,11 @@ def plan_units(sources: dict, kernels_dir, objects_dir, jobs: int, memory=None) 
 
 
 def _runs(todo: list, sources: dict, jobs: int, most: int) -> list:
-    """``todo`` (sorted) cut into the runs compiled together: one a job (a multiple of the jobs
-    where a run would weigh over ``most``), shared out among the kernels of each preamble by
-    their weight; each kernel alone where no more than ``jobs`` are to be compiled."""
+    """``todo`` (sorted) cut into the runs compiled together, shared out among the kernels of each
+    preamble by their weight, none over ``most``: as many as end soonest (``span``) of the fewest
+    that keep to ``most`` up to the next multiple of the jobs (each job its share of runs of about
+    equal weight; fewer, where the preambles' runs are not a multiple, each paying its own once);
+    each kernel alone where no more than ``jobs`` are to be compiled."""
     if len(todo) <= jobs:
         return [[n] for n in todo]
     by_preamble = {}
@@ -232,10 +257,14 @@ def _runs(todo: list, sources: dict, jobs: int, most: int) -> list:
     groups = sorted(by_preamble.values())
     shares = [sum(map(weight, names)) for names in groups]
     low = [max(1, math.ceil(share / most)) for share in shares]  # none over ``most``
-    total = sum(shares)
-    count = jobs * math.ceil(max(total / most, sum(low)) / jobs)
-    return [piece for names, n in zip(groups, _counts(count, shares, low, [len(g) for g in groups]))
-            for run in partition(names, n) for piece in _at_most(run, MOST_KERNELS)]
+    fewest = max(math.ceil(sum(shares) / most), sum(low))
+
+    def cut(count: int) -> list:
+        return [piece for names, n in zip(groups, _counts(count, shares, low, [len(g) for g in groups]))
+                for run in partition(names, n) for piece in _at_most(run, MOST_KERNELS)]
+
+    cuts = [cut(count) for count in range(fewest, jobs * math.ceil(fewest / jobs) + 1)]
+    return min(cuts, key=lambda runs: (span(runs, jobs), len(runs)))
 
 
 def _at_most(run: list, most: int) -> list:
