@@ -18,7 +18,8 @@
 // configuration verified (relative L2 error 2.1e-4), and slow, its CTAs each copying the filter and
 // waiting for their loads: 32x147x147 32 -> 64 in 0.2074 ms at 4 rows (0.3084 at 2, 0.5247 at 1)
 // where the mma.sync kernel takes 0.1001 and CUTLASS's implicit GEMM 0.0916. The persistent
-// variant is not yet run on a GPU.
+// variant, its first run (the same day, docs/results.md, "Cold builds: ..."): verified, 0.1371 ms
+// at 4 rows on that layer (0.0801 on 32x112x112 32 -> 64), still behind both.
 //
 // Each layer is checked against the fp32 reference and timed as bench/narrow_conv.cu's (bench/
 // conv_bench.h). --descriptors prints, on the CPU, the shared-memory byte each lane-free element of
