@@ -15,7 +15,6 @@ order the runs started, in the order of their first kernel's name and the heavie
 
 import argparse
 import csv
-import heapq
 import sys
 from pathlib import Path
 
@@ -64,14 +63,6 @@ def fit(runs: list) -> list:
     return [float(x) for x in nonnegative_least_squares(a, b)]
 
 
-def span(costs: list, jobs: int) -> float:
-    """The end of the last of ``costs`` (seconds), each started on the first free of ``jobs``."""
-    free = [0.0] * jobs
-    for cost in costs:
-        heapq.heappush(free, heapq.heappop(free) + cost)
-    return max(free)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("builds", nargs="+", type=Path)
@@ -94,8 +85,8 @@ def main(argv=None) -> int:
         heaviest = [predicted(m) for m, _, _ in sorted(runs, key=lambda r: -sum(map(units.weight, r[0])))]
         print(f"{build}: {len(runs)} runs, {sum(len(m) for m, _, _ in runs)} kernels; compiled in {measured:.0f} s, "
               f"the runs' {sum(s for _, _, s in runs):.0f} s over {args.jobs} jobs {even:.0f} s; replayed with the "
-              f"fitted seconds: as started {span(started, args.jobs):.0f} s, by name {span(named, args.jobs):.0f} s, "
-              f"the heaviest first {span(heaviest, args.jobs):.0f} s")
+              f"fitted seconds: as started {units.span(started, args.jobs):.0f} s, by name {units.span(named, args.jobs):.0f} s, "
+              f"the heaviest first {units.span(heaviest, args.jobs):.0f} s")
     return 0
 
 

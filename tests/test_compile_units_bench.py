@@ -48,8 +48,8 @@ def test_the_fit_recovers_each_kinds_seconds_and_the_heaviest_first_replay_is_sh
     out = capsys.readouterr().out
     assert ("a run of CUTLASS 3.x kernels 40.0 s, of CUTLASS 2.x 20.0 s, then a CUTLASS 3.x kernel 28.0 s, a CUTLASS "
             "2.x one 2.5 s, an own one 1.0 s; median error 0%") in out
-    light_first = compile_units.span([seconds(m) for m, _ in runs], 2)
-    heaviest_first = compile_units.span(sorted((seconds(m) for m, _ in runs), reverse=True), 2)
+    light_first = units.span([seconds(m) for m, _ in runs], 2)
+    heaviest_first = units.span(sorted((seconds(m) for m, _ in runs), reverse=True), 2)
     assert heaviest_first < light_first
     assert f"as started {light_first:.0f} s" in out and f"the heaviest first {heaviest_first:.0f} s" in out
 

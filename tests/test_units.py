@@ -214,9 +214,9 @@ def test_kernels_of_several_preambles_make_the_runs_that_end_soonest(tmp_path, g
     assert max(len(r) for r in runs) <= most
     if len(texts) > jobs:
         before = multiple_of_the_jobs(texts, jobs, units.max_weight(jobs, memory))
-        assert units.span(runs, jobs) <= units.span(before, jobs) and len(runs) <= len(before)
+        assert units.runs_span(runs, jobs) <= units.runs_span(before, jobs) and len(runs) <= len(before)
         assert (len(runs) < len(before)) == fewer, (len(runs), len(before))
-        assert (units.span(runs, jobs) < units.span(before, jobs)) == sooner
+        assert (units.runs_span(runs, jobs) < units.runs_span(before, jobs)) == sooner
 
 
 STAGED = SimpleNamespace(gpus="", shard=None)

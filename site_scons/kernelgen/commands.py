@@ -323,20 +323,21 @@ def early_stages(config: Config, units: units_module.Units, names, jobs: int, ta
     but for `scons profile` or `compare` on one GPU (not GPUS=, not SHARD=)."""
     if not {"profile", "compare"} & set(targets) or config.gpus or config.shard is not None or jobs < 2:
         return []
-    stems = units.stems(names)
-    compiled = [stem for stem in stems if stem in set(units.compiled)]
+    stems, now = units.stems(names), set(units.compiled)
+    compiled = [stem for stem in stems if stem in now]
     if len(compiled) <= jobs:
         return []
     early = math.ceil(len(compiled) / jobs) - 1  # the waves but the last, in at most MOST_STAGES stages
     count = min(early, MOST_STAGES)
-    stages = [compiled[jobs * (early * i // count):jobs * (early * (i + 1) // count)] for i in range(count)]
-    stages[0] = stages[0] + [stem for stem in stems if stem not in set(units.compiled)]
-    return [sorted(n for n in names if units.objects[n] in set(stage)) for stage in stages]
+    stages = [set(compiled[jobs * (early * i // count):jobs * (early * (i + 1) // count)]) for i in range(count)]
+    stages[0].update(stem for stem in stems if stem not in now)
+    return [sorted(n for n in names if units.objects[n] in stage) for stage in stages]
 
 
 def stage_plan(config: Config, profiled: plan_module.BuildPlan, names: list) -> plan_module.BuildPlan:
     """The plan of an early stage: ``names`` of the profiler's plan ``profiled``, a part of it."""
-    kernels = [k for k in profiled.kernels if k.name in set(names)]
+    names = set(names)
+    kernels = [k for k in profiled.kernels if k.name in names]
     cutlass = json.loads(profiled.manifest_json)["cutlass"]
     return plan_module.plan_from(kernels, profiled.sources, profiled.hashes, config.templates_dir, config.arch,
                                  cutlass, profiled.pairs, part=True, left_out=profiled.left_out)

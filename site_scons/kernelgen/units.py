@@ -10,7 +10,7 @@ link it as they link a kernel's own object. A kernel compiled alone has its own 
 (BUILD/obj/<name>.o from BUILD/kernels/<name>.cu), as every kernel had before units.
 
 How many units: of the fewest that keep each to what the memory allows one job (``max_weight``),
-each preamble its own, up to the next multiple of the jobs, those that end soonest (``span``: their
+each preamble its own, up to the next multiple of the jobs, those that end soonest (``runs_span``: their
 seconds, ``seconds``, on the jobs the heaviest first; the fewer where they end together), so that
 the jobs finish their last units together and no job compiles a wave of small units the others
 do not; each a run of the kernels sorted by name (a family's neighbours share the most), the runs
@@ -91,13 +91,19 @@ def seconds(run: list) -> float:
     return own + sum(KERNEL_SECONDS[kind(name)] for name in run)
 
 
-def span(runs: list, jobs: int) -> float:
-    """When the last of ``runs`` ends, about, each started the heaviest first on the first free of
-    ``jobs`` (as SCons starts them: ``Units.stems``)."""
+def span(costs, jobs: int) -> float:
+    """When the last of ``costs`` (seconds) ends, each started in the order given on the first free
+    of ``jobs``."""
     free = [0.0] * max(jobs, 1)
-    for cost in sorted(map(seconds, runs), reverse=True):
+    for cost in costs:
         heapq.heappush(free, heapq.heappop(free) + cost)
     return max(free)
+
+
+def runs_span(runs: list, jobs: int) -> float:
+    """About when the last of ``runs`` ends, each started the heaviest first (as SCons starts them:
+    ``Units.stems``) on the first free of ``jobs``."""
+    return span(sorted(map(seconds, runs), reverse=True), jobs)
 
 
 def max_weight(jobs: int, memory) -> int:
@@ -245,7 +251,7 @@ def plan_units(sources: dict, kernels_dir, objects_dir, jobs: int, memory=None) 
 
 def _runs(todo: list, sources: dict, jobs: int, most: int) -> list:
     """``todo`` (sorted) cut into the runs compiled together, shared out among the kernels of each
-    preamble by their weight, none over ``most``: as many as end soonest (``span``) of the fewest
+    preamble by their weight, none over ``most``: as many as end soonest (``runs_span``) of the fewest
     that keep to ``most`` up to the next multiple of the jobs (each job its share of runs of about
     equal weight; fewer, where the preambles' runs are not a multiple, each paying its own once);
     each kernel alone where no more than ``jobs`` are to be compiled."""
@@ -264,7 +270,7 @@ def _runs(todo: list, sources: dict, jobs: int, most: int) -> list:
                 for run in partition(names, n) for piece in _at_most(run, MOST_KERNELS)]
 
     cuts = [cut(count) for count in range(fewest, jobs * math.ceil(fewest / jobs) + 1)]
-    return min(cuts, key=lambda runs: (span(runs, jobs), len(runs)))
+    return min(cuts, key=lambda runs: (runs_span(runs, jobs), len(runs)))
 
 
 def _at_most(run: list, most: int) -> list:
