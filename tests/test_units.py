@@ -258,6 +258,7 @@ def test_a_profile_of_several_waves_plans_its_early_stages_in_the_order_they_com
                           f"RESULTS={tmp_path / 'results'}"], cwd=ROOT, env=env, timeout=300)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr
     lines = out.stdout.splitlines()
+    assert f"in {commands.MOST_STAGES} early stage(s) while the others compile" in out.stdout
     links = [i for i, line in enumerate(lines) if line.startswith(f"link {build}/stages/")]
     early = [i for i, line in enumerate(lines) if line.endswith(" --early")]
     units_started = [i for i, line in enumerate(lines) if re.match(r"\[\d+/\d+\] nvcc ", line)]

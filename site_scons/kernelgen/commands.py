@@ -280,11 +280,12 @@ def list_text(config: Config, everything: list) -> str:
 
 
 def dry_run_text(config: Config, plan: plan_module.BuildPlan, profiled: plan_module.BuildPlan, frames: dict,
-                 units: units_module.Units) -> str:
+                 units: units_module.Units, stages: int = 0) -> str:
     """What `scons -n profile` would do, GPU or not: the kernels it compiles (in how many nvcc
     runs: kernelgen.units) of those the profiler links (``profiled``: ``profiler_plan`` of ``plan``)
     and the (workload, kernel) pairs it measures, less those the set's CSVs hold a row of on the
-    current code."""
+    current code; and how many ``stages`` measure some of them while the others compile
+    (``early_stages``)."""
     compiled = set(units.compiled)
     stale = [name for name in profiled.sources if units.objects[name] in compiled]
     pending = len(pending_pairs(config, profiled, frames, None))
@@ -295,7 +296,9 @@ def dry_run_text(config: Config, plan: plan_module.BuildPlan, profiled: plan_mod
               "with a pair to measure, and for compare the set's choices)")
     return (f"scons -n profile: would compile {len(stale)} of {linked}{runs} "
             f"and measure {pending} (workload, kernel) pair(s) of {len(config.problems) - len(profiled.left_out)} "
-            f"workload(s) not yet in {_shown(where, config.root)} on the current code")
+            f"workload(s) not yet in {_shown(where, config.root)} on the current code"
+            + (f", those of the kernels of its first compile waves in {stages} early stage(s) while the others "
+               "compile" if stages else ""))
 
 
 def compile_units(sources: dict, config: Config, jobs: int) -> units_module.Units:
