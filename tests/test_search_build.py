@@ -100,3 +100,29 @@ def test_a_profile_narrowed_by_kernels_measures_the_layers_they_serve_and_leaves
     assert len(frame) and frame["kernel"].str.contains(r"_dwconv_half2_.*_3x3_").all()
     refused = run(project, "profile", *common, "KERNELS=*dwconv_half2*11x11*", check=False)
     assert refused.returncode == 2 and "none of the" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_profile_of_several_compile_waves_measures_each_pair_once_the_first_waves_early(fake_build, tmp_path):
+    """`scons -j2 profile` of 185 SM90 kernels (27 units on 2 jobs): the kernels of the first waves
+    are measured by profilers of their own once their units have compiled (early stages, `--early`),
+    while the others compile, and the whole profile measures the rest; every pair measured once."""
+    project, tools = fake_build
+    build = tmp_path / "build"
+    kernels = "cutlass3x_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_void_f16nhwc_64x*_1x1x1_*"
+    out = run(project, "profile", "WORKLOADS=pair", "TOP=all", f"KERNELS={kernels}", "SPECS=kernel_specs/families",
+              f"NVCC={tools.nvcc}", f"BUILD={build}")
+    stages = sorted((build / "stages").iterdir())
+    lines = out.stdout.splitlines()
+    started = [i for i, line in enumerate(lines) if "] nvcc unit-" in line]
+    assert len(stages) == 3 and lines.index(f"link {stages[0]}/profiler") < started[-1], \
+        "the first stage's profile starts with units still to compile"
+    profilers = [Path(argv[0]).parent for argv in tools.argvs() if "--jobs" in argv]
+    assert profilers == stages + [build], "one profiler run a stage, in order, then the whole profile's"
+    asked = [json.loads(line) for line in (tools.log.parent / "jobs.log").read_text().splitlines()]
+    held = [set(json.loads((folder / "kernels.json").read_text())["kernels"]) for folder in stages]
+    everything = set(json.loads((build / "kernels.json").read_text())["kernels"])
+    for kernels_asked, kernels_held in zip(asked, held):
+        assert set(kernels_asked) == kernels_held and len(kernels_asked) == len(LAYERS) * len(kernels_held)
+    assert set(asked[-1]) == everything - set().union(*held), "the whole profile: what the stages left"
+    frame = measured(project)
+    assert len(frame.drop_duplicates(["workload", "kernel"])) == len(frame) == len(LAYERS) * len(everything)
