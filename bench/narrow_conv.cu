@@ -38,21 +38,27 @@ namespace {
 using namespace bench;
 using kernelgen::narrow::Shape;
 
-template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
-using Narrow = kernelgen::narrow::Tiling<C, K, TP, TQ, WARPS, PERSISTENT>;
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT, int STRIDE = 1>
+using Narrow = kernelgen::narrow::Tiling<C, K, TP, TQ, WARPS, PERSISTENT, STRIDE>;
 
-// The kernel's view of a bench layer (3x3, stride 1).
+// The kernel's view of a bench layer (3x3).
 Shape shape_of(const Layer& L) { return {L.n, L.h, L.w, L.p(), L.q(), L.pad, L.pad}; }
 
 // The CPU model: for each block, shared memory filled as the kernel fills it (window_piece into the
 // buffer of the block's parity where there are two, filter_piece; NaN elsewhere), then each warp's
 // k-steps with ldmatrix's rows taken from the lanes' addresses (a_word, b_word) and handed out as the
 // PTX ISA says (lane l holds row l / 4, elements 2 (l % 4) and the next, of each matrix), mma.sync's
-// A, B and D layouts likewise; against a plain convolution of the same floats.
-// Returns the largest difference relative to the largest output.
-template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
-double model(const Layer& L) {
-  using S = Narrow<C, K, TP, TQ, WARPS, PERSISTENT>;
+// A, B and D layouts likewise; against a plain convolution of the same floats. And each ldmatrix
+// phase of A (8 lanes' rows of real pixels) counted where its 8 rows of 16 bytes do not fall in 8
+// different quarters of the 32 banks.
+struct Outcome {
+  double error;    // the largest difference relative to the largest output
+  long conflicts;  // A's ldmatrix phases whose rows share a quarter of the banks
+};
+
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT, int STRIDE = 1>
+Outcome model(const Layer& L) {
+  using S = Narrow<C, K, TP, TQ, WARPS, PERSISTENT, STRIDE>;
   std::vector<float> x(size_t(L.n) * L.h * L.w * C), w(size_t(K) * 9 * C), y(size_t(L.n) * L.p() * L.q() * K, NAN);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7919 % 17) - 8);
   for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 104729 % 13) - 6);
@@ -65,6 +71,7 @@ double model(const Layer& L) {
     for (int e = 0; e < 8; ++e) to[e] = smem[2 * word + e];
   };
   const int blocks = S::blocks(shape_of(L));
+  long conflicts = 0;
   for (int block = 0; block < blocks; ++block) {
     int n, p0, q0;
     S::origin(shape_of(L), block, n, p0, q0);
@@ -72,7 +79,7 @@ double model(const Layer& L) {
     std::fill(smem.begin(), smem.end(), NAN);
     for (int i = 0; i < S::kWP * S::kWQ * S::kChunks; ++i) {
       int h, col;
-      const int at = S::window_piece(i, p0 - L.pad, q0 - L.pad, buffer, h, col);
+      const int at = S::window_piece(i, STRIDE * p0 - L.pad, STRIDE * q0 - L.pad, buffer, h, col);
       const bool inside = h >= 0 && h < L.h && col >= 0 && col < L.w;
       put16(at, inside ? &x[((size_t(n) * L.h + h) * L.w + col) * C + 8 * (i % S::kChunks)] : nullptr);
     }
@@ -88,6 +95,16 @@ double model(const Layer& L) {
             const int j = lane / 8, r = lane % 8;
             row8(S::a_word(lane, tile, step, buffer), row);
             for (int e = 0; e < 8; ++e) A[r + 8 * (j % 2)][8 * (j / 2) + e] = row[e];
+          }
+          for (int j = 0; j < 4; ++j) {  // a phase: lanes 8j..8j+7
+            unsigned quarters = 0;
+            bool zero = false;
+            for (int lane = 8 * j; lane < 8 * j + 8; ++lane) {
+              const int word = S::a_word(lane, tile, step, buffer);
+              zero = zero || word == S::kZeroAt;
+              quarters |= 1u << (word % 32 / 4);
+            }
+            conflicts += !zero && quarters != 0xFFu;
           }
           for (int nt = 0; nt < S::kNTiles; ++nt)
             for (int lane = 0; lane < 16; ++lane) {  // x2: matrices 0 and 1, rows are output channels
@@ -119,7 +136,7 @@ double model(const Layer& L) {
           double acc = 0;
           for (int r = 0; r < 3; ++r)
             for (int s = 0; s < 3; ++s) {
-              const int h = p - L.pad + r, col = q - L.pad + s;
+              const int h = p * L.stride - L.pad + r, col = q * L.stride - L.pad + s;
               if (h < 0 || h >= L.h || col < 0 || col >= L.w) continue;
               for (int c = 0; c < C; ++c)
                 acc += double(x[((size_t(n) * L.h + h) * L.w + col) * C + c]) * w[(size_t(k) * 9 + r * 3 + s) * C + c];
@@ -128,7 +145,7 @@ double model(const Layer& L) {
           const double got = y[((size_t(n) * P + p) * Q + q) * K + k];
           largest_diff = std::max(largest_diff, std::isnan(got) ? INFINITY : std::fabs(got - acc));
         }
-  return largest_diff / std::max(largest, 1e-30);
+  return {largest_diff / std::max(largest, 1e-30), conflicts};
 }
 
 template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
@@ -194,7 +211,7 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--model") {  // no GPU: the kernel's shared memory and fragments
     struct Case {
       Layer layer;
-      double (*check)(const Layer&);
+      Outcome (*check)(const Layer&);
       const char* what;
     };
     const Case cases[] = {
@@ -204,13 +221,18 @@ int main(int argc, char** argv) {
         {{1, 5, 35, 16, 16, 3, 3, 1, 1, 1}, model<16, 16, 4, 32, 4, false>, "16x16, 4 x 32, 4 warps"},
         {{1, 6, 6, 48, 48, 3, 3, 1, 1, 1}, model<48, 48, 4, 16, 2, true>, "48x48, 4 x 16, 2 warps, persistent"},
         {{2, 13, 19, 32, 32, 3, 3, 0, 1, 1}, model<32, 32, 8, 16, 4, true>, "32x32, 8 x 16, 4 warps, pad 0"},
+        {{2, 19, 37, 16, 32, 3, 3, 1, 2, 1}, model<16, 32, 8, 16, 4, true, 2>, "16x32, 8 x 16, 4 warps, persistent, stride 2"},
+        {{1, 20, 17, 32, 64, 3, 3, 0, 2, 1}, model<32, 64, 4, 16, 4, false, 2>, "32x64, 4 x 16, 4 warps, stride 2, pad 0"},
+        {{3, 9, 10, 64, 64, 3, 3, 2, 2, 1}, model<64, 64, 8, 8, 4, true, 2>, "64x64, 8 x 8, 4 warps, persistent, stride 2"},
     };
     bool all = true;
     for (const Case& c : cases) {
-      const double error = c.check(c.layer);
-      std::printf("model %d,%d,%d,%d,%d  %-36s largest difference / largest output %.2e  %s\n", c.layer.n, c.layer.h,
-                  c.layer.w, c.layer.c, c.layer.k, c.what, error, error < 1e-6 ? "ok" : "WRONG");
-      all = all && error < 1e-6;
+      const Outcome o = c.check(c.layer);
+      const bool ok = o.error < 1e-6 && o.conflicts == 0;
+      std::printf("model %d,%d,%d,%d,%d  %-46s largest difference / largest output %.2e, %ld phases of bank "
+                  "conflicts  %s\n", c.layer.n, c.layer.h, c.layer.w, c.layer.c, c.layer.k, c.what, o.error,
+                  o.conflicts, ok ? "ok" : "WRONG");
+      all = all && ok;
     }
     return all ? 0 : 1;
   }

@@ -1,12 +1,16 @@
-// Direct 3x3 stride-1 conv2d fprop on tensor cores for layers of few channels in and out (C and K
-// multiples of 8 up to 64), where an implicit GEMM reads each input pixel once a filter tap and
-// fills a tile of 64 or more output channels with a fraction of them: EfficientNetV2's 24 -> 24
-// layers at 112x112, Inception-v3's 32 -> 32 and 32 -> 64 at 147-149 px. fp16 NHWC in and out,
-// KRSC filters, fp32 accumulation, SM80's ldmatrix, cp.async and mma.sync (which SM90 runs too).
+// Direct 3x3 conv2d fprop at stride 1 or 2 (STRIDE) on tensor cores for layers of few channels in
+// and out (C and K multiples of 8 up to 64), where an implicit GEMM reads each input pixel once a
+// filter tap and fills a tile of 64 or more output channels with a fraction of them: EfficientNetV2's
+// 24 -> 24 layers at 112x112, Inception-v3's 32 -> 32 and 32 -> 64 at 147-149 px, DLA-34's 16 -> 32
+// at stride 2 on 224x224. fp16 NHWC in and out, KRSC filters, fp32 accumulation, SM80's ldmatrix,
+// cp.async and mma.sync (which SM90 runs too).
 //
 // A CTA computes TP x TQ output pixels of one image, every output channel. It copies its input
-// window ((TP + 2) x (TQ + 2) pixels of C channels from (p0 - pad_h, q0 - pad_w), zeros outside
-// the image) and the whole K x 3 x 3 x C filter into shared memory (cp.async), then each of its
+// window (((TP - 1) STRIDE + 3) x ((TQ - 1) STRIDE + 3) pixels of C channels from (STRIDE p0 - pad_h,
+// STRIDE q0 - pad_w), zeros outside the image; at stride 2 each window row's even columns first,
+// then its odd ones, so that the 8 output pixels an ldmatrix phase reads, 2 window columns apart, lie
+// in consecutive rows of shared memory) and the whole K x 3 x 3 x C filter into shared memory
+// (cp.async), then each of its
 // WARPS warps computes TP * TQ / 16 / WARPS tiles of 16 output pixels by K channels with
 // mma.sync m16n8k16: the GEMM's K is the 9 taps x C channels in (tap, 8-channel chunk) pairs, two
 // a k-step, so a k-step's A is an ldmatrix.x4 of 16 window pixels' chunks (the tile's pixels
@@ -48,12 +52,15 @@ struct Shape {
 // than a multiple of 8 (16-byte rows an ldmatrix phase reads then start in 8 different bank quarters).
 __host__ __device__ constexpr int row_words(int words) { return words % 8 == 4 ? words : words + (12 - words % 8) % 8; }
 
-template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT>
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT, int STRIDE = 1>
 struct Tiling {
   static_assert(C % 8 == 0 && K % 8 == 0 && C >= 8 && K >= 8 && C <= 64 && K <= 64,
                 "8 to 64 channels in and out, multiples of 8");
   static_assert(TP * TQ % (16 * WARPS) == 0, "whole tiles of 16 pixels for every warp");
-  static constexpr int kWP = TP + 2, kWQ = TQ + 2;                 // the window's rows and columns
+  static_assert(STRIDE == 1 || STRIDE == 2, "stride 1 or 2");
+  static constexpr int kStride = STRIDE;
+  static constexpr int kWP = (TP - 1) * STRIDE + 3, kWQ = (TQ - 1) * STRIDE + 3;  // the window's rows and columns
+  static constexpr int kEven = (kWQ + 1) / 2;                       // a window row's even columns (stride 2)
   static constexpr int kPixelWords = row_words(C / 2);              // a window pixel's row
   static constexpr int kChunks = C / 8;                             // 8-channel chunks a pixel
   static constexpr int kPairs = 9 * kChunks;                        // (tap, chunk) pairs: the GEMM's K / 8
@@ -65,6 +72,15 @@ struct Tiling {
   static constexpr int kSmemBytes = 4 * (kZeroAt + 4);              // and a zero line of 16 bytes
   static constexpr int kTilesPerWarp = TP * TQ / 16 / WARPS;
   static constexpr int kNTiles = K / 8;
+
+  // The place in its window row of window column `column` (at stride 2 the even columns first, then
+  // the odd ones), and the column at place `slot`.
+  __host__ __device__ static constexpr int slot(int column) {
+    return STRIDE == 1 ? column : column % 2 * kEven + column / 2;
+  }
+  __host__ __device__ static constexpr int column(int slot) {
+    return STRIDE == 1 ? slot : slot < kEven ? 2 * slot : 2 * (slot - kEven) + 1;
+  }
 
   // The layer's TP x TQ output blocks (image by image, rows of blocks).
   __host__ __device__ static int blocks(const Shape& g) {
@@ -89,10 +105,11 @@ struct Tiling {
   __host__ __device__ static int a_pair_of(int lane, int step) { return 2 * step + lane / 16; }
   __host__ __device__ static int a_lane(int lane, int tile, int buffer) {
     const int row = lane % 8 + 8 * (lane / 8 % 2), pixel = tile * 16 + row, p = pixel / TQ, q = pixel % TQ;
-    return buffer * kWindowWords + (p * kWQ + q) * kPixelWords;
+    return buffer * kWindowWords + (p * STRIDE * kWQ + slot(q * STRIDE)) * kPixelWords;
   }
+  // (the tap's place apart from the pixel's: slot(STRIDE q + s) - slot(STRIDE q) = slot(s))
   __host__ __device__ static constexpr int a_pair(int pair) {
-    return ((pair / kChunks / 3) * kWQ + pair / kChunks % 3) * kPixelWords + 4 * (pair % kChunks);
+    return ((pair / kChunks / 3) * kWQ + slot(pair / kChunks % 3)) * kPixelWords + 4 * (pair % kChunks);
   }
 
   // The word where `lane`'s ldmatrix.x2 row of B starts, output channels 8 ntile.. at k-step `step`:
@@ -107,11 +124,11 @@ struct Tiling {
   }
 
   // The window's 16-byte piece `i` (of kWP * kWQ * kChunks) for the window from input row h0,
-  // column w0 (the block's first output row and column less the padding), in buffer `buffer`: its
-  // word in shared memory, and the input pixel it copies (row h, column w; outside the image it is
-  // zeros).
+  // column w0 (STRIDE times the block's first output row and column, less the padding), in buffer
+  // `buffer`: its word in shared memory, and the input pixel it copies (row h, column w; outside the
+  // image it is zeros).
   __host__ __device__ static int window_piece(int i, int h0, int w0, int buffer, int& h, int& w) {
-    const int chunk = i % kChunks, pixel = i / kChunks, wr = pixel / kWQ, wc = pixel % kWQ;
+    const int chunk = i % kChunks, pixel = i / kChunks, wr = pixel / kWQ, wc = column(pixel % kWQ);
     h = h0 + wr, w = w0 + wc;
     return buffer * kWindowWords + pixel * kPixelWords + 4 * chunk;
   }
@@ -173,7 +190,7 @@ __device__ __forceinline__ void load_window(const Shape& g, const __half* __rest
   S::origin(g, block, n, p0, q0);
   for (int i = threadIdx.x; i < S::kWP * S::kWQ * S::kChunks; i += threads) {
     int h, col;
-    const int at = S::window_piece(i, p0 - g.pad_h, q0 - g.pad_w, buffer, h, col);
+    const int at = S::window_piece(i, S::kStride * p0 - g.pad_h, S::kStride * q0 - g.pad_w, buffer, h, col);
     if (h >= 0 && h < g.h && col >= 0 && col < g.w)
       copy16(base + 4 * at, x + ((size_t(n) * g.h + h) * g.w + col) * (S::kChunks * 8) + 8 * (i % S::kChunks));
     else
@@ -240,11 +257,11 @@ __device__ __forceinline__ void compute_block(const Shape& g, __half* __restrict
   }
 }
 
-template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT, bool BIAS, bool ADD, int ACT>
+template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT, bool BIAS, bool ADD, int ACT, int STRIDE>
 __global__ void __launch_bounds__(32 * WARPS) fprop_kernel(Shape g, int blocks, const __half* __restrict__ x,
                                                            const __half* __restrict__ w, __half* __restrict__ y,
                                                            EpilogueArgs e) {
-  using S = Tiling<C, K, TP, TQ, WARPS, PERSISTENT>;
+  using S = Tiling<C, K, TP, TQ, WARPS, PERSISTENT, STRIDE>;
   extern __shared__ uint4 shared[];
   uint32_t* const words = reinterpret_cast<uint32_t*>(shared);
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
@@ -274,13 +291,13 @@ __global__ void __launch_bounds__(32 * WARPS) fprop_kernel(Shape g, int blocks, 
 
 }  // namespace narrow
 
-// A narrow 3x3 conv2d fprop kernel: C -> K channels, blocks of TP x TQ output pixels on WARPS warps,
-// persistent CTAs or a CTA a block; its epilogue a bias (BIAS), a residual add (ADD) and
-// activation ACT (activation_at_launch.h).
+// A narrow 3x3 conv2d fprop kernel: C -> K channels at stride STRIDE, blocks of TP x TQ output
+// pixels on WARPS warps, persistent CTAs or a CTA a block; its epilogue a bias (BIAS), a residual add
+// (ADD) and activation ACT (activation_at_launch.h).
 template <int C, int K, int TP, int TQ, int WARPS, bool PERSISTENT, bool BIAS = false, bool ADD = false,
-          int ACT = kActivationNone>
+          int ACT = kActivationNone, int STRIDE = 1>
 struct NarrowFprop {
-  using Tiling = narrow::Tiling<C, K, TP, TQ, WARPS, PERSISTENT>;
+  using Tiling = narrow::Tiling<C, K, TP, TQ, WARPS, PERSISTENT, STRIDE>;
   static constexpr int kThreads = 32 * WARPS;
   static constexpr int kSharedBytes = Tiling::kSmemBytes;
 
@@ -299,10 +316,11 @@ struct NarrowFprop {
                                  int stride_w, int dilation_h, int dilation_w) {
     if (n < 1 || h < 1 || w < 1 || c < 1 || k < 1 || pad_h < 0 || pad_w < 0) return "needs positive extents";
     if (r != 3 || s != 3) return "built for 3x3 filters";
-    if (stride_h != 1 || stride_w != 1 || dilation_h != 1 || dilation_w != 1) return "built for stride 1, dilation 1";
+    if (stride_h != STRIDE || stride_w != STRIDE || dilation_h != 1 || dilation_w != 1)
+      return STRIDE == 1 ? "built for stride 1, dilation 1" : "built for stride 2, dilation 1";
     if (c != C || k != K) return "built for another number of input or output channels";
     if (h + 2 * pad_h < 3 || w + 2 * pad_w < 3) return "the padded image is smaller than the filter";
-    const long long p = h + 2 * pad_h - 2, q = w + 2 * pad_w - 2;
+    const long long p = (h + 2 * pad_h - 3) / STRIDE + 1, q = (w + 2 * pad_w - 3) / STRIDE + 1;
     if ((long long)n * ((p + TP - 1) / TP) * ((q + TQ - 1) / TQ) > INT_MAX)
       return "more blocks than the kernel's index arithmetic holds";
     return nullptr;
@@ -323,10 +341,10 @@ struct NarrowFprop {
     if (!ADD && residual != nullptr) return "this kernel adds no residual";
     args.x = static_cast<const __half*>(x), args.w = static_cast<const __half*>(w), args.y = static_cast<__half*>(y);
     args.epilogue = {static_cast<const __half*>(bias), static_cast<const __half*>(residual)};
-    args.shape = {n, h, width, h + 2 * pad_h - 2, width + 2 * pad_w - 2, pad_h, pad_w};
+    args.shape = {n, h, width, (h + 2 * pad_h - 3) / STRIDE + 1, (width + 2 * pad_w - 3) / STRIDE + 1, pad_h, pad_w};
     args.blocks = Tiling::blocks(args.shape);
     args.grid = args.blocks;
-    auto kernel = narrow::fprop_kernel<C, K, TP, TQ, WARPS, PERSISTENT, BIAS, ADD, ACT>;
+    auto kernel = narrow::fprop_kernel<C, K, TP, TQ, WARPS, PERSISTENT, BIAS, ADD, ACT, STRIDE>;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes) != cudaSuccess)
       return "cannot reserve the kernel's shared memory";
     if (PERSISTENT) {  // as many CTAs as stay on the GPU at once
@@ -342,7 +360,7 @@ struct NarrowFprop {
   }
 
   static cudaError_t run(const Arguments& args, cudaStream_t stream) {
-    narrow::fprop_kernel<C, K, TP, TQ, WARPS, PERSISTENT, BIAS, ADD, ACT><<<args.grid, kThreads, kSharedBytes, stream>>>(
+    narrow::fprop_kernel<C, K, TP, TQ, WARPS, PERSISTENT, BIAS, ADD, ACT, STRIDE><<<args.grid, kThreads, kSharedBytes, stream>>>(
         args.shape, args.blocks, args.x, args.w, args.y, args.epilogue);
     return cudaPeekAtLastError();
   }

@@ -204,8 +204,9 @@ def test_catalog_holds_each_family():
         assert k.name == twin.name + "_searched" and k.adapter == twin.adapter.replace("kernelgen::", "kernelgen::Searched")
         assert k.values() == twin.values() and k.includes == twin.includes
     dense_narrow = [k for k in kernels if k.family == "conv2d_fprop_narrow"]
-    assert len(dense_narrow) == 22 and all(k.op == "conv2d_fprop" and k.fusible and "_narrow3x3_c" in k.name
+    assert len(dense_narrow) == 27 and all(k.op == "conv2d_fprop" and k.fusible and "_narrow3x3_" in k.name
                                            and k.adapter_header == "narrow_adapter.h" for k in dense_narrow)
+    assert sum(k.stride == 2 and "_narrow3x3_s2_c" in k.name for k in dense_narrow) == 5
     assert len(kernels) == (len(dense_narrow) + len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
                             + len(gemv) + len(thin) + len(patch_padded) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
@@ -251,9 +252,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 983
-    assert len(select(kernels, "*", parse_arch("90"))) == 784, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 586
+    assert len(select(kernels, "*", parse_arch("90a"))) == 988
+    assert len(select(kernels, "*", parse_arch("90"))) == 789, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 591
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))

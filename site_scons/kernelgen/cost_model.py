@@ -45,7 +45,7 @@ from .families.conv2d_2x import Conv2dFprop2x
 from .families.conv2d_gemm_2x import Conv2dFpropGemm2x
 from .families.conv2d_grouped_2x import Conv2dFpropGrouped2x
 from .families.conv2d_few_channels import Conv2dFpropFewChannels, layer_columns, layer_fits
-from .families.conv2d_narrow import Conv2dFpropNarrow
+from .families.conv2d_narrow import Conv2dFpropNarrow, window_pixels
 from .families.conv2d_packed import Conv2dFpropPacked
 from .families.conv2d_rows_packed import Conv2dFpropRowsPacked
 from .families.conv2d_sm90 import Conv2dFpropSm90
@@ -423,7 +423,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         tiles = conv.n * math.ceil(conv.p / tp) * math.ceil(conv.q / tq)
         per_sm = _resident(kernel.threads, kernel.shared_bytes, kernel.registers())
         flops = kernel.warps * kernel.tiles_per_warp * 16 * tc * kernel.k_steps * 16 * 2
-        window = (tp + 2) * (tq + 2) * conv.c * size
+        window = window_pixels(tp, tq, kernel.stride) * conv.c * size
         loads = window if kernel.schedule == "persistent" else window + tc * 9 * conv.c * size
     else:
         channels = kernel.slice(conv, sms)

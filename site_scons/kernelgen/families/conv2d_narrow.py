@@ -1,22 +1,24 @@
 """Narrow 3x3 conv2d fprop on tensor cores, kernels of this project (profiler/narrow_conv.h): dense
-(groups = 1) 3x3 layers at stride 1 and dilation 1, any padding, of few channels in and out (C and K
-multiples of 8 up to 64), where the implicit GEMMs read each input pixel once a filter tap and fill a
-tile of 64 or more output channels with a fraction of them (EfficientNetV2's 24 -> 24 at 112x112,
-Inception-v3's 32 -> 32 and 32 -> 64 at 147-149 px). fp16 NHWC in and out, fp32 accumulation,
-SM80's ldmatrix, cp.async and mma.sync (which SM90 runs too: arch 80).
+(groups = 1) 3x3 layers at stride 1 or 2 and dilation 1, any padding, of few channels in and out (C
+and K multiples of 8 up to 64), where the implicit GEMMs read each input pixel once a filter tap and
+fill a tile of 64 or more output channels with a fraction of them (EfficientNetV2's 24 -> 24 at
+112x112, Inception-v3's 32 -> 32 and 32 -> 64 at 147-149 px, DLA-34's 16 -> 32 at stride 2). fp16
+NHWC in and out, fp32 accumulation, SM80's ldmatrix, cp.async and mma.sync (which SM90 runs too:
+arch 80).
 
 A CTA computes ``tile`` = [rows, columns] output pixels of one image for all K channels from its
 input window and the whole filter in shared memory, its ``warps`` warps each a share of the tile's
 16-pixel mma tiles; ``schedule`` "tile" launches a CTA a tile, "persistent" as many CTAs as stay on
 the GPU, each copying the filter once and the next tile's window while it computes one. A spec
-lists entries of ``channels`` [C, K], ``tile``, ``warps`` and ``schedule``. A kernel is built for
-its C and K: other channels, filters, strides and dilations are ``unsupported``.
+lists entries of ``channels`` [C, K], ``tile``, ``warps``, ``schedule`` and ``stride`` (1 or 2,
+default 1). A kernel is built for its C, K and stride: other channels, filters, strides and
+dilations are ``unsupported``.
 
 The kernels are fusible (kernelgen.fusion): a fused variant computes its layer's epilogue, a bias,
 a residual add before the activation, and the activation in fp32 (GELU by erf), compiled in; it
 runs through profiler/narrow_adapter.h's FusedNarrowOperation. Kernels are named
-``kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_narrow3x3_c<C>k<K>_tile<rows>x<columns>_warps<n>``,
-``_persistent`` for that schedule, then the epilogue's suffix.
+``kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_narrow3x3_c<C>k<K>_tile<rows>x<columns>_warps<n>``
+(``narrow3x3_s2_c<C>...`` at stride 2), ``_persistent`` for that schedule, then the epilogue's suffix.
 """
 
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ ENTRY = S.Table((
     S.Key("tile", S.int_tuple(2, 1, 64)),
     S.Key("warps", S.one_of((1, 2, 4, 8))),
     S.Key("schedule", S.choice({"tile": None, "persistent": None}), default="tile"),
+    S.Key("stride", S.one_of((1, 2)), default=1),
 ))
 
 
@@ -49,11 +52,17 @@ def row_words(words: int) -> int:
     return words if words % 8 == 4 else words + (12 - words % 8) % 8
 
 
-def shared_bytes(c: int, k: int, rows: int, columns: int, buffers: int) -> int:
-    """Shared memory a CTA asks for (narrow::Tiling::kSmemBytes): ``buffers`` input windows of
-    (rows + 2) x (columns + 2) pixels, C channels a row, the K x 9 x C filter and a zero line of 16
-    bytes, rows padded by ``row_words``."""
-    window = (rows + 2) * (columns + 2) * row_words(c // 2)
+def window_pixels(rows: int, columns: int, stride: int) -> int:
+    """The input pixels of a tile's window (narrow::Tiling::kWP x kWQ): what its rows x columns
+    output pixels read at ``stride`` through a 3x3 filter."""
+    return ((rows - 1) * stride + 3) * ((columns - 1) * stride + 3)
+
+
+def shared_bytes(c: int, k: int, rows: int, columns: int, buffers: int, stride: int = 1) -> int:
+    """Shared memory a CTA asks for (narrow::Tiling::kSmemBytes): ``buffers`` input windows
+    (``window_pixels``), C channels a pixel's row, the K x 9 x C filter and a zero line of 16 bytes,
+    rows padded by ``row_words``."""
+    window = window_pixels(rows, columns, stride) * row_words(c // 2)
     return 4 * (buffers * window + k * row_words(9 * c // 2) + 4)
 
 
@@ -64,6 +73,7 @@ class Conv2dFpropNarrow:
     tile: tuple
     warps: int
     schedule: str = "tile"
+    stride: int = 1
     fusion: str = ""  # the epilogue it computes (kernelgen.fusion); "" for none
 
     element = TYPES["element"]
@@ -104,7 +114,7 @@ class Conv2dFpropNarrow:
 
     @property
     def shared_bytes(self) -> int:
-        return shared_bytes(*self.channels, *self.tile, self.buffers)
+        return shared_bytes(*self.channels, *self.tile, self.buffers, self.stride)
 
     @property
     def accumulators(self) -> int:
@@ -122,17 +132,20 @@ class Conv2dFpropNarrow:
         return (9 * self.channels[0] // 8 + 1) // 2
 
     def registers(self) -> int:
-        """A thread's registers, about (within 22 of ptxas's counts of the committed kernels, CUDA 13.0,
-        sm_90a; fitted to them): 0.7 an accumulator, one an output channel (a k-step's B fragments
-        and their rows' addresses), 9.5 a 16-pixel tile of its warp (an A fragment and its row's
-        address), 24 more persistent (the next window's copies), less 12."""
-        persistent = 24 if self.schedule == "persistent" else 0
-        return min(255, round(0.7 * self.accumulators + self.channels[1] + 9.5 * self.tiles_per_warp + persistent - 12))
+        """A thread's registers, about (within 21 of ptxas's counts of the family's kernels, CUDA 13.0,
+        sm_90a; fitted to them): 0.9 an accumulator, 0.7 an output channel (a k-step's B fragments
+        and their rows' addresses), 6 a 16-pixel tile of its warp (an A fragment and its row's
+        address), 22 more persistent (the next window's copies), 18 fewer at stride 2, and one."""
+        persistent = 22 if self.schedule == "persistent" else 0
+        strided = 18 if self.stride == 2 else 0
+        return min(255, round(0.9 * self.accumulators + 0.7 * self.channels[1] + 6 * self.tiles_per_warp + persistent
+                              - strided + 1))
 
     @cached_property
     def name(self) -> str:
         c, k = self.channels
-        return (f"kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_narrow3x3_c{c}k{k}"
+        return (f"kernelgen_sm80_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_narrow3x3_"
+                + ("" if self.stride == 1 else f"s{self.stride}_") + f"c{c}k{k}"
                 f"_tile{self.tile[0]}x{self.tile[1]}_warps{self.warps}"
                 + ("_persistent" if self.schedule == "persistent" else "") + epilogue_suffix(self.fusion))
 
@@ -143,8 +156,8 @@ class Conv2dFpropNarrow:
             return "a dense convolution's kernel (groups = 1)"
         if (conv.r, conv.s) != (3, 3):
             return "built for 3x3 filters"
-        if (conv.stride_h, conv.stride_w, conv.dilation_h, conv.dilation_w) != (1, 1, 1, 1):
-            return "built for stride 1, dilation 1"
+        if (conv.stride_h, conv.stride_w, conv.dilation_h, conv.dilation_w) != (self.stride, self.stride, 1, 1):
+            return f"built for stride {self.stride}, dilation 1"
         if (conv.c, conv.k) != (c, k):
             return f"built for {c} -> {k} channels"
         if conv.p < 1 or conv.q < 1:
@@ -156,7 +169,7 @@ class Conv2dFpropNarrow:
     def values(self) -> dict:
         act = activation(self.fusion)
         return {"c": self.channels[0], "k": self.channels[1], "rows": self.tile[0], "columns": self.tile[1],
-                "warps": self.warps, "persistent": self.schedule == "persistent",
+                "warps": self.warps, "persistent": self.schedule == "persistent", "stride": self.stride,
                 "bias": "bias" in epilogue_steps(self.fusion), "add": adds(self.fusion),
                 "activation": "kActivation" + ACTIVATION_ENUMERATORS[act][1:],
                 "threads": self.threads, "shared_bytes": self.shared_bytes}
