@@ -707,6 +707,37 @@ def test_a_quick_family_the_model_has_no_rows_of_is_proposed_in_full(everything)
     assert len({k.name for _, k in proposal.ranked} - new) == 2 and proposal.unranked == new
 
 
+def test_a_tile_k_its_group_has_no_rows_of_is_proposed_beside_the_top(everything):
+    """The transposed kernels of tile K 32 (their group's rows are all of tile K 64: their depth's
+    correction is the persistent kernels') rank first on a 147x147 layer of 32 -> 64 channels,
+    and more of them among the top 5; the proposal is the top 5 of the other kernels and the first
+    beside, unranked. Once the model has rows of that depth for the group, they rank as any other."""
+    model = cost_model.load_model(GPU)
+    layer = Conv2dProblem(32, 147, 147, 32, 64, 3, 3, 1, 1, line=1)
+    served = [k for k in everything if cost_model.serves(k, layer) is None]
+    untried = {k.name for k in served if model.untried_depth(k)}
+    assert untried and all(cost_model.group(k).startswith("Conv2dFpropSm90Transposed/") and k.tile[2] == 32
+                           for k in served if k.name in untried)
+    ordered = [(ms, k) for ms, k in model.rank(everything, layer) if not candidates.unfitted(model, k, layer)]
+    whole = candidates.distinct(ordered, 5)
+    first = [k.name for _, k in whole if k.name in untried]
+    assert len(first) >= 2 and whole[0][1].name == first[0], "the model ranks the untried depth first, and more"
+    others = {k.name for _, k in candidates.distinct([(ms, k) for ms, k in ordered if k.name not in untried], 5)}
+    proposal, = candidates.propose([layer], everything, model, 5)
+    names = {k.name for _, k in proposal.ranked}
+    assert others <= names and names & untried == {first[0]} and first[0] in proposal.unranked
+    times = [ms for ms, _ in proposal.ranked]
+    assert times == sorted(times)
+    # with rows of the depth (its correction fitted), the top 5 is the model's whole ranking's
+    depth = {**model.corrections, "Conv2dFpropSm90Transposed/pingpong:tile_k=32": 0.0,
+             "Conv2dFpropSm90Transposed/cooperative:tile_k=32": 0.0}
+    learned = cost_model.Model(model.gpu, model.sms, model.theta, model.fallback, depth, model.rows,
+                               model.points, model.neighbours, model.families)
+    assert not any(learned.untried_depth(k) for k in served)
+    proposal, = candidates.propose([layer], everything, learned, 5)
+    assert {k.name for _, k in proposal.ranked} - proposal.unranked == {k.name for _, k in whole}
+
+
 def test_the_ranking_is_each_kernels_prediction_sorted(everything):
     """Model.ranking computes once what a kernel or a layer alone decides (and serves once per
     kind of kernel): what it ranks, and each time, is predict's, exactly, for every kernel that

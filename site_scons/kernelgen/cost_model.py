@@ -697,6 +697,26 @@ class Model:
         layer = _layer(problem, self.sms)
         return max(_dot(_features(kernel, _tiling(kernel), layer, self.sms), theta) / 1e3, MIN_MS)
 
+    def untried_depth(self, kernel) -> bool:
+        """Whether ``kernel`` is a tiled kernel of a tile K its ``group`` was fitted on no row of,
+        where the group was fitted on rows of other depths: its tile-K correction is then another
+        group's (``tile_k=``, the persistent kernels' mostly), which need not hold for it (a new
+        depth of the space, held out: the transposed kernels of tile K 32, predicted as the
+        persistent ones of that depth, ran 1.1-1.4x slower than predicted on Inception-v3)."""
+        tile = _tiling(kernel)
+        if tile is None:
+            return False
+        depths = self.__dict__.get("_depths")
+        if depths is None or depths[0] is not self.corrections:
+            fitted = {}
+            for name in self.corrections:
+                head, sep, depth = name.partition(":tile_k=")
+                if sep and depth.isdigit():
+                    fitted.setdefault(head, set()).add(int(depth))
+            depths = self.__dict__["_depths"] = (self.corrections, fitted)
+        of_group = depths[1].get(group(kernel))
+        return of_group is not None and tile[2] not in of_group
+
     def predict(self, kernel, problem) -> float:
         """Predicted time in ms."""
         base = self.base(kernel, problem)
