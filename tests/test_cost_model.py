@@ -728,6 +728,11 @@ def test_a_tile_k_its_group_has_no_rows_of_is_proposed_beside_the_top(everything
     assert others <= names and names & untried == {first[0]} and first[0] in proposal.unranked
     times = [ms for ms, _ in proposal.ranked]
     assert times == sorted(times)
+    # a build narrowed to fewer kernels of the other depths than the top: the new depth fills it, ranked
+    narrowed = [k for k in served if k.name in untried or k.name == min(others)]
+    proposal, = candidates.propose([layer], narrowed, model, 5)
+    assert len(proposal.ranked) == 5 and min(others) in {k.name for _, k in proposal.ranked}
+    assert not proposal.unranked & untried
     # with rows of the depth (its correction fitted), the top 5 is the model's whole ranking's
     depth = {**model.corrections, "Conv2dFpropSm90Transposed/pingpong:tile_k=32": 0.0,
              "Conv2dFpropSm90Transposed/cooperative:tile_k=32": 0.0}

@@ -157,13 +157,15 @@ def chosen_for(ranked: list, model, top: int, problem=None) -> tuple:
     others' top: 6,767 kernels for the committed sets' builds where 6,659 before those tiles)."""
     unranked = {k.name for _, k in ranked if unfitted(model, k, problem)}
     fitted = [(ms, k) for ms, k in ranked if k.name not in unranked]
-    untried = getattr(model, "untried_depth", None)
-    chosen = distinct([(ms, k) for ms, k in fitted if not (untried and untried(k))], top)
-    if untried and len(chosen) < len(fitted):
+    untried = getattr(model, "untried_depth", None) or (lambda kernel: False)
+    chosen = distinct([(ms, k) for ms, k in fitted if not untried(k)], top)
+    if len(chosen) < top:  # too few of the depths it has rows of (a narrowed KERNELS=): the others fill the top
+        chosen = sorted(chosen + distinct([(ms, k) for ms, k in fitted if untried(k)], top - len(chosen), chosen),
+                        key=lambda t: (t[0], t[1].name))
+    elif untried(fitted[0][1]):
         first = distinct(fitted, 1)[0]
-        if untried(first[1]):
-            chosen.append(first)
-            unranked.add(first[1].name)
+        chosen.append(first)
+        unranked.add(first[1].name)
     if unranked:
         names = {k.name for _, k in chosen}
         chosen = sorted(chosen + [(ms, k) for ms, k in ranked if k.name in unranked and k.name not in names],
