@@ -28,7 +28,8 @@ from .vocab import verify_tolerance
 class Proposal:
     problem: object
     ranked: list  # [(predicted ms, kernel)], fastest first
-    unranked: frozenset = frozenset()  # names of those proposed as ``unfitted``, not for their rank
+    unranked: frozenset = frozenset()  # names of those proposed beside the top, not for their rank
+    untried: frozenset = frozenset()  # those of ``unranked`` of a tile K the model has no rows of for their group
 
 
 def variant_of(kernel) -> tuple:
@@ -220,7 +221,7 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             key = Memo.key(model_text, kernels_text, problem, top, gone)
             chosen = memo.get(key, by_name)
             if chosen is not None:
-                proposals.append(Proposal(problem, *chosen))
+                proposals.append(_proposal(problem, *chosen, model))
                 continue
         ranked = rank(problem)
         if gone:
@@ -238,8 +239,15 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
             chosen, unranked = with_companions(chosen, unranked, here, problem)
         if memo is not None:
             memo.put(key, chosen, unranked)
-        proposals.append(Proposal(problem, chosen, unranked))
+        proposals.append(_proposal(problem, chosen, unranked, model))
     return proposals
+
+
+def _proposal(problem, chosen: list, unranked: frozenset, model) -> Proposal:
+    """The Proposal of ``chosen_for``'s (and ``with_companions``') answer, its ``untried`` named."""
+    untried = getattr(model, "untried_depth", None)
+    return Proposal(problem, chosen, unranked, frozenset(
+        k.name for _, k in chosen if untried and k.name in unranked and untried(k)))
 
 
 

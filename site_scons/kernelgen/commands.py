@@ -53,10 +53,9 @@ def empty_plan() -> plan_module.BuildPlan:
 def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config, searched: list) -> str:
     """What ``scons candidates`` writes (BUILD/candidates.csv and .txt, a kernel list for KERNELS=@)
     and says, as the JSON of a Value; ``searched`` is the build's catalog (``catalog``)."""
-    model = cost_model.load_model(config.model_gpu)
-    deeper = sum(1 for p in proposals if any(k.name in p.unranked and model.untried_depth(k) for _, k in p.ranked))
+    deeper = sum(1 for p in proposals if any(k.name in p.untried for _, k in p.ranked))
     unranked = {k.family: getattr(k, "searched", False) for p in proposals for _, k in p.ranked
-                if k.name in p.unranked and not model.untried_depth(k)}
+                if k.name in p.unranked - p.untried}
     explored = sorted(f for f, beside in unranked.items() if not beside)
     beside = sorted(f for f, beside in unranked.items() if beside)  # candidates.companions
     fused = sum(1 for k in searched if getattr(k, "fusion", ""))  # the set's epilogues' variants
