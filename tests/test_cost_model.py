@@ -478,6 +478,7 @@ def test_the_committed_model_is_the_fit_of_the_committed_measurements(samples):
     refit = cost_model.fit([s[:3] for s in samples], GPU, cost_model.SM_COUNTS[GPU])
     assert committed.rows == refit.rows == len(samples)
     assert committed.theta.keys() == refit.theta.keys()
+    assert committed.reach == refit.reach and committed.reach.keys() == refit.theta.keys()
     for k, p, _, _ in samples[::97]:
         assert committed.predict(k, p) == pytest.approx(refit.predict(k, p), rel=1e-3)
 
@@ -519,6 +520,8 @@ BAD_MODELS = [
      "not a cost model \\(missing or malformed neighbours: a residual of a layer not in points\\)"),
     ("families of numbers", lambda good: good.replace('"families": [', '"families": [1, ', 1),
      "not a cost model \\(missing or malformed families: a list of family names\\)"),
+    ("a reach of text", lambda good: good.replace('"reach": {', '"reach": {\n  "AGroup": "large",', 1),
+     "not a cost model \\(missing or malformed reach: a number for each group\\)"),
 ]
 
 
@@ -741,6 +744,33 @@ def test_a_tile_k_its_group_has_no_rows_of_is_proposed_beside_the_top(everything
     assert not any(learned.untried_depth(k) for k in served)
     proposal, = candidates.propose([layer], everything, learned, 5)
     assert {k.name for _, k in proposal.ranked} - proposal.unranked == {k.name for _, k in whole}
+
+
+def test_a_layer_beyond_its_groups_rows_has_every_quick_kernel_measured(everything):
+    """On a depthwise layer of more than twice the outputs of the largest its group's rows measured
+    (Xception-41's 75x75 layers of 256 channels at batch 32: 46 million, the rows' largest 14),
+    every kernel of a family quick to compile that serves it is proposed, unranked, beside the top;
+    on one within reach (EfficientNet-B0's 56x56 layer of 144 channels, the largest itself) the
+    proposal is the top and the families of no rows only, and so it is on the large layer with a
+    model file from before reach was kept."""
+    model = cost_model.load_model(GPU)
+    large = Conv2dProblem(32, 75, 75, 256, 256, 3, 3, 1, 1, groups=256, line=1)
+    within = Conv2dProblem(32, 56, 56, 144, 144, 3, 3, 1, 1, groups=144, line=2)
+    served = [k for k in everything if cost_model.serves(k, large) is None]
+    quick = {k.name for k in served if getattr(k, "measure_unfitted", False)}
+    assert len(quick) >= 40 and all(model.beyond(k, large) for k in served if k.name in quick)
+    assert not any(model.beyond(k, within) for k in served)
+    no_rows = {k.name for k in served if candidates.unfitted(model, k)}  # families of no rows, every layer
+    proposal, = candidates.propose([large], everything, model, 3)
+    assert quick <= {k.name for _, k in proposal.ranked} and proposal.unranked == quick
+    proposal, = candidates.propose([within], everything, model, 3)
+    assert len({k.name for _, k in proposal.ranked} - proposal.unranked) == 3
+    assert proposal.unranked == {k.name for k in everything if cost_model.serves(k, within) is None} & no_rows
+    before = cost_model.Model(model.gpu, model.sms, model.theta, model.fallback, model.corrections, model.rows,
+                              model.points, model.neighbours, model.families)
+    assert not any(before.beyond(k, large) for k in served)
+    proposal, = candidates.propose([large], everything, before, 3)
+    assert proposal.unranked == no_rows & quick and len(proposal.ranked) == 3 + len(proposal.unranked)
 
 
 def test_the_ranking_is_each_kernels_prediction_sorted(everything):

@@ -259,6 +259,12 @@ def _layer_of(problem, sms: int) -> tuple:
     return memory, mnk, problem.flops / 1e6 / sms, conv
 
 
+def _outputs_log2(problem, sms: int) -> float:
+    """log2 of a layer's outputs, its GEMM's M x N (``Model.reach``)."""
+    _, (m, n, _), _, _ = _layer(problem, sms)
+    return math.log2(max(m * n, 1))
+
+
 def _dot(features: list, theta) -> float:
     """The features weighed by theta, summed in order: the one sum ``Model.base`` and
     ``Model.ranking`` both make, so that they agree exactly."""
@@ -542,6 +548,7 @@ MIN_MS = 1e-4  # no kernel takes less than 0.1 us
 ANY_FILTER_WORK = 2.0
 STORE_SCATTER = 4  # the store traffic of an epilogue that stores D from registers, per byte of D
 RIDGE = 10.0  # the corrections' ridge penalty (the regret changed by under 0.1% between 1 and 30)
+REACH_FACTOR = 2  # Model.beyond: a layer of more than twice the outputs of its group's largest row
 REGIMES = ((0.005, "tiny"), (0.02, "small"), (0.1, "mid"), (math.inf, "large"))  # by the base prediction, ms
 
 
@@ -690,6 +697,7 @@ class Model:
     points: list = field(default_factory=list)  # the measured layers, each its layer_point
     neighbours: dict = field(default_factory=dict)  # kernel name -> [(index into points, residual)]
     families: list | None = None  # the families of the rows it was fitted on (None: a file from before they were kept)
+    reach: dict | None = None  # theta group -> log2 of the outputs (GEMM M x N) of the largest layer of its rows
 
     def base(self, kernel, problem) -> float:
         """The counts' prediction in ms, before corrections."""
@@ -717,6 +725,18 @@ class Model:
             depths = self.__dict__["_depths"] = (self.corrections, fitted)
         of_group = depths[1].get(group(kernel))
         return of_group is not None and tile[2] not in of_group
+
+    def beyond(self, kernel, problem) -> bool:
+        """Whether ``problem`` has more than REACH_FACTOR times the outputs of the largest layer
+        ``kernel``'s theta group was fitted on a row of: its counts and corrections are then carried
+        past what the rows measured, and need not order the group's kernels there (held out on an
+        H100, Xception-41's depthwise layers of 34 to 92 million outputs at batch 32, 2.3 to 6.4
+        times the largest of the depthwise rows (14 million: EfficientNet-B0's 56x56 layer of 144
+        channels): the model's first-ranked kernels, of 32-channel tensor-copy tiles, ran 1.2 to 2.7
+        times the best of the family, which it ranked 17th to 24th). False for a group of no rows,
+        or where the model's file is from before reach was kept."""
+        reach = (self.reach or {}).get(theta_group(kernel))
+        return reach is not None and _outputs_log2(problem, self.sms) > reach + math.log2(REACH_FACTOR)
 
     def predict(self, kernel, problem) -> float:
         """Predicted time in ms."""
@@ -848,7 +868,8 @@ class Model:
         """The constants as JSON, the layers and each kernel's residuals a line each."""
         text = json.dumps({"gpu": self.gpu, "sms": self.sms, "features": FEATURES, "rows": self.rows,
                            "fallback": self.fallback, "theta": self.theta, "corrections": self.corrections,
-                           **({} if self.families is None else {"families": self.families})},
+                           **({} if self.families is None else {"families": self.families}),
+                           **({} if self.reach is None else {"reach": self.reach})},
                           indent=1, sort_keys=True)
         compact = {"separators": (",", ":")}
         points = ",\n  ".join(json.dumps(list(p), **compact) for p in self.points)
@@ -903,9 +924,14 @@ def load_model(gpu: str | None, models_dir=MODELS_DIR) -> Model:
         families = data.get("families")
         if families is not None and not (isinstance(families, list) and all(isinstance(f, str) for f in families)):
             raise ValueError("families: a list of family names")
+        reach = data.get("reach")
+        if reach is not None and not (isinstance(reach, dict) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in reach.values())):
+            raise ValueError("reach: a number for each group")
         return Model(data["gpu"], int(data["sms"]), {g: [float(v) for v in t] for g, t in data["theta"].items()},
                      [float(v) for v in data["fallback"]], {a: float(v) for a, v in data["corrections"].items()},
-                     int(data["rows"]), points, neighbours, families)
+                     int(data["rows"]), points, neighbours, families,
+                     None if reach is None else {str(g): float(v) for g, v in reach.items()})
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModelError(f"{path}: not a cost model (missing or malformed {shorten(one_line(e))}); fit it again "
                          "with python -m kernelgen.cost_model fit") from None
@@ -942,7 +968,12 @@ def fit(samples: list, gpu: str, sms: int) -> Model:
         theta[name] = [round(float(v), 9) for v in nonnegative_least_squares(x / t[:, None], np.ones(len(t)))]
     _share_launch(theta, by_group)
     fallback = [float(np.median([th[i] for th in theta.values()])) for i in range(len(FEATURES))]
-    model = Model(gpu, sms, theta, fallback, {}, len(samples), families=sorted({k.family for k, _, _ in samples}))
+    reach = {}
+    for kernel, problem, _ in samples:
+        name, size = theta_group(kernel), round(_outputs_log2(problem, sms), 4)
+        reach[name] = max(reach.get(name, size), size)
+    model = Model(gpu, sms, theta, fallback, {}, len(samples), families=sorted({k.family for k, _, _ in samples}),
+                  reach=dict(sorted(reach.items())))
     model.corrections = _fit_corrections(model, samples)
     model.points, model.neighbours = _fit_neighbours(model, samples)
     return model
