@@ -732,9 +732,9 @@ class Model:
         past what the rows measured, and need not order the group's kernels there (held out on an
         H100, Xception-41's depthwise layers of 34 to 92 million outputs at batch 32, 2.3 to 6.4
         times the largest of the depthwise rows (14 million: EfficientNet-B0's 56x56 layer of 144
-        channels): the model's first-ranked kernels, of 32-channel tensor-copy tiles, ran 1.2 to 2.7
-        times the best of the family, which it ranked 17th to 24th). False for a group of no rows,
-        or where the model's file is from before reach was kept."""
+        channels): the model's first-ranked kernels, tensor-copy tiles of 32 and 64 channels, ran 1.25
+        to 2.7 times the best of the family's kernels, which it ranked 16th to 26th). False for a
+        group of no rows, or where the model's file is from before reach was kept."""
         reach = (self.reach or {}).get(theta_group(kernel))
         return reach is not None and _outputs_log2(problem, self.sms) > reach + math.log2(REACH_FACTOR)
 
