@@ -136,11 +136,11 @@ def unfitted(model, kernel, problem=None) -> bool:
     model was fitted on no measured row: its prediction is a guess the model cannot order the
     family's kernels by, so every layer it serves measures each of them, until rows of it are
     committed and the model is fitted again. So is one of such a family on ``problem`` where the
-    layer lies beyond its group's rows (``Model.beyond``: more than twice the outputs of the largest).
-    So is a kernel of a family of no measured row whose
-    class is measured so (``measure_new_family``: a few CUTLASS 2.x kernels, tiles for a class of
-    layers that the group's rows, of other tiles, may rank low there) on ``problem`` where the
-    kernel says it is of that class (``explores``: the layers of its accesses' width)."""
+    layer lies beyond its group's rows (``Model.beyond``: more than twice the outputs of the
+    largest). So is a kernel of a family of no measured row whose class is measured so
+    (``measure_new_family``: a few CUTLASS 2.x kernels, tiles for a class of layers that the
+    group's rows, of other tiles, may rank low there) on ``problem`` where the kernel says it is of
+    that class (``explores``: the layers of its accesses' width)."""
     if getattr(kernel, "measure_unfitted", False) and (theta_group(kernel) not in model.theta or (
             problem is not None and getattr(model, "beyond", None) and model.beyond(kernel, problem))):
         return True

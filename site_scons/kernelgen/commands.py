@@ -65,8 +65,8 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
                f"{config.set_name} (the top {config.top} of each of its {len(proposals)} layers"
                + ("" if len(proposals) == len(config.problems) else f" that KERNELS= serves, of {len(config.problems)}")
                + ", "
-               + (f"every kernel of {', '.join(explored)} that serves a layer (the model has no rows of it, or none of a layer as large), "
-                  if explored else "")
+               + (f"every kernel of {', '.join(explored)} that serves a layer (the model has no rows of it, or "
+                  "none of a layer as large), " if explored else "")
                + (f"the kernels of {', '.join(beside)} beside their fixed twins proposed (their launch settings "
                   "searched; the model has no rows of them), " if beside else "")
                + (f"on {deeper} layer(s) the best-ranked kernel of a tile K the model has no rows of for its kind "
