@@ -83,7 +83,7 @@ def test_catalog_holds_each_family():
     assert all(k.adapter_header == "stream_k_adapter.h" for k in split)
     assert not any(k.adapter_header == "stream_k_adapter.h" for k in kernels if k not in split)
     depthwise = [k for k in kernels if k.family in ("depthwise", "depthwise_bf16")]
-    assert len(depthwise) == 67 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
+    assert len(depthwise) == 70 and {k.op for k in depthwise} == {"conv2d_fprop_grouped"}
     assert sum(k.loader == "tma" for k in depthwise) == 28 and all(k.arch == 90 for k in depthwise if k.loader == "tma")
     grouped = [k for k in kernels if k.family.startswith("conv2d_fprop_sm80_grouped")]
     assert len(grouped) == 19 and {k.op for k in grouped} == {"conv2d_fprop_grouped"}
@@ -252,9 +252,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 988
-    assert len(select(kernels, "*", parse_arch("90"))) == 789, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 591
+    assert len(select(kernels, "*", parse_arch("90a"))) == 991
+    assert len(select(kernels, "*", parse_arch("90"))) == 792, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 594
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
