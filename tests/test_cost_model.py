@@ -763,14 +763,27 @@ def test_a_layer_beyond_its_groups_rows_has_every_quick_kernel_measured(everythi
     no_rows = {k.name for k in served if candidates.unfitted(model, k)}  # families of no rows, every layer
     proposal, = candidates.propose([large], everything, model, 3)
     assert quick <= {k.name for _, k in proposal.ranked} and proposal.unranked == quick
+    assert proposal.beyond == quick - no_rows and proposal.beyond
     proposal, = candidates.propose([within], everything, model, 3)
-    assert len({k.name for _, k in proposal.ranked} - proposal.unranked) == 3
+    assert len({k.name for _, k in proposal.ranked} - proposal.unranked) == 3 and not proposal.beyond
     assert proposal.unranked == {k.name for k in everything if cost_model.serves(k, within) is None} & no_rows
     before = cost_model.Model(model.gpu, model.sms, model.theta, model.fallback, model.corrections, model.rows,
                               model.points, model.neighbours, model.families)
     assert not any(before.beyond(k, large) for k in served)
     proposal, = candidates.propose([large], everything, before, 3)
     assert proposal.unranked == no_rows & quick and len(proposal.ranked) == 3 + len(proposal.unranked)
+
+
+def test_scons_candidates_names_the_layers_beyond_the_models_rows(tmp_path):
+    """`scons candidates` on the large depthwise layers of bench/depthwise_large_layers.txt says on
+    how many layers every quick kernel is measured for their size, and which families."""
+    out = scons_candidates(tmp_path / "build", "WORKLOADS=bench/depthwise_large_layers.txt")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("on 4 layer(s) of more than twice the outputs of any the model has rows of for their kind, every kernel "
+            "of depthwise, depthwise_flat, depthwise_half,") in out.stdout, out.stdout
+    rows = [line.split(",") for line in (tmp_path / "build" / "candidates.csv").read_text().splitlines()[1:]]
+    per_layer = collections.Counter(r[0] for r in rows)
+    assert sorted(per_layer.values())[:3] == [5, 5, 5] and min(sorted(per_layer.values())[3:]) > 40
 
 
 def test_the_ranking_is_each_kernels_prediction_sorted(everything):

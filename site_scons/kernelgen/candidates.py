@@ -30,6 +30,7 @@ class Proposal:
     ranked: list  # [(predicted ms, kernel)], fastest first
     unranked: frozenset = frozenset()  # names of those proposed beside the top, not for their rank
     untried: frozenset = frozenset()  # those of ``unranked`` of a tile K the model has no rows of for their group
+    beyond: frozenset = frozenset()  # those of ``unranked`` for a layer beyond their group's rows (``Model.beyond``)
 
 
 def variant_of(kernel) -> tuple:
@@ -247,10 +248,14 @@ def propose(problems, kernels, model, top: int, workload_file="", refused=None, 
 
 
 def _proposal(problem, chosen: list, unranked: frozenset, model) -> Proposal:
-    """The Proposal of ``chosen_for``'s (and ``with_companions``') answer, its ``untried`` named."""
-    untried = getattr(model, "untried_depth", None)
-    return Proposal(problem, chosen, unranked, frozenset(
-        k.name for _, k in chosen if untried and k.name in unranked and untried(k)))
+    """The Proposal of ``chosen_for``'s (and ``with_companions``') answer, its ``untried`` and
+    ``beyond`` named."""
+    untried, beyond = getattr(model, "untried_depth", None), getattr(model, "beyond", None)
+    theta = getattr(model, "theta", {})
+    return Proposal(problem, chosen, unranked,
+                    frozenset(k.name for _, k in chosen if untried and k.name in unranked and untried(k)),
+                    frozenset(k.name for _, k in chosen if beyond and k.name in unranked and theta_group(k) in theta
+                              and beyond(k, problem)))
 
 
 

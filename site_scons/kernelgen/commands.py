@@ -55,7 +55,9 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
     and says, as the JSON of a Value; ``searched`` is the build's catalog (``catalog``)."""
     deeper = sum(1 for p in proposals if any(k.name in p.untried for _, k in p.ranked))
     unranked = {k.family: getattr(k, "searched", False) for p in proposals for _, k in p.ranked
-                if k.name in p.unranked - p.untried}
+                if k.name in p.unranked - p.untried - p.beyond}
+    large = [p for p in proposals if p.beyond]
+    large_families = sorted({k.family for p in large for _, k in p.ranked if k.name in p.beyond})
     explored = sorted(f for f, beside in unranked.items() if not beside)
     beside = sorted(f for f, beside in unranked.items() if beside)  # candidates.companions
     fused = sum(1 for k in searched if getattr(k, "fusion", ""))  # the set's epilogues' variants
@@ -65,8 +67,10 @@ def candidates_text(proposals: list, plan: plan_module.BuildPlan, config: Config
                f"{config.set_name} (the top {config.top} of each of its {len(proposals)} layers"
                + ("" if len(proposals) == len(config.problems) else f" that KERNELS= serves, of {len(config.problems)}")
                + ", "
-               + (f"every kernel of {', '.join(explored)} that serves a layer (the model has no rows of it, or "
-                  "none of a layer as large), " if explored else "")
+               + (f"every kernel of {', '.join(explored)} that serves a layer (the model has no rows of it), "
+                  if explored else "")
+               + (f"on {len(large)} layer(s) of more than twice the outputs of any the model has rows of for their "
+                  f"kind, every kernel of {', '.join(large_families)} that serves them, " if large else "")
                + (f"the kernels of {', '.join(beside)} beside their fixed twins proposed (their launch settings "
                   "searched; the model has no rows of them), " if beside else "")
                + (f"on {deeper} layer(s) the best-ranked kernel of a tile K the model has no rows of for its kind "
