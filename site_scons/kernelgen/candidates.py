@@ -251,11 +251,9 @@ def _proposal(problem, chosen: list, unranked: frozenset, model) -> Proposal:
     """The Proposal of ``chosen_for``'s (and ``with_companions``') answer, its ``untried`` and
     ``beyond`` named."""
     untried, beyond = getattr(model, "untried_depth", None), getattr(model, "beyond", None)
-    theta = getattr(model, "theta", {})
     return Proposal(problem, chosen, unranked,
                     frozenset(k.name for _, k in chosen if untried and k.name in unranked and untried(k)),
-                    frozenset(k.name for _, k in chosen if beyond and k.name in unranked and theta_group(k) in theta
-                              and beyond(k, problem)))
+                    frozenset(k.name for _, k in chosen if beyond and k.name in unranked and beyond(k, problem)))
 
 
 
