@@ -958,9 +958,11 @@ def fit(samples: list, gpu: str, sms: int) -> Model:
     """A model fitted to ``samples`` [(kernel, problem, measured ms)]: per group, theta >= 0
     minimising the squared relative error."""
     import numpy as np
-    by_group = {}
+    by_group, reach = {}, {}
     for kernel, problem, ms in samples:
-        by_group.setdefault(theta_group(kernel), []).append((features(kernel, problem, sms), ms * 1e3))
+        name, size = theta_group(kernel), round(_outputs_log2(problem, sms), 4)
+        by_group.setdefault(name, []).append((features(kernel, problem, sms), ms * 1e3))
+        reach[name] = max(reach.get(name, size), size)
     theta = {}
     for name, rows in sorted(by_group.items()):
         x = np.array([f for f, _ in rows])
@@ -968,10 +970,6 @@ def fit(samples: list, gpu: str, sms: int) -> Model:
         theta[name] = [round(float(v), 9) for v in nonnegative_least_squares(x / t[:, None], np.ones(len(t)))]
     _share_launch(theta, by_group)
     fallback = [float(np.median([th[i] for th in theta.values()])) for i in range(len(FEATURES))]
-    reach = {}
-    for kernel, problem, _ in samples:
-        name, size = theta_group(kernel), round(_outputs_log2(problem, sms), 4)
-        reach[name] = max(reach.get(name, size), size)
     model = Model(gpu, sms, theta, fallback, {}, len(samples), families=sorted({k.family for k, _, _ in samples}),
                   reach=dict(sorted(reach.items())))
     model.corrections = _fit_corrections(model, samples)
