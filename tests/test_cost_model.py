@@ -294,6 +294,36 @@ def test_a_depthwise_kernel_of_128_threads_counts_the_ctas_a_sm_holds(catalog):
     assert cost_model.features(alone, layer, 132)[3] == 2 * 1
 
 
+def test_a_tensor_copy_depthwise_kernel_reads_whole_l2_lines_of_a_layer_larger_than_the_l2(catalog):
+    """On a layer whose input outgrows the L2, a tensor-copy depthwise kernel whose box row (its
+    channel block) is narrower than a line of a wider pixel is charged the rest of the line again
+    (its CTAs' runs read a pixel's blocks far apart); a cp.async kernel of the same channel block, a
+    layer that fits the L2 and a box row of a whole line are not."""
+    def named(prefix, suffix):
+        return next(k for k in catalog.values() if k.name.startswith(prefix) and k.name.endswith(suffix))
+    tma32 = named("kernelgen_sm90_simt_dwconv_f16", "_3x3_stride1_tile8x16_t4x4_c32_s3_tma_cta128")
+    half32 = named("kernelgen_sm90_simt_dwconv_half2", "_3x3_stride1_tile8x8_t4x2_c32_s3_tma_cta128_pdl")
+    tma16 = named("kernelgen_sm90_simt_dwconv_f16", "_3x3_stride1_tile8x32_t4x4_c16_s3_tma_cta128")
+    tma64 = named("kernelgen_sm90_simt_dwconv_f16", "_3x3_stride1_tile4x8_t2x4_c64_s3_tma_cta128")
+    copies32 = named("kernelgen_sm80_simt_dwconv_f16", "_3x3_stride1_tile8x32_t4x4_c32_s3")
+    memory = cost_model.FEATURES.index("memory")
+
+    def charged(kernel, layer):  # MB beyond the layer's bytes
+        return cost_model.features(kernel, layer, 132)[memory] - layer.min_bytes() / 1e6
+
+    large = Conv2dProblem(32, 38, 38, 728, 728, 3, 3, 1, 1, groups=728)  # 67 MB of input, 1456-byte pixels
+    inputs = 32 * 38 * 38 * 728 * 2 / 1e6
+    assert charged(tma32, large) == pytest.approx(inputs)  # 64-byte rows of 128-byte lines: twice
+    assert charged(half32, large) == pytest.approx(inputs)
+    assert charged(tma16, large) == pytest.approx(3 * inputs)  # 32-byte rows: four times
+    assert charged(tma64, large) == charged(copies32, large) == 0
+    assert charged(tma32, Conv2dProblem(32, 19, 19, 728, 728, 3, 3, 1, 1, groups=728)) == 0  # 17 MB: the L2 holds it
+    assert charged(tma32, Conv2dProblem(32, 150, 150, 32, 32, 3, 3, 1, 1, groups=32)) == 0  # 64-byte pixels: one row
+    # 96 channels (192-byte pixels) in rows of 32: a line holds two rows
+    assert charged(tma32, Conv2dProblem(32, 112, 112, 96, 96, 3, 3, 1, 1, groups=96)) == pytest.approx(
+        32 * 112 * 112 * 96 * 2 / 1e6)
+
+
 def test_a_gemv_kernels_features_count_the_chunks_its_threads_walk_and_the_ctas_along_n(catalog):
     """A matrix-vector kernel is counted by its CTAs (``rows`` columns of D each) in waves on the
     SMs, and by the chain of K chunks a thread (lanes "k") or a warp (lanes "m") walks in turn, the

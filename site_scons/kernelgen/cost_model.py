@@ -404,6 +404,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
         taps = kernel.filter_shape[0] * kernel.filter_shape[1]
         flops, loads = tp * tq * tc * taps * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
+        memory += (_run_overfetch(kernel, conv) - 1) * conv.n * conv.h * conv.w * conv.c * size / 1e6
     elif isinstance(kernel, DepthwiseMma):
         # its multiply-adds on tensor cores: 16 input columns for 8 outputs a filter row
         tp, tq, tc = kernel.rows, kernel.columns, 8 * kernel.channel_vectors
@@ -455,6 +456,27 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
     waves = math.ceil(tiles / (sms * per_sm))
     return [waves * flops / 1e6 * per_sm, waves * loads / 1e3 * per_sm, waves * tp * tq * tc * size / 1e3 * per_sm,
             waves * per_sm, float(waves * chain), memory, 1.0]
+
+
+# A tensor copy asks the L2 for whole lines (CU_TENSOR_MAP_L2_PROMOTION_L2_128B, profiler/depthwise_tma.h)
+L2_LINE = 128
+L2_BYTES = 50 * 2**20  # the L2 of an H100 or H200 (SXM): 50 MiB
+
+
+def _run_overfetch(kernel, conv) -> float:
+    """How many times its input bytes a depthwise kernel of tensor copies (``loader = "tma"``)
+    draws from memory on ``conv``. Its CTAs each take a run of one channel block's tiles
+    (depthwise_tma.h), so the blocks of a pixel are read far apart in time: where the layer's input
+    outgrows the L2, a box row of fewer than L2_LINE bytes of a wider pixel brings its whole line,
+    whose rest is gone by the time the next block's run reads it. The cp.async kernels, whose CTAs
+    take a pixel tile's blocks together, read each line once. (Held out, on an H100: on Xception-41's
+    and EfficientNet-B4's stride-1 depthwise layers of 67-184 MB of input the tensor-copy tiles of 32
+    channels ran at 1.4-2.7 times the best, of 16 channels at 2.4-3.9 times; on those the L2 holds,
+    at 1.1-1.6 and 1.4-1.6: docs/search.md, "The model's record".)"""
+    row, pixel = 16 * kernel.channel_vectors, 2 * conv.c  # bytes: a box row of 8-channel vectors, a pixel
+    if kernel.loader != "tma" or pixel <= row or conv.n * conv.h * conv.w * pixel <= L2_BYTES:
+        return 1.0
+    return max(1.0, min(L2_LINE, pixel) / row)
 
 
 THREADS_SM = 2048  # the threads an SM holds at once (SM80, SM90)
