@@ -404,7 +404,7 @@ def _direct_features(kernel, conv, memory: float, sms: int) -> list:
         per_sm = _resident(kernel.threads, kernel.shared_bytes(), kernel.registers())
         taps = kernel.filter_shape[0] * kernel.filter_shape[1]
         flops, loads = tp * tq * tc * taps * 2, kernel.shared_bytes() // kernel.stages  # a stage a tile
-        memory += (_run_overfetch(kernel, conv) - 1) * conv.n * conv.h * conv.w * conv.c * size / 1e6
+        memory += _run_overfetch(kernel, conv)
     elif isinstance(kernel, DepthwiseMma):
         # its multiply-adds on tensor cores: 16 input columns for 8 outputs a filter row
         tp, tq, tc = kernel.rows, kernel.columns, 8 * kernel.channel_vectors
@@ -464,7 +464,7 @@ L2_BYTES = 50 * 2**20  # the L2 of an H100 or H200 (SXM): 50 MiB
 
 
 def _run_overfetch(kernel, conv) -> float:
-    """How many times its input bytes a depthwise kernel of tensor copies (``loader = "tma"``)
+    """The MB beyond its input's bytes that a depthwise kernel of tensor copies (``loader = "tma"``)
     draws from memory on ``conv``. Its CTAs each take a run of one channel block's tiles
     (depthwise_tma.h), so the blocks of a pixel are read far apart in time: where the layer's input
     outgrows the L2, a box row of fewer than L2_LINE bytes of a wider pixel brings its whole line,
@@ -474,9 +474,10 @@ def _run_overfetch(kernel, conv) -> float:
     channels ran at 1.4-2.7 times the best, of 16 channels at 2.4-3.9 times; on those the L2 holds,
     at 1.1-1.6 and 1.4-1.6: docs/search.md, "The model's record".)"""
     row, pixel = 16 * kernel.channel_vectors, 2 * conv.c  # bytes: a box row of 8-channel vectors, a pixel
-    if kernel.loader != "tma" or pixel <= row or conv.n * conv.h * conv.w * pixel <= L2_BYTES:
-        return 1.0
-    return max(1.0, min(L2_LINE, pixel) / row)
+    inputs = conv.n * conv.h * conv.w * pixel
+    if kernel.loader != "tma" or pixel <= row or inputs <= L2_BYTES:
+        return 0.0
+    return (max(1.0, min(L2_LINE, pixel) / row) - 1) * inputs / 1e6  # each line's rest read again
 
 
 THREADS_SM = 2048  # the threads an SM holds at once (SM80, SM90)
