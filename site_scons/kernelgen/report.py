@@ -49,9 +49,9 @@ def choices_table(frame, problems, best) -> str:
     return "\n".join(lines)
 
 
-def current_choices(workloads, results, gpu: str | None = None, resolved=None) -> tuple:
-    """(set name, GPU folder, problems, the set's measured rows, each problem's choice) of a set:
-    what `scons best_kernels.h` chooses among, every measured kernel of current code."""
+def current_code(workloads, results, gpu: str | None = None, resolved=None) -> tuple:
+    """(set name, GPU folder, problems, the set's measured rows, the catalog's kernels, the hash of
+    the current code of each kernel its rows name that the catalog holds) of a set."""
     set_name, _, problems = load_set_of(workloads, ROOT / "kernel_specs" / "workloads", resolved)
     set_dir = Path(results) / set_name
     gpu = choose_gpu(set_dir, gpu, None, "--gpu ")
@@ -60,6 +60,13 @@ def current_choices(workloads, results, gpu: str | None = None, resolved=None) -
                      results_dir=set_dir / gpu)
     everything = commands.catalog(config)
     hashes, _ = commands.header_kernels(config, everything, commands.empty_plan(), commands.measured_frames(config))
+    return set_name, gpu, problems, frame, everything, hashes
+
+
+def current_choices(workloads, results, gpu: str | None = None, resolved=None) -> tuple:
+    """(set name, GPU folder, problems, the set's measured rows, each problem's choice) of a set:
+    what `scons best_kernels.h` chooses among, every measured kernel of current code."""
+    set_name, gpu, problems, frame, everything, hashes = current_code(workloads, results, gpu, resolved)
     best = choose(frame, problems, hashes, {k.name: k for k in everything if k.name in hashes})  # (all it asks of)
     return set_name, gpu, problems, frame, best
 
