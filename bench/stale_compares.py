@@ -12,14 +12,13 @@ figures with the changed layers' profiled times). The estimate joins two runs on
 says which sets `scons compare` should time again, not what they measure.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site_scons"))
 sys.path.insert(0, str(ROOT / "bench"))
-import targets  # noqa: E402  (bench/targets.py: a compare's timed rows)
+import targets  # noqa: E402  (bench/targets.py: a compare's timed rows, the sets' arguments)
 
 
 def compare_rows(path: Path) -> dict:
@@ -50,12 +49,8 @@ def main(argv=None) -> int:
     from kernelgen.errors import KernelgenError
     from kernelgen.report import current_choices
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sets", nargs="*", help="set names (default: every set with a compare of the GPU)")
-    parser.add_argument("--gpu", default="nvidia_h200")
-    parser.add_argument("--results", default=str(ROOT / "profile_results"))
-    args = parser.parse_args(argv)
-    results = Path(args.results)
+    args = targets.sets_parser(__doc__, "set names (default: every set with a compare of the GPU)").parse_args(argv)
+    results = args.results
     sets = args.sets or sorted(p.parent.parent.name for p in results.glob(f"*/{args.gpu}/compare.csv"))
     for name in sets:
         path = results / name / args.gpu / "compare.csv"

@@ -14,12 +14,13 @@ then, where it has rows of other code, the line `<set> <kernel>,<kernel>,...`, o
 measure_sets.sh measures those kernels again on the layers they serve and compares the set.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site_scons"))
+sys.path.insert(0, str(ROOT / "bench"))
+import targets  # noqa: E402  (bench/targets.py: the sets' arguments)
 
 
 def stale_kernels(frame, hashes: dict) -> tuple:
@@ -40,12 +41,8 @@ def main(argv=None) -> int:
     from kernelgen.report import current_code
     from kernelgen.results import gpu_slug
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sets", nargs="*", help="set names (default: every set with results of the GPU)")
-    parser.add_argument("--gpu", default="nvidia_h200")
-    parser.add_argument("--results", default=str(ROOT / "profile_results"))
-    args = parser.parse_args(argv)
-    results, gpu = Path(args.results), gpu_slug(args.gpu)
+    args = targets.sets_parser(__doc__, "set names (default: every set with results of the GPU)").parse_args(argv)
+    results, gpu = args.results, gpu_slug(args.gpu)
     sets = args.sets or sorted(p.parent.name for p in results.glob(f"*/{gpu}") if p.is_dir()
                                and (ROOT / "kernel_specs" / "workloads" / f"{p.parent.name}.txt").is_file())
     if not sets:

@@ -64,11 +64,17 @@ def line(name: str, s: dict, when: str = "") -> str:
     return text + (f" (compared {when})" if when else "")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sets", nargs="*")
+def sets_parser(doc: str, sets_help: str) -> argparse.ArgumentParser:
+    """The arguments of the benchmarks that read committed sets' results: SET ..., --gpu, --results."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("sets", nargs="*", help=sets_help)
     parser.add_argument("--gpu", default="nvidia_h200")
     parser.add_argument("--results", type=Path, default=ROOT / "profile_results")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = sets_parser(__doc__, "set names (default: every set with a compare of the GPU)")
     args = parser.parse_args(argv)
     names = args.sets or sorted(p.parent.parent.name for p in args.results.glob(f"*/{args.gpu}/compare.csv"))
     if not names:
