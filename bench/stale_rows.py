@@ -55,7 +55,8 @@ def main(argv=None) -> int:
             print(e, file=sys.stderr)
             return 1
         kernels, rows, gone = stale_kernels(frame, hashes)
-        print(f"# {name}: {len(frame)} rows, {rows} of other code ({len(kernels)} kernel{'' if len(kernels) == 1 else 's'}), "
+        plural = "" if len(kernels) == 1 else "s"
+        print(f"# {name}: {len(frame)} rows, {rows} of other code ({len(kernels)} kernel{plural}), "
               f"{gone} of kernels no longer in the catalog")
         if kernels:
             print(f"{name} {','.join(kernels)}")
