@@ -37,6 +37,9 @@ tiles = [
      "alignment 1 makes 2-byte accesses; SM80 multistage mainloops copy 4, 8, 16 bytes"),
     ("arch = 80", "arch = 90", None, "arch", "90 is not one of"),
     ("warps = [1, 4, 1]", "warps = [1, 3, 1]", "tiles[0]", "warps", "3 warps along N do not divide the threadblock's 256"),
+    # checked as CUTLASS runs the tile (pixels as its M): a warp's 40 pixels are no multiple of the mma's M
+    ("threadblock = [64, 256, 32], warps = [1, 4, 1]", "threadblock = [64, 40, 32], warps = [1, 1, 1]", "tiles[0]", "warps",
+     "warp tile 40 along N is not a multiple of the instruction's 16"),
     ("stages = 4", "stages = 11", "tiles[0]", "stages", "11 is outside [2, 10]"),
     ('output = "f16"', 'output = "f16"\niterator = "optimized"', None, "iterator", "unknown key"),
 ])
@@ -53,7 +56,8 @@ def test_the_name_is_the_gemm_tile_and_the_descriptor_keeps_the_conv_tile(tmp_pa
     assert kernel.name == "cutlass_tensorop_f16_s16816gemm_transposed_f16_64x256_32x4_nhwc_align2"
     assert kernel.threadblock == (256, 64, 32) and kernel.warps == (4, 1, 1) and kernel.gemm_tile == (64, 256, 32)
     values = kernel.values()
-    assert values["threadblock"] == (64, 256, 32) and values["warp"] == (64, 64, 32) and values["epilogue_vector"] == 2
+    # as CUTLASS runs it: device::Gemm keeps the shape when it runs the column-major D transposed
+    assert values["threadblock"] == (256, 64, 32) and values["warp"] == (64, 64, 32) and values["epilogue_vector"] == 2
     assert kernel.adapter == "kernelgen::TransposedGemmOperation2x" and kernel.adapter_header == "gemm_adapter_2x.h"
     assert group(kernel) == "Conv2dFprop2x"  # weighed as the 2.x conv kernels until rows of its own
 

@@ -136,14 +136,16 @@ class Conv2dFprop2x:
         }
 
 
-def _check_tile(path, entry, fam, tile):
+def _check_tile(path, entry, fam, tile, axes="MNK"):
+    """``tile`` as CUTLASS runs it (pixels, output channels, reduction); ``axes``: the names the
+    family's spec gives those three dimensions, which the errors use."""
     tb, warps, inst = tile["threadblock"], tile["warps"], fam["instruction"]
     low, high = STAGES[fam["arch"]]
     if not low <= tile["stages"] <= high:
         raise SpecError(path, f"SM{fam['arch']} mainloops take {low} to {high} stages, not {tile['stages']}",
                         entry, "stages")
     for dim, (t, w, i) in enumerate(zip(tb, warps, inst)):
-        axis = "MNK"[dim]
+        axis = axes[dim]
         if t % w:
             raise SpecError(path, f"{w} warps along {axis} do not divide the threadblock's {t}", entry, "warps")
         if (t // w) % i:
@@ -185,10 +187,10 @@ def check_alignments(path, fam) -> None:
             raise SpecError(path, f"alignment {a} must be a power of two of at most 128 bits", None, "alignments")
 
 
-def check_tile_accesses(path, entry, fam, tile) -> None:
+def check_tile_accesses(path, entry, fam, tile, axes="MNK") -> None:
     """``_check_tile``, and each alignment's accesses a size the tile's mainloop copies: an SM80
     multistage one copies 4, 8 or 16 bytes."""
-    _check_tile(path, entry, fam, tile)
+    _check_tile(path, entry, fam, tile, axes)
     bits = DATA_TYPES[fam["element"]].bits
     for a in fam["alignments"]:
         if fam["arch"] >= 80 and tile["stages"] > PIPELINED and a * bits // 8 not in CP_ASYNC_BYTES:

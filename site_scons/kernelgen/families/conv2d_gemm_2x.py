@@ -18,7 +18,11 @@ its alignment must divide C and K, and other layers are ``unsupported``. Until t
 a family, a build measures each of its kernels on the layers whose C and K take no wider access than
 the kernel's, those of 16-byte accesses only where the layer has at most the tile's output channels. The descriptor keeps its
 tile as the conv kernels have theirs (pixels, output channels, reduction), which the cost model
-counts tiles by.
+counts tiles by, and so does the rendered ``GemmShape``: ``device::Gemm`` runs a column-major D as
+the row-major GEMM of its transpose (D = X W^T, M the pixels) with the threadblock and warp shapes
+it was given unchanged (cutlass/gemm/device/gemm.h, the specialization for a column-major C), so
+the shape CUTLASS is given is (pixels, output channels, reduction); given in the GEMM's terms, a
+tile of 64 output channels by 256 pixels would run as 64 pixels by 256 channels.
 """
 
 from dataclasses import dataclass, replace
@@ -86,12 +90,10 @@ class Conv2dFpropGemm2x(Conv2dFprop2x):
         return None
 
     def values(self) -> dict:
-        """The 2.x values of the tile in the GEMM's terms (the template reads no iterator: the
-        GEMM has none, and the one named here only makes the shared values whole)."""
-        m, n, k = self.gemm_tile
-        gemm = replace(self, threadblock=(m, n, k), warps=(self.warps[1], self.warps[0], self.warps[2]),
-                       iterator="optimized")
-        return Conv2dFprop2x.values(gemm)
+        """The 2.x values of the tile as CUTLASS runs it (pixels, output channels, reduction: see
+        the module's note; the template reads no iterator: the GEMM has none, and the one named
+        here only makes the shared values whole)."""
+        return Conv2dFprop2x.values(replace(self, iterator="optimized"))
 
 def expand(path, raw: dict) -> list:
     family = path.stem
@@ -99,8 +101,9 @@ def expand(path, raw: dict) -> list:
     check_alignments(path, fam)
     kernels = []
     for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
-        check_tile_accesses(path, entry, fam, tile)
         (m, n, k), (wm, wn, wk) = tile["threadblock"], tile["warps"]
+        # checked as it runs (pixels first), its errors in the spec's terms
+        check_tile_accesses(path, entry, fam, {**tile, "threadblock": (n, m, k), "warps": (wn, wm, wk)}, "NMK")
         kernels += [Conv2dFpropGemm2x(
             family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
             output=fam["output"], iterator="gemm", instruction=fam["instruction"], threadblock=(n, m, k),
