@@ -151,6 +151,11 @@ def _check_tile(path, entry, fam, tile, axes="MNK"):
         if (t // w) % i:
             raise SpecError(path, f"warp tile {t // w} along {axis} is not a multiple of the "
                             f"instruction's {i}", entry, "warps")
+    if tb[1] < 32:
+        # none of CUTLASS's own 2.x tensor-op tiles is narrower than 64 along N; 16-wide ones (of 128
+        # and 256 pixels, mma 16x8x16, K 64) wrote non-finite outputs on an H100, 32-wide ones verify
+        raise SpecError(path, f"a threadblock {tb[1]} wide along {axes[1]} (the output channels): CUTLASS 2.x "
+                        "tensor-op tiles take at least 32", entry, "threadblock")
     steps = tb[2] // warps[2] // inst[2]
     if steps < 2 or steps % 2:
         # CUTLASS's multistage mainloop (gemm/threadblock/mma_base.h) alternates two warp-level steps
