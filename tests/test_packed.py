@@ -38,7 +38,8 @@ def test_the_committed_spec_builds_kernels_named_by_tile_reduction_warps_blocks_
     pipelined = [k for k in kernels if k.stages > 1]
     shapes = ("64x64_k320_warps2x2_blocks2_stages2", "64x64_k192_warps2x2_blocks4_stages3",
               "128x64_k128_warps4x1_blocks2_stages3", "32x96_k384_warps2x2_blocks2_stages2",
-              "64x192_k128_warps2x4_blocks2_stages2", "64x256_k128_warps2x4_blocks2_stages2")
+              "64x192_k128_warps2x4_blocks2_stages2", "64x256_k128_warps2x4_blocks2_stages2",
+              "128x16_k128_warps4x1_blocks4_stages3")
     assert {k.name for k in pipelined} == {PREFIX + s for s in shapes} | {
         PREFIX.replace("_sm80_", "_sm90_") + s + "_pdl" for s in shapes}  # each of both launches
     assert all(k.includes == ("conv_packed_pipelined.h",) and k.values()["type"] == "PackedPipelinedFprop"

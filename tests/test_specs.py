@@ -47,7 +47,7 @@ def test_catalog_holds_each_family():
                                           "conv2d_fprop_packed", "depthwise_strip_half", "depthwise_multiplier",
                                           "depthwise_band")]  # profiler/dependent_kernel.h
     searched = [k for k in kernels if getattr(k, "searched", False)]
-    assert len(pdl) == 132 + 6 and len(own) == 118 and all(
+    assert len(pdl) == 133 + 6 and len(own) == 119 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
@@ -73,8 +73,8 @@ def test_catalog_holds_each_family():
     few = [k for k in kernels if k.family == "conv2d_fprop_few_channels"]
     assert len(few) == 11
     packed = [k for k in kernels if k.family == "conv2d_fprop_packed"]
-    assert len(packed) == 17 and all("_packed_" in k.name for k in packed)
-    assert sorted(k.includes for k in packed) == [("conv_packed.h",)] * 5 + [("conv_packed_pipelined.h",)] * 12
+    assert len(packed) == 19 and all("_packed_" in k.name for k in packed)
+    assert sorted(k.includes for k in packed) == [("conv_packed.h",)] * 5 + [("conv_packed_pipelined.h",)] * 14
     rows_packed = [k for k in kernels if k.family == "conv2d_fprop_rows_packed"]
     assert len(rows_packed) == 3 and all(k.includes == ("conv_rows_packed.h",) and k.mode == "rows" for k in rows_packed)
     split = [k for k in kernels if k.family.endswith("split_k")]
@@ -252,9 +252,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 991
-    assert len(select(kernels, "*", parse_arch("90"))) == 792, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 594
+    assert len(select(kernels, "*", parse_arch("90a"))) == 993
+    assert len(select(kernels, "*", parse_arch("90"))) == 794, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 595
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
