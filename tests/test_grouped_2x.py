@@ -35,10 +35,12 @@ tiles = [
     ("stages = 4", "stages = 1", "tiles[0]", "stages", "outside [2, 10]"),
     ("[64, 32, 32]", "[64, 48, 32]", "tiles[0]", "threadblock", "the tile's N 48 is not a power of two"),
     ("warps = [2, 1, 1]", "warps = [3, 1, 1]", "tiles[0]", "warps", "3 warps along M do not divide"),
-    ("[64, 32, 32], warps = [2, 1, 1]", "[128, 16, 32], warps = [4, 1, 1]", "tiles[0]", "threadblock",
-     "the filter tile of 16x32 is 64 accesses of 8 elements, fewer than the 128 threads"),
-    ("[64, 32, 32], warps = [2, 1, 1]", "[64, 16, 16], warps = [1, 1, 1]", "tiles[0]", "threadblock",
+    ("[64, 32, 32], warps = [2, 1, 1]", "[128, 32, 32], warps = [4, 2, 1]", "tiles[0]", "threadblock",
+     "the filter tile of 32x32 is 128 accesses of 8 elements, fewer than the 256 threads"),
+    ("[64, 32, 32], warps = [2, 1, 1]", "[64, 32, 16], warps = [1, 1, 1]", "tiles[0]", "threadblock",
      "the tile's K 16 is 1 of the instruction's K 16 a warp; the mainloop takes an even number, at least 2"),
+    ("[64, 32, 32], warps = [2, 1, 1]", "[128, 16, 32], warps = [4, 1, 1]", "tiles[0]", "threadblock",
+     "a threadblock 16 wide along N"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, old, new, entry, key, message):
     path = tmp_path / "family.toml"
