@@ -102,11 +102,11 @@ def expand(path, raw: dict) -> list:
     kernels = []
     for entry, tile in S.read_entries(path, fam["tiles"], "tiles", TILE):
         (m, n, k), (wm, wn, wk) = tile["threadblock"], tile["warps"]
-        # checked as it runs (pixels first), its errors in the spec's terms
-        check_tile_accesses(path, entry, fam, {**tile, "threadblock": (n, m, k), "warps": (wn, wm, wk)}, "NMK")
+        runs = {**tile, "threadblock": (n, m, k), "warps": (wn, wm, wk)}  # as CUTLASS runs it: pixels first
+        check_tile_accesses(path, entry, fam, runs, "NMK")  # its errors in the spec's terms
         kernels += [Conv2dFpropGemm2x(
             family=family, arch=fam["arch"], element=fam["element"], accumulator=fam["accumulator"],
-            output=fam["output"], iterator="gemm", instruction=fam["instruction"], threadblock=(n, m, k),
-            warps=(wn, wm, wk), stages=tile["stages"], alignment=alignment, swizzle=swizzle)
+            output=fam["output"], iterator="gemm", instruction=fam["instruction"], threadblock=runs["threadblock"],
+            warps=runs["warps"], stages=tile["stages"], alignment=alignment, swizzle=swizzle)
             for alignment in fam["alignments"] for swizzle in fam["swizzles"]]
     return kernels
