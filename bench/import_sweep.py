@@ -14,6 +14,7 @@ serves); the totals last. It changes nothing but OUT_DIR.
 """
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -47,14 +48,14 @@ def timm_sample(count: int) -> list:
 
 
 def import_one(model: str, out_dir: Path, batch: str, epilogues: str, seconds: int) -> tuple:
-    """(seconds, exit status, the importer's output) of importing ``model``."""
+    """(seconds, exit status, the importer's output, the file it writes) of importing ``model``."""
     name = "sweep_" + re.sub(r"[^A-Za-z0-9_]", "_", model.split(":")[-1]) + f"_b{batch}"  # no committed set's name
     args = [sys.executable, "-m", "kernelgen.importer", "--model", model, "--batch", batch, "--name", name,
             "--sets-dir", str(out_dir), "--replace", "--epilogues", epilogues, "--results", str(out_dir / "results")]
     start = time.monotonic()
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=seconds, cwd=ROOT,
-                              env={"PYTHONPATH": str(ROOT / "site_scons"), "PATH": "/usr/bin:/bin"})
+                              env={**os.environ, "PYTHONPATH": str(ROOT / "site_scons")})
         status, text = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired:
         status, text = -1, f"timed out after {seconds} s"
