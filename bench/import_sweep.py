@@ -5,10 +5,10 @@
 
 For each model: ``python -m kernelgen.importer`` (batch 32, epilogues written) into OUT_DIR as
 ``sweep_<model>_b<batch>.txt`` (its own process, a time limit; no committed set's name, so no set's
-earlier choices join its candidates), then ``scons candidates`` on that file (``--scons-python``:
+earlier choices join its candidates), then ``scons candidates`` on that file, ranked by the H200's model (``--scons-python``:
 a Python with the project's requirements; the importer's needs PyTorch, torchvision, timm). Prints
 a line a model: the importer's one-line error, or the lines written, the share of the recorded
-convolution and linear FLOPs they cover, the calls the file lists as not profilable, and how
+convolution and linear FLOPs they cover, the convolution calls it says the tool cannot profile, and how
 many kernels a cold build would compile (or the candidates' one-line error: a layer no kernel
 serves); the totals last. It changes nothing but OUT_DIR.
 """
