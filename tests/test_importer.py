@@ -13,7 +13,7 @@ import types
 import pytest
 
 import scons_runs
-from conftest import ROOT
+from conftest import ROOT, requires_gpu
 from kernelgen import importer
 from kernelgen.errors import WorkloadError
 from kernelgen.importer import Call, ModelError, parse_request, plan_workloads, workload_text
@@ -640,6 +640,35 @@ def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_cpu(torch_nets, tmp_
     conv, = parse_workloads(path.read_text())
     assert (conv.c, conv.k, conv.h) == (3, 8, 8)
     assert any("does not run on the meta device" in m for m in logged)
+    if not torch_nets.cuda.is_available():
+        assert any(m.endswith("running it on the CPU, which computes the whole forward pass") for m in logged)
+
+
+def test_a_model_that_cannot_run_on_meta_nor_on_the_gpu_is_recorded_on_the_cpu(torch_nets, tmp_path, monkeypatch):
+    if torch_nets.cuda.is_available():
+        pytest.skip("PyTorch sees a GPU here: the model runs there (the GPU test below)")
+    monkeypatch.setattr(torch_nets.cuda, "is_available", lambda: True)  # a GPU PyTorch cannot run the model on
+    logged = []
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:data_dependent", 1, "3x8x8"), tmp_path,
+                                     log=logged.append)
+    conv, = parse_workloads(path.read_text())
+    assert (conv.c, conv.k, conv.h) == (3, 8, 8)
+    assert any("does not run on the meta device" in m and "running it on the GPU" in m for m in logged)
+    assert any(m.startswith("the model does not run on the GPU (") and m.endswith("running it on the CPU")
+               for m in logged)
+
+
+@requires_gpu
+def test_a_model_that_cannot_run_on_meta_is_recorded_on_the_gpu(torch_nets, tmp_path):
+    if not torch_nets.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device here")
+    logged = []
+    path = importer.import_workloads(parse_request("kernelgen_test_nets:data_dependent", 2, "3x8x8"), tmp_path,
+                                     log=logged.append)
+    conv, = parse_workloads(path.read_text())
+    assert (conv.n, conv.c, conv.k, conv.h) == (2, 3, 8, 8)
+    assert any("does not run on the meta device" in m and "running it on the GPU" in m for m in logged)
+    assert not any("on the CPU" in m for m in logged)
 
 
 @pytest.mark.parametrize("model, message", [

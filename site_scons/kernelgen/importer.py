@@ -9,7 +9,7 @@
 Two halves. The PyTorch half (``record_model``) builds the model, a torchvision model by
 name (never with weights) or ``package.module:factory`` (a callable returning an
 ``nn.Module``), runs one forward pass on a BATCH x INPUT tensor on the ``meta`` device
-(shapes only, no arithmetic; on the CPU only when the model cannot run on ``meta``), and
+(shapes only, no arithmetic; on the GPU or the CPU only when the model cannot run on ``meta``), and
 records every convolution and linear call it makes through a TorchFunctionMode, functional
 calls included, as ``Call``s. The plain-Python half (``plan_workloads``, ``workload_text``)
 turns recorded calls into a workload file: every distinct 2-D convolution on an NCHW input as a
@@ -1176,11 +1176,21 @@ def model_input(model) -> tuple | None:
 
 def record_model(request: Request, log=print) -> list:
     """Build the model and record one forward pass. On the meta device (shapes only): built
-    there, or, when its constructor cannot run there, built on the CPU and moved; on the CPU,
-    which computes the whole pass, only when the forward pass cannot run on meta."""
+    there, or, when its constructor cannot run there, built on the CPU and moved; only when the
+    forward pass cannot run on meta, on the GPU where PyTorch sees one, else (or where it fails
+    there) on the CPU, each of which computes the whole pass."""
     torch, torchvision = import_torch(request)
     with _users_code():
         return _record(request, torch, model_builder(request, torch, torchvision), log)
+
+
+def _has_gpu(torch) -> bool:
+    """Whether PyTorch sees a CUDA device: where a model that cannot run on meta runs its forward
+    pass (a detection network's batch of 32 takes minutes on the CPU)."""
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # a CUDA runtime that cannot start: no GPU to run on
+        return False
 
 
 def _record(request: Request, torch, build, log) -> list:
@@ -1196,8 +1206,19 @@ def _record(request: Request, torch, build, log) -> list:
         model = model.to("meta")
         return record_calls(torch, model, _example(torch, model, shape, "meta"))
     except BaseException as e:
-        log(f"the model does not run on the meta device ({_one_line(e)}); running it on the CPU, "
+        where = "on the GPU" if _has_gpu(torch) else "on the CPU"
+        log(f"the model does not run on the meta device ({_one_line(e)}); running it {where}, "
             "which computes the whole forward pass")
+    if _has_gpu(torch):
+        try:
+            model = build().to("cuda")
+            return record_calls(torch, model, _example(torch, model, shape, "cuda"))
+        except BaseException as e:  # out of memory, an op of no CUDA kernel, ...: the CPU may still run it
+            log(f"the model does not run on the GPU ({_one_line(e)}); running it on the CPU")
+        finally:
+            model = None
+            with contextlib.suppress(Exception):
+                torch.cuda.empty_cache()
     model = build()
     try:
         return record_calls(torch, model, _example(torch, model, shape, "cpu"))
