@@ -9,8 +9,9 @@ earlier choices join its candidates), then ``scons candidates`` on that file, ra
 a Python with the project's requirements; the importer's needs PyTorch, torchvision, timm). Prints
 a line a model: the importer's one-line error, or the lines written, the share of the recorded
 convolution and linear FLOPs they cover, the convolution calls it says the tool cannot profile, and how
-many kernels a cold build would compile (or the candidates' one-line error: a layer no kernel
-serves); the totals last. It changes nothing but OUT_DIR.
+many kernels a cold build would compile, and how many of them are CUTLASS 3.x kernels (30-50 s of
+a core each; the others take seconds to 20 s), or the candidates' one-line error (a layer no
+kernel serves); the totals last. It changes nothing but OUT_DIR.
 """
 
 import argparse
@@ -70,7 +71,11 @@ def candidates(python: str, path: Path, build: Path) -> tuple:
     text = done.stdout + done.stderr
     if done.returncode == 0:
         found = re.search(r", (\d+) for ", text)
-        return 0, f"{found.group(1) if found else '?'} kernels proposed"
+        try:  # the kernel list it wrote: how many are CUTLASS 3.x kernels, which weigh most on a compile
+            heavy = sum(1 for l in (build / "candidates.txt").read_text().splitlines() if l.startswith("cutlass3x_sm90"))
+        except OSError:
+            heavy = "?"
+        return 0, f"{found.group(1) if found else '?'} kernels proposed ({heavy} CUTLASS 3.x)"
     lines = [l for l in text.strip().splitlines() if l.strip()]
     return done.returncode, lines[-1] if lines else "no output"
 
