@@ -214,20 +214,44 @@ def test_a_job_line_takes_one_setting_at_most(bare_profiler, tmp_path, line, ref
     assert (out.stdout == said and out.returncode == 2) if refused else said not in out.stdout, out.stdout + out.stderr
 
 
-# GEMMs of few output tiles and of several waves, a 3x3 convolution, a strided one and a partial tile
+# GEMMs of few output tiles and of several waves, a 3x3 convolution, a strided one and a partial
+# tile; a GEMM of 78 output tiles of 128x128 and a deep K (ConvNeXt-T's 3072 -> 768 at batch 32)
 LAYERS = [
     "n=1 h=7 w=7 c=2048 k=512 r=1 s=1 pad=0 stride=1",
     "n=32 h=28 w=28 c=256 k=512 r=1 s=1 pad=0 stride=1",
     "n=8 h=14 w=14 c=256 k=256 r=3 s=3 pad=1 stride=1",
     "n=4 h=15 w=15 c=64 k=192 r=3 s=3 pad=1 stride=2",
+    "gemm m=1568 n=768 k=3072",
 ]
+
+
+def launched_alone(profiler, problem, kernel, setting: str, folder) -> tuple:
+    """(status, message) of the profiler's run of ``kernel`` on ``problem`` with ``setting`` alone, in
+    a process of its own: the setting is the kernel's first launch there, as where `scons compare`
+    times a chosen kernel again and where the header launches it."""
+    import subprocess
+
+    from kernelgen.vocab import verify_tolerance
+
+    jobs = folder / "alone.txt"
+    jobs.write_text(f"{op_of(problem).job_line(problem)}\nkernel {kernel.name} {verify_tolerance(kernel)} "
+                    f"{setting.replace(' ', ',')}\n")
+    out = subprocess.run([str(profiler), "--jobs", str(jobs), "--repeats", "1", "--warmup", "1"],
+                         capture_output=True, text=True, timeout=120)
+    result = next((line.split("\t") for line in out.stdout.splitlines() if line.startswith("result\t")), None)
+    return (result[3], result[10]) if result else ("no result", out.stdout[-2000:] + out.stderr[-2000:])
 
 
 @requires_gpu
 def test_each_kernel_verifies_with_its_fastest_setting_recorded(tmp_path):
+    """... and runs with that setting alone, as `scons compare` and the header launch it."""
+    import os
+    from pathlib import Path
+
     from kernelgen.ops import serves as serves_op
 
     kernels = {k.name: k for spec in SPECS for k in load_family(spec)}
+    profiler = Path(os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))) / "profiler"
     for problem, frame in profile_layers(tmp_path, LAYERS, "*_searched"):
         assert sorted(frame["kernel"]) == sorted(name for name, k in kernels.items() if serves_op(k, problem))
         for row in frame.itertuples():
@@ -237,6 +261,8 @@ def test_each_kernel_verifies_with_its_fastest_setting_recorded(tmp_path):
                 assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
                 form = r"decomposition=\w+( splits=[234])?" if kernel.scheduler == "stream_k" else r"raster=[mn] swizzle=[124]"
                 assert re.fullmatch(form, row.setting), (problem.name, row.kernel, row.setting)
+                assert launched_alone(profiler, problem, kernel, row.setting, tmp_path)[0] == "ok", \
+                    (problem.name, row.kernel, row.setting, launched_alone(profiler, problem, kernel, row.setting, tmp_path))
             else:
                 assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
 
