@@ -6,7 +6,10 @@
 ## CUTLASS's DefaultEpilogue, which stores from registers).
 ## device_op(name, v): the kernel's device-level type, ${name}: GemmUniversalAdapter over
 ## ${name}_base, launched with PDL (v["pdl"], profiler/dependent_launch.h) or with a K split
-## (v["splits"], profiler/stream_k_adapter.h).
+## (v["splits"], profiler/stream_k_adapter.h). A kernel of launch settings searched (v["searched"])
+## runs a type of its own, ${name}_kernel (as CUTLASS's library names each kernel): its fixed twin
+## is the same GemmUniversal, and the same kernel compiled in two objects of one binary launched
+## from the second one's code fails ("invalid argument": the shared-memory size set on the other's).
 <%def name="epilogue(name, v, layout)">\
 % if v["store_stages"] is None:
 using ${name}_epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -31,11 +34,15 @@ using ${name}_epilogue = typename kernelgen::Sm90TmaEpilogue<
 % endif
 </%def>
 <%def name="device_op(name, v)">\
+<% kernel = name + ("_kernel" if v["searched"] else "_base") %>\
+% if v["searched"]:
+struct ${kernel} : ${name}_base {};
+% endif
 % if v["pdl"]:
-using ${name} = kernelgen::DependentLaunch<cutlass::gemm::device::GemmUniversalAdapter<${name}_base>>;
+using ${name} = kernelgen::DependentLaunch<cutlass::gemm::device::GemmUniversalAdapter<${kernel}>>;
 % elif v["splits"] is None:
-using ${name} = cutlass::gemm::device::GemmUniversalAdapter<${name}_base>;
+using ${name} = cutlass::gemm::device::GemmUniversalAdapter<${kernel}>;
 % else:
-using ${name} = kernelgen::SplitK<cutlass::gemm::device::GemmUniversalAdapter<${name}_base>, ${v["splits"]}>;
+using ${name} = kernelgen::SplitK<cutlass::gemm::device::GemmUniversalAdapter<${kernel}>, ${v["splits"]}>;
 % endif
 </%def>

@@ -251,6 +251,7 @@ class GemmSm90:
             # the K split of a stream-K kernel (kernelgen::SplitK): 0, the scheduler's choice; None: not stream-K
             "splits": None if self.scheduler != "stream_k" else (self.splits or 0),
             "pdl": self.launch == "pdl",  # the device operator wrapped in kernelgen::DependentLaunch
+            "searched": self.searched,  # a kernel type of its own (sm90_epilogue.mako's device_op)
             # the epilogue's fusion operation (kernelgen.fusion); None: CUTLASS's default, D = alpha acc + beta C
             "fusion": fusion_cpp(self.fusion, output, DATA_TYPES[self.accumulator].cpp, source,
                                  per_row=self.channels_along_m) if self.fusion else None,
