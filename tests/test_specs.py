@@ -199,10 +199,10 @@ def test_catalog_holds_each_family():
                for k in searched)
     assert sum(k.scheduler == "stream_k" for k in searched) == 3 and all(k.source == "void" for k in searched)
     assert {(k.scheduler, k.launch) for k in searched} == {("stream_k", "stream"), ("default", "pdl")}
-    for k in searched:  # the kernel of its fixed twin, its adapter the twin's searching its settings
+    for k in searched:  # the kernel of its fixed twin (a type of its own), its adapter the twin's searching its settings
         twin = dataclasses.replace(k, searched=False)
         assert k.name == twin.name + "_searched" and k.adapter == twin.adapter.replace("kernelgen::", "kernelgen::Searched")
-        assert k.values() == twin.values() and k.includes == twin.includes
+        assert k.values() == {**twin.values(), "searched": True} and k.includes == twin.includes
     dense_narrow = [k for k in kernels if k.family == "conv2d_fprop_narrow"]
     assert len(dense_narrow) == 27 and all(k.op == "conv2d_fprop" and k.fusible and "_narrow3x3_" in k.name
                                            and k.adapter_header == "narrow_adapter.h" for k in dense_narrow)
