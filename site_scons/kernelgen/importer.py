@@ -1213,7 +1213,7 @@ def _record(request: Request, torch, build, log) -> list:
         try:
             model = build().to("cuda")
             return record_calls(torch, model, _example(torch, model, shape, "cuda"))
-        except BaseException as e:  # out of memory, an op of no CUDA kernel, ...: the CPU may still run it
+        except Exception as e:  # out of memory, an op of no CUDA kernel, ...: the CPU may still run it
             log(f"the model does not run on the GPU ({_one_line(e)}); running it on the CPU")
         finally:
             model = None
