@@ -272,8 +272,8 @@ def test_each_kernel_verifies_with_its_fastest_setting_recorded(tmp_path):
                 assert 0 < row.rel_l2_error < 1e-3 and row.rel_max_error < 1e-3, (problem.name, row.kernel)
                 form = r"decomposition=\w+( splits=[234])?" if kernel.scheduler == "stream_k" else r"raster=[mn] swizzle=[124]"
                 assert re.fullmatch(form, row.setting), (problem.name, row.kernel, row.setting)
-                assert launched_alone(profiler, problem, kernel, row.setting, tmp_path)[0] == "ok", \
-                    (problem.name, row.kernel, row.setting, launched_alone(profiler, problem, kernel, row.setting, tmp_path))
+                alone = launched_alone(profiler, problem, kernel, row.setting, tmp_path)
+                assert alone[0] == "ok", (problem.name, row.kernel, row.setting, alone)
             else:
                 assert row.status == "unsupported", (problem.name, row.kernel, row.status, row.message)
 

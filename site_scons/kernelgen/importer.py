@@ -1206,10 +1206,10 @@ def _record(request: Request, torch, build, log) -> list:
         model = model.to("meta")
         return record_calls(torch, model, _example(torch, model, shape, "meta"))
     except BaseException as e:
-        where = "on the GPU" if _has_gpu(torch) else "on the CPU"
-        log(f"the model does not run on the meta device ({_one_line(e)}); running it {where}, "
+        gpu = _has_gpu(torch)
+        log(f"the model does not run on the meta device ({_one_line(e)}); running it on the {'GPU' if gpu else 'CPU'}, "
             "which computes the whole forward pass")
-    if _has_gpu(torch):
+    if gpu:
         try:
             model = build().to("cuda")
             return record_calls(torch, model, _example(torch, model, shape, "cuda"))
