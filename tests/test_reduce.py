@@ -1,12 +1,13 @@
 """The reducer: CSV validation, the total order of the choice, refusals that name the file,
 and a header that stays as it was when a reduction fails."""
 
+import dataclasses
 import re
 
 import pytest
 
 from conftest import ROOT
-from kernelgen import render, results
+from kernelgen import reduce, render, results
 from kernelgen.errors import ResultsError
 from kernelgen.reduce import HEADER_FILES, build_header, load_set, select_best
 from kernelgen.specs import load_catalog
@@ -219,6 +220,58 @@ def test_a_dependent_launch_winner_turns_on_grid_dependency_control_before_cutla
     if dependent:
         assert text.index(define) < text.index('#include "cutlass/cutlass.h"') < text.index("---- dependent_launch.h")
         assert "programmatic dependent launch" in text
+
+
+STREAM = PDL.replace("_pdl", "")  # one CUTLASS kernel type with PDL, compiled without grid-dependency control
+
+
+def pdl_set(tmp_path, times):
+    """times: for each of MIXED's problems, kernel -> runtime; the hashes of their kernels."""
+    hashes = {k: "h" + k[-12:] for table in times for k in table}
+    for problem, table in zip(MIXED, times):
+        results.write_csv(tmp_path / f"{problem.name}.csv",
+                          [row(problem.name, k, runtime=ms, kernel_hash=hashes[k]) for k, ms in table.items()])
+    return hashes
+
+
+@pytest.mark.parametrize("times, chosen", [
+    # each way kept in turn, the other's problems choose again: PDL everywhere 0.1 + 0.11, STREAM 0.12 + 0.1
+    ([{PDL: 0.1, STREAM: 0.12, SM80: 0.2}, {PDL: 0.11, STREAM: 0.1, SM80: 0.2}], [PDL, PDL]),
+    ([{PDL: 0.1, STREAM: 0.12, SM80: 0.2}, {PDL: 0.13, STREAM: 0.1, SM80: 0.2}], [STREAM, STREAM]),
+    # the GEMM has no PDL row: keeping PDL gives it SM80 (0.1 + 0.2), keeping STREAM 0.12 + 0.1
+    ([{PDL: 0.1, STREAM: 0.12, SM80: 0.2}, {STREAM: 0.1, SM80: 0.2}], [STREAM, STREAM]),
+    ([{PDL: 0.1, SM80: 0.15}, {STREAM: 0.1, SM80: 0.2}], [SM80, STREAM]),  # 0.15 + 0.1 against 0.1 + 0.2
+    ([{PDL: 0.1, SM80: 0.25}, {STREAM: 0.1, SM80: 0.2}], [PDL, SM80]),
+    # one way alone, or two kernel types: nothing to change
+    ([{PDL: 0.1, STREAM: 0.12}, {PDL: 0.1, STREAM: 0.12}], [PDL, PDL]),
+    ([{PDL: 0.1, SM80: 0.2}, {GEMM: 0.1, STREAM: 0.12}], [PDL, GEMM]),
+])
+def test_a_kernel_type_is_chosen_compiled_one_way(tmp_path, times, chosen):
+    hashes = pdl_set(tmp_path, times)
+    frame = load_set(tmp_path, MIXED)
+    assert list(select_best(frame, MIXED, hashes, kernels_by_name=CATALOG)["kernel"]) == chosen
+    entries = {n: {"op": k.op, "element": k.element, "tolerance": 1e-2,
+                   **({"shared_type": list(k.shared_type)} if k.shared_type else {})}
+               for n, k in CATALOG.items() if n in hashes and hasattr(k, "shared_type")} | \
+        {n: {"op": CATALOG[n].op, "element": "f16", "tolerance": 1e-2} for n in hashes if n == SM80}
+    assert list(reduce.choose(frame, MIXED, hashes, entries)["kernel"]) == chosen, "as the manifest's entries say"
+    assert list(select_best(frame, MIXED, hashes)["kernel"]) == [min(t, key=t.get) for t in times], "no descriptors"
+
+
+def test_a_kernel_type_chosen_two_ways_without_another_kernel_is_refused_naming_both(tmp_path):
+    hashes = pdl_set(tmp_path, [{PDL: 0.1}, {STREAM: 0.1}])
+    with pytest.raises(ResultsError, match=f"kernels {STREAM} and {PDL} are one CUTLASS kernel compiled two ways"):
+        select_best(load_set(tmp_path, MIXED), MIXED, hashes, kernels_by_name=CATALOG)
+
+
+def test_a_searched_kernel_is_a_type_of_its_own():
+    searched = next(k for k in CATALOG.values() if getattr(k, "searched", False))
+    twin = dataclasses.replace(searched, searched=False)
+    assert searched.shared_type is None
+    assert twin.shared_type == (dataclasses.replace(twin, launch="stream").name, twin.launch) == (
+        dataclasses.replace(twin, launch="stream").name, "pdl")
+    split = next(k for k in CATALOG.values() if getattr(k, "splits", None))
+    assert split.shared_type[0] == dataclasses.replace(split, splits=None).name != split.name, "a split of one type"
 
 
 def test_header_template_errors_name_the_template(tmp_path):

@@ -55,6 +55,16 @@ def plan_of(kernels: list, templates_dir, profiler_dir, arch, flags: list[str], 
                      left_out=left_out)
 
 
+def _entry(kernel, kernel_hash: str) -> dict:
+    """A kernel's manifest entry; with ``shared_type`` where it has one (``reduce.one_code_a_type``)."""
+    entry = {"family": kernel.family, "hash": kernel_hash, "op": kernel.op, "element": kernel.element,
+             "tolerance": verify_tolerance(kernel)}
+    shared = getattr(kernel, "shared_type", None)
+    if shared is not None:
+        entry["shared_type"] = list(shared)
+    return entry
+
+
 def plan_from(kernels: list, sources: dict, hashes: dict, templates_dir, arch, cutlass: str,
               pairs: dict | None = None, part: bool = False, left_out: tuple = ()) -> BuildPlan:
     """``plan_of`` ``kernels`` whose sources and hashes are rendered already (``sources`` and
@@ -65,8 +75,7 @@ def plan_from(kernels: list, sources: dict, hashes: dict, templates_dir, arch, c
     manifest = {
         "arch": str(arch),
         "cutlass": cutlass,
-        "kernels": {k.name: {"family": k.family, "hash": hashes[k.name], "op": k.op, "element": k.element,
-                             "tolerance": verify_tolerance(k)} for k in kernels},
+        "kernels": {k.name: _entry(k, hashes[k.name]) for k in kernels},
     }
     if pairs is not None:
         manifest["pairs"] = pairs

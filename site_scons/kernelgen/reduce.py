@@ -119,7 +119,7 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
     The rows of each workload are sorted out by position (``_select``), once over the frame's
     columns, rather than by masks of the whole frame for every workload, and the fastest found
     among them by position (``fastest_position``), without sorting a frame for each workload."""
-    chosen, unmeasured_counts, stale_counts, every = [], [], [], hashes
+    chosen, oks, unmeasured_counts, stale_counts, every = [], [], [], [], hashes
     problems = list(problems)
     if not problems:
         return pd.DataFrame(chosen)
@@ -156,11 +156,71 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
             raise ResultsError(source, f"workload {problem.name} has no kernel that ran correctly on the current "
                                f"code ({', '.join(counts) or 'no row'}): run scons profile")
         chosen.append(fastest_position(columns, ok))
+        oks.append(ok)
         unmeasured_counts.append(unmeasured)
         stale_counts.append(len(stale))
+    if kernels_by_name is not None:
+        chosen = one_code_a_type(columns, problems, oks, chosen, kernels_by_name)
     best = frame.iloc[chosen].reset_index(drop=True)  # the chosen rows, taken together
     best["unmeasured"], best["stale"] = unmeasured_counts, stale_counts
     return best
+
+
+def shared_type(kernel) -> tuple | None:
+    """A descriptor's or manifest entry's ``shared_type`` (GemmSm90.shared_type), None if none."""
+    shared = kernel.get("shared_type") if isinstance(kernel, dict) else getattr(kernel, "shared_type", None)
+    return None if shared is None else tuple(shared)
+
+
+def one_code_a_type(columns: dict, problems, oks: list, chosen: list, kernels_by_name: dict) -> list:
+    """``chosen`` (each problem's fastest of its ``oks``, positions in the frame of ``columns``) with
+    each kernel type chosen compiled one way (``shared_type``): a kernel of programmatic dependent
+    launch and its stream twin instantiate one CUTLASS kernel, and a binary that links both runs
+    one of the two codes for both, the one without CUTLASS's grid-dependency control perhaps
+    launched as a dependent that reads its input before the kernel before it has written it. Where
+    the choices hold a type both ways, each way is tried kept, the problems of the other choosing
+    their fastest of the rest, and the way of the least total time (runtime times count) is kept."""
+    kernel, runtime = columns["kernel"], columns["runtime_ms"]
+    codes = {n: shared_type(k) for n, k in kernels_by_name.items()}
+    codes = {n: code for n, code in codes.items() if code is not None}
+    if not codes:
+        return chosen
+    counts = [getattr(p, "count", 1) or 1 for p in problems]
+    banned = set()
+    while True:
+        ways = {}  # type -> how it is compiled -> the problems that chose it so
+        for at, i in enumerate(chosen):
+            code = codes.get(kernel[i])
+            if code is not None:
+                ways.setdefault(code[0], {}).setdefault(code[1], []).append(at)
+        clash = next((t for t in sorted(ways) if len(ways[t]) > 1), None)
+        if clash is None:
+            return chosen
+        tried = []
+        for keep in sorted(ways[clash]):
+            ban = banned | {(clash, way) for way in ways[clash] if way != keep}
+            moved = [at for way, ats in ways[clash].items() if way != keep for at in ats]
+            trial = _chosen_again(columns, oks, chosen, moved, lambda name: codes.get(name) not in ban)
+            if trial is not None:
+                tried.append((sum(runtime[i] * n for i, n in zip(trial, counts)), keep, ban, trial))
+        if not tried:
+            names = sorted({kernel[chosen[at]] for ats in ways[clash].values() for at in ats})
+            raise ResultsError(columns["source"][chosen[0]], f"kernels {' and '.join(names)} are one CUTLASS kernel "
+                               "compiled two ways, which one binary cannot hold, and the workloads that chose each "
+                               "ran no other kernel correctly: run scons profile with more kernels")
+        _, _, banned, chosen = min(tried, key=lambda t: (t[0], t[1]))
+
+
+def _chosen_again(columns: dict, oks: list, chosen: list, moved: list, allowed) -> list | None:
+    """``chosen`` with each problem of ``moved`` choosing the fastest of its ``oks`` whose kernel
+    ``allowed`` lets in; None if one of them has none."""
+    out = list(chosen)
+    for at in moved:
+        rest = [i for i in oks[at] if allowed(columns["kernel"][i])]
+        if not rest:
+            return None
+        out[at] = fastest_position(columns, rest)
+    return out
 
 
 def _select(columns: dict, where, hashes: dict, tolerances: dict | None) -> tuple:

@@ -24,7 +24,7 @@ the activations and filters into the workspace first (profiler/padded_adapter.h;
 ``_padc``).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from .. import spec_schema as S
@@ -224,6 +224,17 @@ class GemmSm90:
                 f"{SM90_LAUNCHES[self.launch][1]}{self.name_suffix}{'_padc' if self.pad_channels else ''}"
                 f"{SEARCHED_SUFFIX if self.searched else ''}"
                 f"{epilogue_suffix(self.fusion)}")
+
+    @property
+    def shared_type(self) -> tuple | None:
+        """(what names its CUTLASS kernel type, how that type is compiled): kernels of one type but
+        their launch (and splits, the adapter's) instantiate one GemmUniversal, compiled with
+        CUTLASS's grid-dependency control for a programmatic dependent launch and without it for a
+        stream one. One binary holds one code of a kernel type, so a header chooses that type one
+        way (``reduce.one_code_a_type``). None for a searched kernel: a type of its own."""
+        if self.searched:
+            return None
+        return replace(self, launch="stream", splits=None).name, self.launch
 
     @property
     def scheduler_suffix(self) -> str:
