@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import ROOT
-from kernelgen import reduce, render, results
+from kernelgen import commands, reduce, render, results, units
 from kernelgen.errors import ResultsError
 from kernelgen.reduce import HEADER_FILES, build_header, load_set, select_best
 from kernelgen.specs import load_catalog
@@ -272,6 +272,23 @@ def test_a_searched_kernel_is_a_type_of_its_own():
         dataclasses.replace(twin, launch="stream").name, "pdl")
     split = next(k for k in CATALOG.values() if getattr(k, "splits", None))
     assert split.shared_type[0] == dataclasses.replace(split, splits=None).name != split.name, "a split of one type"
+
+
+@pytest.mark.parametrize("units_of, lone", [
+    # STREAM (not chosen) shares GEMM's unit while PDL is chosen: GEMM is compiled alone
+    ({GEMM: "u1", STREAM: "u1", PDL: "u2", SM80: "u2"}, [GEMM]),
+    ({GEMM: "u1", SM80: "u1", PDL: "u2", STREAM: "u2"}, [PDL]),
+    ({GEMM: "u1", SM80: "u1", PDL: "u2", STREAM: "u3"}, []),  # STREAM's unit is not linked
+    ({GEMM: GEMM, PDL: "u2", STREAM: "u2"}, [PDL]),  # a kernel's own object has no mates
+])
+def test_the_library_compiles_alone_a_chosen_kernel_whose_unit_holds_its_type_the_other_way(units_of, lone):
+    members = {}
+    for name, stem in units_of.items():
+        if stem != name:
+            members.setdefault(stem, []).append(name)
+    linked = [GEMM, PDL] if PDL in units_of else [GEMM]
+    kernels = [CATALOG[n] for n in units_of]
+    assert commands.lone_kernels(linked, units.Units(units_of, members), kernels) == lone
 
 
 def test_header_template_errors_name_the_template(tmp_path):

@@ -276,6 +276,26 @@ def library_kernels(config: Config, everything: list, hashes: dict) -> list | No
     return reduce.launch_order(best, config.problems)
 
 
+def lone_kernels(linked: list, units: units_module.Units, everything: list) -> list:
+    """The chosen kernels (``linked``) the library compiles each in an object of its own rather than
+    linking its unit's: those whose unit holds a kernel of a type chosen (``shared_type``, one way
+    a set: ``reduce.one_code_a_type``) compiled the other way. The linker takes a unit's object
+    whole, and a binary holds one code of a kernel type: that one might be the other way's."""
+    by_name = {k.name: k for k in everything}
+    chosen = dict(_shared_type(by_name.get(n)) for n in linked if _shared_type(by_name.get(n)))
+    lone = []
+    for name in linked:
+        mates = units.members.get(units.objects[name], ())
+        if any(code and code[0] in chosen and code[1] != chosen[code[0]]
+               for code in (_shared_type(by_name.get(m)) for m in mates)):
+            lone.append(name)
+    return lone
+
+
+def _shared_type(kernel) -> tuple | None:
+    return getattr(kernel, "shared_type", None)
+
+
 def list_text(config: Config, everything: list) -> str:
     """What `scons list` prints (kernelgen.listing): the kernels of the build that KERNELS= selects;
     each kernel on its own line when KERNELS= narrows them."""
