@@ -193,10 +193,16 @@ NEEDS_NVCC = (pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None,
 requires_nvcc = _marked(*NEEDS_NVCC)  # (NEEDS_NVCC: the marks of a parametrized case, pytest.param(marks=))
 
 
+def build_folder(tmp_path) -> str:
+    """The BUILD of a GPU test: $KERNELGEN_TEST_BUILD where set (one build shared by several
+    tests, its kernels compiled once), else a folder of ``tmp_path``."""
+    return os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+
+
 def profile_layers(tmp_path, layers: list, kernels: str) -> list:
     """`scons profile` on the GPU of ``layers`` (conv2d_fprop lines, less the op, or whole workload
     lines) with every kernel KERNELS=``kernels`` selects measured on each (TOP=listed), into
-    ``tmp_path``; BUILD is $KERNELGEN_TEST_BUILD if set (one build shared by several tests).
+    ``tmp_path``; BUILD ``build_folder``.
     [(problem, its CSV's rows)] of the layers a selected kernel serves; a layer none serves the
     narrowed build leaves out (commands.narrowed_problems): asserted here to have no CSV, the build
     having said so."""
@@ -215,7 +221,7 @@ def profile_layers(tmp_path, layers: list, kernels: str) -> list:
     text = "".join(layer + "\n" if layer.split()[0] in OPS else f"conv2d_fprop {layer}\n" for layer in layers)
     workloads = tmp_path / "odd.txt"
     workloads.write_text(text)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
                           "TOP=listed", f"KERNELS={kernels}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=3600)

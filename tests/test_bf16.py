@@ -2,11 +2,10 @@
 them against the reference in bf16 at bf16's tolerance, and the header of a bf16 set takes bf16.
 (On a GPU; the CPU parts of the same path are in test_ops.py and test_launcher.py.)"""
 
-import os
 
 import pytest
 
-from conftest import ROOT, requires_gpu
+from conftest import ROOT, build_folder, requires_gpu
 from kernelgen import results
 from kernelgen.ops import serves
 from kernelgen.specs import load_catalog
@@ -36,7 +35,7 @@ def test_the_bf16_kernels_serve_bf16_workloads_only_at_bf16s_tolerance():
 def test_bf16_kernels_are_verified_in_bf16_and_give_a_bf16_header(tmp_path):
     workloads = tmp_path / "bf16.txt"
     workloads.write_text(LAYERS)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     common = [f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={','.join(BF16)}", f"RESULTS={tmp_path / 'results'}",
               f"BUILD={build}"]
     scons("profile", *common, "PROFILE_TIMEOUT=20")

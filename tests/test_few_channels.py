@@ -2,7 +2,6 @@
 kernel before anything is generated, its generated source, and on a GPU the kernels verified on
 small odd layers."""
 
-import os
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_family_refused, requires_gpu, requires_nvcc
+from conftest import ROOT, assert_family_refused, build_folder, requires_gpu, requires_nvcc
 from kernelgen import render, results
 from kernelgen.profile import query_gpu
 from kernelgen.families import conv2d_few_channels as fc
@@ -210,7 +209,7 @@ def test_each_kernel_verifies_on_small_odd_layers_and_refuses_others(tmp_path):
     text = "".join(f"conv2d_fprop {layer}\n" for layer in LAYERS)
     workloads = tmp_path / "odd.txt"
     workloads.write_text(text)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
                           "TOP=listed", f"KERNELS={PREFIX}*", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=3600)

@@ -6,7 +6,6 @@ them by their epilogue (best_kernels::Epilogue) and its launcher takes their bia
 on a GPU every fused kernel is checked against the reference convolution through the same
 epilogue."""
 
-import os
 from dataclasses import replace
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_kernels_compile, requires_gpu, requires_nvcc
+from conftest import ROOT, assert_kernels_compile, build_folder, requires_gpu, requires_nvcc
 from kernelgen import fusion, render
 from kernelgen.cost_model import serves
 from kernelgen.families.conv2d_sm90 import Conv2dFpropSm90
@@ -521,7 +520,7 @@ def profile_epilogues(tmp_path, epilogues, *options, gemm=True) -> tuple:
         lines += [f"gemm m=200 n=256 k=64 epilogue={epilogue}"] if gemm else []
     workloads = tmp_path / "fused.txt"
     workloads.write_text("\n".join(lines) + "\n")
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}", *options,
                           f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=3600)

@@ -4,12 +4,11 @@ run carries on, and the reducer never picks them; awkward channel counts are ser
 Set KERNELGEN_TEST_BUILD to a build directory that already holds the real kernels' objects
 (e.g. generated/) to reuse them instead of compiling."""
 
-import os
 import shutil
 import subprocess
 import sys
 
-from conftest import ROOT, requires_gpu, workload_file  # noqa: F401  (fixture)
+from conftest import ROOT, build_folder, requires_gpu, workload_file  # noqa: F401  (fixture)
 from kernelgen import results
 from kernelgen.profile import query_gpu
 from kernelgen.workloads import parse_workloads
@@ -66,7 +65,7 @@ def test_faulty_kernels_are_recorded_and_never_chosen(tmp_path, workload_file):
 def test_awkward_channel_counts_get_a_verified_kernel(tmp_path):
     layers = tmp_path / "awkward.txt"
     layers.write_text(AWKWARD)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     # TOP=listed: each of the three on each layer, whatever GPU (no cost model of its own needed)
     common = [f"WORKLOADS={layers}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}", "TOP=listed"]
     scons("profile", f"KERNELS={NARROW},{WIDE},{SM90}", *common)

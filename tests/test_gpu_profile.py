@@ -5,14 +5,13 @@ already holds the kernels' objects (e.g. generated/) to reuse them instead of co
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, requires_gpu, workload_file  # noqa: F401  (fixture)
+from conftest import ROOT, build_folder, requires_gpu, workload_file  # noqa: F401  (fixture)
 from kernelgen import results
 from kernelgen.profile import query_gpu
 from kernelgen.workloads import parse_workloads
@@ -43,7 +42,7 @@ def scons(*args):
 
 @requires_gpu
 def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastest(tmp_path, workload_file):
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     common = [f"WORKLOADS={workload_file}", "TOP=listed", f"KERNELS={KERNELS}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"]
     scons("profile", *common)
     problems = parse_workloads(workload_file.read_text())
@@ -115,7 +114,7 @@ def test_resident_kernels_are_verified_on_full_and_partial_tiles_and_refuse_othe
     text = "".join(f"conv2d_fprop {layer}\n" for layer in sorted(computes | set(refuses)))
     workloads = tmp_path / "layers.txt"
     workloads.write_text(text)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     scons("profile", f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
     for layer, problem in zip(sorted(computes | set(refuses)), parse_workloads(text)):
         frame = results.read_csv(this_gpu(tmp_path / "results", "layers") / f"{problem.name}.csv")

@@ -3,7 +3,6 @@ profiler/narrow_conv.h): its spec, the layers it serves and refuses (the profile
 mirrored for the cost model), its shared memory, its fused variants, the kernels compiled through
 the rendering, and on a GPU the kernels verified, plain and fused, on small odd layers."""
 
-import os
 import re
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_family_refused, assert_kernels_compile, requires_gpu, requires_nvcc
+from conftest import ROOT, assert_family_refused, assert_kernels_compile, build_folder, requires_gpu, requires_nvcc
 from kernelgen import cost_model, fusion, render, results
 from kernelgen.families import conv2d_narrow as narrow
 from kernelgen.ops.conv2d_fprop import Conv2dProblem
@@ -270,7 +269,7 @@ def test_each_kernel_verifies_on_small_odd_layers_plain_and_fused(tmp_path):
 
     workloads = tmp_path / "narrow.txt"
     workloads.write_text("".join(f"conv2d_fprop {line}\n" for line in LAYERS))
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}", "TOP=all",
                           "KERNELS=*_narrow3x3_*", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=3600)

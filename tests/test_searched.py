@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import ROOT, assert_family_refused, assert_kernels_compile, profile_layers, requires_gpu, requires_nvcc
+from conftest import ROOT, assert_family_refused, assert_kernels_compile, build_folder, profile_layers, requires_gpu, requires_nvcc
 from kernelgen import candidates, render, results
 from kernelgen.cost_model import load_model, serves
 from kernelgen.errors import ResultsError
@@ -250,7 +250,6 @@ def launched_alone(profiler, problem, kernel, setting: str, folder) -> tuple:
 def test_each_kernel_verifies_with_its_fastest_setting_recorded(tmp_path):
     """... and runs with that setting alone, as `scons compare` and the header launch it, in a
     profiler that links its fixed twin too (the listed ones: the stream-K kernels), launched first."""
-    import os
     from pathlib import Path
 
     from kernelgen.ops import serves as serves_op
@@ -259,7 +258,7 @@ def test_each_kernel_verifies_with_its_fastest_setting_recorded(tmp_path):
     listed = {k.name for k in load_catalog(FAMILIES)}
     twins = {t.name: t for t in (replace(k, searched=False) for k in kernels.values()) if t.name in listed}
     assert len(twins) == 2
-    profiler = Path(os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))) / "profiler"
+    profiler = Path(build_folder(tmp_path)) / "profiler"
     for problem, frame in profile_layers(tmp_path, LAYERS, ",".join(["*_searched", *twins])):
         assert sorted(frame["kernel"]) == sorted(name for name, k in {**kernels, **twins}.items()
                                                  if serves_op(k, problem))

@@ -4,11 +4,10 @@ output tiles and a long K. What they render to, what they serve, and on a GPU th
 verified on the layers they serve, relaunched many times (a split-K launch on the counters
 another left would never finish), and refuse the others."""
 
-import os
 
 import pytest
 
-from conftest import ROOT, requires_gpu
+from conftest import ROOT, build_folder, requires_gpu
 from kernelgen import cost_model, render
 from kernelgen.ops import serves
 from kernelgen.ops.gemm import GemmProblem
@@ -155,7 +154,7 @@ def test_small_problem_kernels_are_verified_relaunched_and_refuse_other_layers(t
     text = "".join(f"{layer}\n" for layer in layers)
     workloads = tmp_path / "layers.txt"
     workloads.write_text(text)
-    build = os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
+    build = build_folder(tmp_path)
     scons("profile", f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}",
           "PROFILE_TIMEOUT=20")
     for layer, problem in zip(layers, parse_workloads(text)):
