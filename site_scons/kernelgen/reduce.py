@@ -204,10 +204,12 @@ def one_code_a_type(columns: dict, problems, oks: list, chosen: list, kernels_by
             if trial is not None:
                 tried.append((sum(runtime[i] * n for i, n in zip(trial, counts)), keep, ban, trial))
         if not tried:
-            names = sorted({kernel[chosen[at]] for ats in ways[clash].values() for at in ats})
-            raise ResultsError(columns["source"][chosen[0]], f"kernels {' and '.join(names)} are one CUTLASS kernel "
-                               "compiled two ways, which one binary cannot hold, and the workloads that chose each "
-                               "ran no other kernel correctly: run scons profile with more kernels")
+            ats = sorted(at for each in ways[clash].values() for at in each)
+            names = sorted({kernel[chosen[at]] for at in ats})
+            raise ResultsError(columns["source"][chosen[ats[0]]], f"kernels {' and '.join(names)} are one CUTLASS "
+                               "kernel compiled two ways, which one binary cannot hold, and workloads "
+                               f"{', '.join(problems[at].name for at in ats)} ran no other kernel correctly: "
+                               "run scons profile with more kernels")
         _, _, banned, chosen = min(tried, key=lambda t: (t[0], t[1]))
 
 
