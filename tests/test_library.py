@@ -157,3 +157,31 @@ def test_a_clean_checkouts_library_compiles_its_chosen_kernels_in_one_unit_with_
     assert sorted(compiled(toolchain, before)) == ["best_kernels_launcher.cu", f"{unit}.cu"], out.stdout
     assert f"[1/1] nvcc {unit}.cu (2 kernels)" in out.stdout
     assert members(tmp_path / "clean" / "sets" / "pair" / "libbest_kernels.a") == ["best_kernels_launcher.o", f"{unit}.o"]
+
+
+@needs_ar
+def test_a_chosen_kernel_whose_unit_holds_a_chosen_type_compiled_the_other_way_is_linked_from_its_own_object(tmp_path):
+    """The first layer chooses an SM90 kernel of dependent launch (PDL), the second another kernel
+    (OTHER) compiled in one unit with PDL's stream twin (STREAM, chosen by neither): the library
+    links OTHER from an object of its own, not that unit, which would bring STREAM's code of PDL's
+    type beside PDL's (commands.lone_kernels)."""
+    from kernelgen.workloads import parse_workloads
+
+    pdl = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_64x32x64_1x1x1_0_tnt_align8_warpspecialized_pingpong_epi_tma_pdl"
+    stream = pdl.removesuffix("_pdl")
+    other = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_warpspecialized_pingpong_epi_tma"
+    project, toolchain = make_fake_build(tmp_path)
+    text = "gemm m=256 n=1000 k=2048\ngemm m=512 n=768 k=768\n"
+    (project / "kernel_specs" / "workloads" / "twins.txt").write_text(text)
+    first, second = (p.name for p in parse_workloads(text))
+    toolchain.behave({f"{first}/{pdl}": 0.5, f"{second}/{other}": 0.5})
+    common = ["WORKLOADS=twins", "SPECS=kernel_specs/families", f"KERNELS={pdl},{stream},{other}",
+              f"NVCC={toolchain.nvcc}", f"BUILD={tmp_path / 'build'}"]
+    run(project, "profile", *common)
+    unit = units.unit_name([other, stream])
+    assert (tmp_path / "build" / "obj" / f"{unit}.o").is_file(), "the profile compiled the stream kernels in one unit"
+    before = len(toolchain.argvs())
+    out = run(project, "library", *common)
+    assert sorted(compiled(toolchain, before)) == sorted(["best_kernels_launcher.cu", f"{other}.cu"]), out.stdout
+    assert sorted(members(tmp_path / "build" / "sets" / "twins" / "libbest_kernels.a")) == sorted(
+        ["best_kernels_launcher.o", f"{other}.o", f"{pdl}.o"])
