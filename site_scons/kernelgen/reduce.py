@@ -181,7 +181,8 @@ def one_code_a_type(columns: dict, problems, oks: list, chosen: list, kernels_by
     the choices hold a type both ways, each way is tried kept, the problems of the other choosing
     their fastest of the rest, and the way of the least total time (runtime times count) is kept."""
     kernel, runtime = columns["kernel"], columns["runtime_ms"]
-    codes = {n: shared_type(k) for n, k in kernels_by_name.items()}
+    rows = {kernel[i] for ok in oks for i in ok}  # (a fused set's catalog is tens of thousands)
+    codes = {n: shared_type(kernels_by_name[n]) for n in rows if n in kernels_by_name}
     codes = {n: code for n, code in codes.items() if code is not None}
     if not codes:
         return chosen

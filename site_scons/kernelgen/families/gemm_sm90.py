@@ -225,7 +225,7 @@ class GemmSm90:
                 f"{SEARCHED_SUFFIX if self.searched else ''}"
                 f"{epilogue_suffix(self.fusion)}")
 
-    @property
+    @cached_property
     def shared_type(self) -> tuple | None:
         """(what names its CUTLASS kernel type, how that type is compiled): kernels of one type but
         their launch (and splits, the adapter's) instantiate one GemmUniversal, compiled with
