@@ -185,3 +185,26 @@ def test_a_chosen_kernel_whose_unit_holds_a_chosen_type_compiled_the_other_way_i
     assert sorted(compiled(toolchain, before)) == sorted(["best_kernels_launcher.cu", f"{other}.cu"]), out.stdout
     assert sorted(members(tmp_path / "build" / "sets" / "twins" / "libbest_kernels.a")) == sorted(
         ["best_kernels_launcher.o", f"{other}.o", f"{pdl}.o"])
+
+
+def test_the_header_build_names_a_choice_moved_off_its_fastest_row_for_its_type(tmp_path):
+    """Each layer runs a PDL kernel or its stream twin fastest, by as much: the set keeps one way
+    (the first by name, at equal totals), and the header build says which layer it moved and from what."""
+    from kernelgen.workloads import parse_workloads
+
+    pdl = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_64x32x64_1x1x1_0_tnt_align8_warpspecialized_pingpong_epi_tma_pdl"
+    stream = pdl.removesuffix("_pdl")
+    project, toolchain = make_fake_build(tmp_path)
+    text = "gemm m=256 n=1000 k=2048\ngemm m=512 n=768 k=768\n"
+    (project / "kernel_specs" / "workloads" / "twins.txt").write_text(text)
+    first, second = (p.name for p in parse_workloads(text))
+    toolchain.behave({f"{first}/{pdl}": 0.5, f"{first}/{stream}": 0.6, f"{second}/{pdl}": 0.6, f"{second}/{stream}": 0.5})
+    common = ["WORKLOADS=twins", "SPECS=kernel_specs/families", f"KERNELS={pdl},{stream}", f"NVCC={toolchain.nvcc}",
+              f"BUILD={tmp_path / 'build'}"]
+    run(project, "profile", *common)
+    out = run(project, "best_kernels.h", *common)
+    assert re.search(rf"^  {second} +0\.6000 ms  {pdl}$", out.stdout, re.MULTILINE), out.stdout
+    assert "1 workload(s) chose a kernel other than their fastest row's" in out.stdout
+    assert f"    {second}: not {stream}" in out.stdout
+    header = (tmp_path / "build" / "sets" / "twins" / "best_kernels.h").read_text()
+    assert f'"{stream}"' not in header and header.count(f'"{pdl}"') >= 2

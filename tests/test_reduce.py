@@ -249,7 +249,10 @@ def pdl_set(tmp_path, times):
 def test_a_kernel_type_is_chosen_compiled_one_way(tmp_path, times, chosen):
     hashes = pdl_set(tmp_path, times)
     frame = load_set(tmp_path, MIXED)
-    assert list(select_best(frame, MIXED, hashes, kernels_by_name=CATALOG)["kernel"]) == chosen
+    best = select_best(frame, MIXED, hashes, kernels_by_name=CATALOG)
+    assert list(best["kernel"]) == chosen
+    fastest = [min(t, key=t.get) for t in times]
+    assert list(best["fastest"]) == ["" if f == c else f for f, c in zip(fastest, chosen)], "what each moved from"
     entries = {n: {"op": k.op, "element": k.element, "tolerance": 1e-2,
                    **({"shared_type": list(k.shared_type)} if k.shared_type else {})}
                for n, k in CATALOG.items() if n in hashes and hasattr(k, "shared_type")} | \

@@ -6,7 +6,9 @@ name) among those measured on that code. A row of changed code never competes, n
 whose verification errors (``rel_l2_error``, ``rel_max_error``) are missing or over the
 kernel's tolerance; a kernel without a row is not measured yet. Both are counted in the chosen
 row (``unmeasured``, ``stale``), so the header build says how many candidates it did not
-weigh. A workload with no kernel to choose is an error that names it. The header is written
+weigh. A kernel type is chosen compiled one way (``one_code_a_type``: a PDL kernel and its
+stream twin are one CUTLASS kernel); a workload moved off its fastest row for it names that row's
+kernel (``fastest``). A workload with no kernel to choose is an error that names it. The header is written
 atomically: on any error the previous one stays as it was.
 
 ``choose`` is that policy, with each kernel's own tolerance taken from the kernel itself: the
@@ -114,7 +116,8 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
     measured on that code; with ``kernels_by_name`` (name -> descriptor), among those that serve
     the workload (its op and dtype, ``ops.serves``). Each row also holds ``unmeasured`` (kernels
     without a row; with ``measured_with``, workload name -> the kernels a profile measures on it,
-    the build's manifest ``pairs``, only those of them) and ``stale`` (rows of changed code, left out).
+    the build's manifest ``pairs``, only those of them), ``stale`` (rows of changed code, left out)
+    and ``fastest`` (the kernel of its fastest row where ``one_code_a_type`` chose another, else "").
 
     The rows of each workload are sorted out by position (``_select``), once over the frame's
     columns, rather than by masks of the whole frame for every workload, and the fastest found
@@ -159,10 +162,13 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
         oks.append(ok)
         unmeasured_counts.append(unmeasured)
         stale_counts.append(len(stale))
+    fastest = chosen
     if kernels_by_name is not None:
         chosen = one_code_a_type(columns, problems, oks, chosen, kernels_by_name)
     best = frame.iloc[chosen].reset_index(drop=True)  # the chosen rows, taken together
     best["unmeasured"], best["stale"] = unmeasured_counts, stale_counts
+    # the fastest row's kernel where ``one_code_a_type`` chose another, else ""
+    best["fastest"] = ["" if i == j else columns["kernel"][j] for i, j in zip(chosen, fastest)]
     return best
 
 

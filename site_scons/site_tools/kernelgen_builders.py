@@ -59,6 +59,12 @@ def _best_kernels_header(target, source, env):
     width = max(len(p.name) for p in problems)
     for problem, row in zip(problems, best.itertuples(index=False)):
         print(f"  {problem.name:<{width}}  {row.runtime_ms:8.4f} ms  {row.kernel}" + (f" ({row.setting})" if row.setting else ""))
+    moved = [(p, row) for p, row in zip(problems, best.itertuples(index=False)) if row.fastest]
+    if moved:
+        print(f"  {len(moved)} workload(s) chose a kernel other than their fastest row's, whose CUTLASS kernel "
+              "another choice compiles the other way (a binary holds one code of it: docs/header.md):")
+        for problem, row in moved:
+            print(f"    {problem.name}: not {row.fastest}")
     unmeasured, stale = int(best["unmeasured"].sum()), int(best["stale"].sum())
     if unmeasured or stale:
         print(f"  chosen among the measured rows: {unmeasured} (workload, kernel) pair(s) of this build not "
