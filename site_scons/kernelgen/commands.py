@@ -20,7 +20,7 @@ from . import plan as plan_module
 from . import units as units_module
 from .config import Config
 from .errors import KernelgenError, shorten
-from .ops import check_header_keys, check_served
+from .ops import check_header_keys, check_served, shared_type
 from .ops import serves as serves_op
 from .catalog import kernel_catalog
 from .cost_model import serves
@@ -282,18 +282,14 @@ def lone_kernels(linked: list, units: units_module.Units, everything: list) -> l
     a set: ``reduce.one_code_a_type``) compiled the other way. The linker takes a unit's object
     whole, and a binary holds one code of a kernel type: that one might be the other way's."""
     by_name = {k.name: k for k in everything}
-    chosen = dict(_shared_type(by_name.get(n)) for n in linked if _shared_type(by_name.get(n)))
+    chosen = dict(shared_type(by_name.get(n)) for n in linked if shared_type(by_name.get(n)))
     lone = []
     for name in linked:
         mates = units.members.get(units.objects[name], ())
         if any(code and code[0] in chosen and code[1] != chosen[code[0]]
-               for code in (_shared_type(by_name.get(m)) for m in mates)):
+               for code in (shared_type(by_name.get(m)) for m in mates)):
             lone.append(name)
     return lone
-
-
-def _shared_type(kernel) -> tuple | None:
-    return getattr(kernel, "shared_type", None)
 
 
 def list_text(config: Config, everything: list) -> str:

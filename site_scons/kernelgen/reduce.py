@@ -27,7 +27,7 @@ from . import inputs, outputs, render, results
 from .errors import ResultsError
 from .fusion import epilogue_cpp, launcher_epilogue_cpp
 from .ops.common import OPTIONAL_RELU
-from .ops import OPS, check_header_keys, check_served, kernel_ops, serves
+from .ops import OPS, check_header_keys, check_served, kernel_ops, serves, shared_type
 from .targets import TARGETS
 from .vocab import DATA_TYPES, VERIFY_TOLERANCE, verify_tolerance
 
@@ -170,12 +170,6 @@ def select_best(frame: pd.DataFrame, problems, hashes: dict, tolerances: dict | 
     # the fastest row's kernel where ``one_code_a_type`` chose another, else ""
     best["fastest"] = ["" if i == j else columns["kernel"][j] for i, j in zip(chosen, fastest)]
     return best
-
-
-def shared_type(kernel) -> tuple | None:
-    """A descriptor's or manifest entry's ``shared_type`` (GemmSm90.shared_type), None if none."""
-    shared = kernel.get("shared_type") if isinstance(kernel, dict) else getattr(kernel, "shared_type", None)
-    return None if shared is None else tuple(shared)
 
 
 def one_code_a_type(columns: dict, problems, oks: list, chosen: list, kernels_by_name: dict) -> list:

@@ -81,6 +81,13 @@ def _element(kernel) -> str:
     return kernel["element"] if isinstance(kernel, dict) else kernel.element
 
 
+def shared_type(kernel) -> tuple | None:
+    """A descriptor's or manifest entry's (what names its CUTLASS kernel type, how that type is
+    compiled) where kernels of other launches share the type (GemmSm90.shared_type), else None."""
+    shared = kernel.get("shared_type") if isinstance(kernel, dict) else getattr(kernel, "shared_type", None)
+    return None if shared is None else tuple(shared)
+
+
 def check_header_keys(problems, path) -> None:
     """Refuse (WorkloadError naming ``path`` and both lines) a set of workloads of more than one
     dtype: the header's launcher takes one element type (``best_kernels::Element``), and its lookups
