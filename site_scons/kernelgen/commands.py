@@ -282,7 +282,7 @@ def lone_kernels(linked: list, units: units_module.Units, everything: list) -> l
     a set: ``reduce.one_code_a_type``) compiled the other way. The linker takes a unit's object
     whole, and a binary holds one code of a kernel type: that one might be the other way's."""
     by_name = {k.name: k for k in everything}
-    chosen = dict(shared_type(by_name.get(n)) for n in linked if shared_type(by_name.get(n)))
+    chosen = dict(code for code in (shared_type(by_name.get(n)) for n in linked) if code)
     lone = []
     for name in linked:
         mates = units.members.get(units.objects[name], ())

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 
 from . import render, signature
+from .ops import shared_type
 from .specs import load_catalog, select
 from .vocab import verify_tolerance
 
@@ -59,7 +60,7 @@ def _entry(kernel, kernel_hash: str) -> dict:
     """A kernel's manifest entry; with ``shared_type`` where it has one (``reduce.one_code_a_type``)."""
     entry = {"family": kernel.family, "hash": kernel_hash, "op": kernel.op, "element": kernel.element,
              "tolerance": verify_tolerance(kernel)}
-    shared = getattr(kernel, "shared_type", None)
+    shared = shared_type(kernel)
     if shared is not None:
         entry["shared_type"] = list(shared)
     return entry
