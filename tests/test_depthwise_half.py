@@ -44,6 +44,7 @@ kernels = [
     (FIRST.replace(" }", ', sums = "f32" }'), "sums", "'f32'"),
     (FIRST.replace(" }", ', loader = "tma" }'), "loader", "unknown key"),
     (FIRST.replace(" }", ', launch = "graph" }'), "launch", "'graph'"),
+    (FIRST.replace(" }", ', taps = "later" }'), "taps", "'later'"),
     (FIRST.replace("columns = 4", "columns = 8").replace("thread_rows = 4", "thread_rows = 8"), "columns",
      "need about 171 registers a thread, more than 168"),
     (FIRST.replace("rows = 8, thread_rows = 4", "rows = 16, thread_rows = 1"), "rows",
@@ -141,8 +142,9 @@ def test_accumulate_f32_keeps_the_fp16_sums_out_of_the_build_and_the_header(tmp_
 @requires_nvcc
 def test_a_kernel_of_each_sums_and_launch_compiles_as_the_profiler_builds_it(tmp_path):
     kernels = load_family(SPEC)
-    assert_kernels_compile(tmp_path, [next(k for k in kernels if (k.sums, k.launch) == (s, launch))
-                                      for s, launch in (("f16", "stream"), ("rows", "pdl"))])
+    assert_kernels_compile(tmp_path, [next(k for k in kernels if (k.sums, k.launch, k.taps) == (s, launch, taps))
+                                      for s, launch, taps in (("f16", "stream", "staged"), ("rows", "pdl", "staged"),
+                                                              ("f16", "pdl", "first"))])
 
 
 def test_a_dependent_launch_renders_its_kernel_type_with_pdl_and_the_cost_model_tells_it_apart():
@@ -156,6 +158,25 @@ def test_a_dependent_launch_renders_its_kernel_type_with_pdl_and_the_cost_model_
     assert render.type_definition(templates, plain).rstrip().endswith("kernelgen::depthwise::Sums::kHalf, false>;")
     attributes = set(cost_model._kernel_attributes_of(dependent)) ^ set(cost_model._kernel_attributes_of(plain))
     assert attributes == {"launch=pdl", "launch=stream", "DepthwiseHalf:launch=pdl", "DepthwiseHalf:launch=stream"}
+
+
+def test_taps_asked_for_first_are_a_kernel_of_their_own_header_name_and_type_that_the_cost_model_tells_apart():
+    """A kernel of ``taps = "first"`` is its staged twin's but for the header it includes
+    (profiler/depthwise_half_first.h: its own code, so the twin's rows stay current), its name and
+    its C++ type; the cost model gives it an attribute of its own, and the twin none it lacked."""
+    from kernelgen import cost_model, render
+
+    kernels = load_family(SPEC)
+    by_name = {k.name: k for k in kernels}
+    first = next(k for k in kernels if k.taps == "first" and k.launch == "pdl" and k.filter == 7)
+    staged = by_name[first.name.replace("_tapsfirst", "")]
+    assert staged.taps == "staged" and first.name.endswith("_tapsfirst_pdl")
+    assert (first.includes, staged.includes) == (("depthwise_half_first.h",), ("depthwise_half.h",))
+    templates = render.lookup(ROOT / "kernel_specs" / "templates")
+    assert f"using {first.name} = kernelgen::DepthwiseHalfFirst<" in render.type_definition(templates, first)
+    assert f"using {staged.name} = kernelgen::DepthwiseHalf<" in render.type_definition(templates, staged)
+    attributes = set(cost_model._kernel_attributes_of(first)) ^ set(cost_model._kernel_attributes_of(staged))
+    assert attributes == {"DepthwiseHalf:taps=first"}
 
 
 @requires_gpu

@@ -36,6 +36,7 @@ LAYERS = [
 @pytest.mark.parametrize("entry, key, message", [
     (FIRST.replace(" }", ", multiplier = 3 }"), "multiplier", "3 is not one of 2, 4"),
     (FIRST.replace(" }", ', sums = "rows" }'), "sums", "unknown key"),
+    (FIRST.replace(" }", ', taps = "first" }'), "taps", "unknown key"),  # depthwise_multiplier.h's order only
     (FIRST.replace("filter = 7", "filter = 2"), "filter", "2 is not one of 1, 3, 5, 7, 9, 11"),
     (FIRST.replace(" }", ", multiplier = 4 }").replace("channel_vectors = 4", "channel_vectors = 2").replace(
         "rows = 8, thread_rows = 4", "rows = 4, thread_rows = 4"), "channel_vectors",

@@ -7,12 +7,14 @@ conversions, for the 5x5 and 7x7 layers that fp32 multiply-adds bind.
 
 An entry takes depthwise.py's keys but ``loader`` (always ``"tma"``), ``sums``: ``"f16"``
 (every product added in fp16) or ``"rows"`` (each filter row's products in fp16, the rows in fp32),
-and ``launch``: ``"stream"`` or ``"pdl"`` (a programmatic dependent launch,
+``launch``: ``"stream"`` or ``"pdl"`` (a programmatic dependent launch,
 profiler/dependent_kernel.h: its CTAs set up while the kernel before it finishes, and wait for it
-before they touch global memory).
+before they touch global memory), and ``taps``: ``"staged"`` (a run's first block's taps loaded
+after its first windows are asked for, profiler/depthwise_half.h) or ``"first"`` (before them,
+profiler/depthwise_half_first.h).
 The family's accumulator is f16 either way, and so is its tolerance (vocab.VERIFY_TOLERANCE). Names
 read ``kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_<filter>_..._tma``, ``_rows``
-where the rows are summed in fp32, ``_pdl`` for a programmatic dependent launch. What
+where the rows are summed in fp32, ``_tapsfirst`` where the taps are asked for first, ``_pdl`` for a programmatic dependent launch. What
 depthwise.py's kernels cannot serve, these cannot.
 """
 
@@ -28,12 +30,15 @@ TEMPLATE = "depthwise_half.mako"
 TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
 SUMS = ("f16", "rows")
 LAUNCHES = ("stream", "pdl")
+TAPS = ("staged", "first")
+HEADERS = {"staged": "depthwise_half.h", "first": "depthwise_half_first.h"}
 BASE_REGISTERS = 44  # pointers, indices, the run's bounds
 
 FAMILY = fixed_type_family(KIND)
 ENTRY = S.Table((*(k for k in DEPTHWISE_ENTRY.keys if k.name != "loader"),
                  S.Key("sums", S.choice({s: None for s in SUMS}), default="f16"),
-                 S.Key("launch", S.choice({s: None for s in LAUNCHES}), default="stream")))
+                 S.Key("launch", S.choice({s: None for s in LAUNCHES}), default="stream"),
+                 S.Key("taps", S.choice({t: None for t in TAPS}), default="staged")))
 
 
 def half_registers(kernel, row_sums: bool = False) -> int:
@@ -51,11 +56,15 @@ def half_registers(kernel, row_sums: bool = False) -> int:
 class DepthwiseHalf(Depthwise):
     sums: str = "f16"  # "rows": each filter row's products in fp16, the rows in fp32
     launch: str = "stream"  # "pdl": a programmatic dependent launch (profiler/dependent_kernel.h)
+    taps: str = "staged"  # "first": a run's first block's taps asked for before its windows
     loader: str = "tma"
     accumulator = "f16"
 
     template = TEMPLATE
-    includes = ("depthwise_half.h",)
+
+    @property
+    def includes(self) -> tuple:
+        return (HEADERS[self.taps],)
 
     name_stem = "dwconv_half2"  # what a subclass's kernels are (depthwise_multiplier.py's: "dwconv_m2_half2")
 
@@ -65,13 +74,14 @@ class DepthwiseHalf(Depthwise):
         return (f"kernelgen_sm90_simt_{self.name_stem}_f16nhwc_f16nhwc_f16_f16nhwc_{r}x{s}"
                 f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
                 f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
-                + ("_rows" if self.sums == "rows" else "") + ("_pdl" if self.launch == "pdl" else ""))
+                + ("_rows" if self.sums == "rows" else "") + ("_tapsfirst" if self.taps == "first" else "")
+                + ("_pdl" if self.launch == "pdl" else ""))
 
     def registers(self) -> int:
         return half_registers(self, row_sums=self.sums == "rows")
 
     def values(self) -> dict:
-        return {**super().values(), "sums": self.sums, "launch": self.launch}
+        return {**super().values(), "sums": self.sums, "launch": self.launch, "taps": self.taps}
 
 
 def expand(path, raw: dict) -> list:

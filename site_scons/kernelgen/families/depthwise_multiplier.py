@@ -27,7 +27,7 @@ TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
 MULTIPLIERS = (2, 4)
 
 FAMILY = fixed_type_family(KIND)
-ENTRY = S.Table((*(k for k in HALF_ENTRY.keys if k.name != "sums"),
+ENTRY = S.Table((*(k for k in HALF_ENTRY.keys if k.name not in ("sums", "taps")),
                  S.Key("multiplier", S.one_of(MULTIPLIERS), default=2)))
 
 
