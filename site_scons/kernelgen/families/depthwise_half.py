@@ -30,8 +30,7 @@ TEMPLATE = "depthwise_half.mako"
 TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
 SUMS = ("f16", "rows")
 LAUNCHES = ("stream", "pdl")
-TAPS = ("staged", "first")
-HEADERS = {"staged": "depthwise_half.h", "first": "depthwise_half_first.h"}
+TAPS = {"staged": "depthwise_half.h", "first": "depthwise_half_first.h"}  # each order's header
 BASE_REGISTERS = 44  # pointers, indices, the run's bounds
 
 FAMILY = fixed_type_family(KIND)
@@ -64,7 +63,7 @@ class DepthwiseHalf(Depthwise):
 
     @property
     def includes(self) -> tuple:
-        return (HEADERS[self.taps],)
+        return (TAPS[self.taps],)
 
     name_stem = "dwconv_half2"  # what a subclass's kernels are (depthwise_multiplier.py's: "dwconv_m2_half2")
 
