@@ -39,12 +39,19 @@ def geomean(values: list) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
+def over_limit(row: dict) -> bool:
+    """Whether a compare row's kernel takes over 1.10 times the library's time (1.25 where the
+    library takes under 5 us)."""
+    library = float(row["library_ms"])
+    return float(row["kernel_ms"]) / library > (OVER_SMALL if library < SMALL_MS else OVER)
+
+
 def summary(rows: list) -> dict:
     """The targets' figures of ``rows`` (compare rows of one set or of several)."""
     count = lambda r: int(r["count"])  # noqa: E731
     ratio = lambda r: float(r["kernel_ms"]) / float(r["library_ms"])  # noqa: E731
     kernel, library = (sum(count(r) * float(r[c]) for r in rows) for c in ("kernel_ms", "library_ms"))
-    over = [r for r in rows if ratio(r) > (OVER_SMALL if float(r["library_ms"]) < SMALL_MS else OVER)]
+    over = [r for r in rows if over_limit(r)]
     kinds = {k: [r for r in rows if layer_kind(r["layer"]) == k] for k in ("depthwise", "grouped")}
     dw = kinds["depthwise"]
     floor = sum(count(r) * float(r["floor_ms"]) for r in dw)
