@@ -8,11 +8,17 @@
 #   mixnet_m_b32_fused *dwconv*9x9*,*dwconv_pairs_half2*tile8x14*
 #   convnext_tiny_b32
 # A set with globs has the kernels they match measured on the layers those kernels serve (`scons
-# profile TOP=all KERNELS=<globs>`), then the whole set compared; one without has the model's
-# proposals it holds no rows of measured, then compared (`scons profile compare`). The results go
+# profile TOP=all KERNELS=<globs>`), then its chosen kernels compared with the library on every
+# layer (`scons compare KERNELS=<them>`, `python -m kernelgen.report <set> --kernels`: no other
+# kernel compiled or measured; the whole set where the choices cannot be read); one without has
+# the model's proposals it holds no rows of measured, then compared (`scons profile compare`).
+# Where two or more lines have globs, one build compiles every line's kernels first (`scons
+# profiler` on the lines of those sets in one file, $LOGS/lines.txt), so that the compiles share
+# the jobs rather than wait for one set at a time. The results go
 # to profile_results/<set>/<gpu>/ as any profile's; each set's output to $LOGS/<set>.log (LOGS=,
 # else a new folder under ${TMPDIR:-/tmp}, kept). LIMIT=<seconds> starts no set but the first after that long;
-# JOBS= and SCONS= as bench/kept_back.sh. Every line is checked before anything runs.
+# JOBS= and SCONS= as bench/kept_back.sh, PYTHON= the Python with pandas (python3), GPU_NAME= the
+# GPU whose results name the choices (nvidia-smi's first). Every line is checked before anything runs.
 set -euo pipefail
 me=bench/measure_sets.sh
 [ $# -ge 1 ] || { echo "usage: $me LIST [scons arguments]" >&2; exit 2; }
@@ -40,7 +46,23 @@ jobs=${JOBS:-$(nproc)}
 read -r -a scons <<< "${SCONS:-scons}"
 logs=${LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/measure-sets-XXXXXX")}
 mkdir -p "$logs"
+python=${PYTHON:-python3}
+gpu=${GPU_NAME:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)}
 start=$(date +%s) measured=()
+narrowed=() kernels=()
+for i in "${!sets[@]}"; do
+  [ -z "${globs[i]}" ] || { narrowed+=("${sets[i]}"); kernels+=("${globs[i]}"); }
+done
+if [ ${#narrowed[@]} -ge 2 ]; then
+  # the lines of those sets, each problem once (a line's count aside), in one workload file
+  for set in $(printf '%s\n' "${narrowed[@]}" | sort -u); do
+    sed -e 's/#.*//' -e 's/ count=[0-9]*//' "kernel_specs/workloads/$set.txt"
+  done | awk 'NF && !seen[$0]++' > "$logs/lines.txt"
+  all=$(IFS=,; echo "${kernels[*]}")
+  echo "== one build of the kernels of ${#narrowed[@]} lines, $(date -u +%H:%M:%S)"
+  "${scons[@]}" profiler "WORKLOADS=$logs/lines.txt" TOP=all "KERNELS=$all" "-j$jobs" "$@" > "$logs/build.log" 2>&1 ||
+    echo "   failed: $logs/build.log says why (each set builds its own)"
+fi
 for i in "${!sets[@]}"; do
   set=${sets[i]} glob=${globs[i]} log=$logs/${sets[i]}.log
   if [ -n "${LIMIT:-}" ] && [ "$i" -gt 0 ] && (( $(date +%s) - start >= LIMIT )); then
@@ -49,8 +71,14 @@ for i in "${!sets[@]}"; do
   fi
   echo "== $set${glob:+ (KERNELS=$glob)}, $(date -u +%H:%M:%S)"
   if [ -n "$glob" ]; then
-    "${scons[@]}" profile "WORKLOADS=$set" TOP=all "KERNELS=$glob" "-j$jobs" "$@" > "$log" 2>&1 &&
-      "${scons[@]}" compare "WORKLOADS=$set" "-j$jobs" "$@" >> "$log" 2>&1 || echo "   failed: $log says why"
+    if "${scons[@]}" profile "WORKLOADS=$set" TOP=all "KERNELS=$glob" "-j$jobs" "$@" > "$log" 2>&1; then
+      chosen=$(PYTHONPATH=site_scons "$python" -m kernelgen.report "$set" --kernels ${gpu:+--gpu "$gpu"} 2>> "$log") ||
+        chosen=""
+      "${scons[@]}" compare "WORKLOADS=$set" ${chosen:+"KERNELS=$chosen"} "-j$jobs" "$@" >> "$log" 2>&1 ||
+        echo "   failed: $log says why"
+    else
+      echo "   failed: $log says why"
+    fi
   else
     "${scons[@]}" profile compare "WORKLOADS=$set" "-j$jobs" "$@" > "$log" 2>&1 || echo "   failed: $log says why"
   fi
@@ -58,4 +86,4 @@ for i in "${!sets[@]}"; do
   measured+=("$set")
 done
 echo "== logs in $logs, $(( $(date +%s) - start )) s"
-[ ${#measured[@]} -eq 0 ] || python3 bench/targets.py "${measured[@]}"
+[ ${#measured[@]} -eq 0 ] || "$python" bench/targets.py "${measured[@]}"

@@ -1,11 +1,17 @@
 """bench/measure_sets.sh refuses a list it cannot run in one line, before it builds, measures or
 writes anything."""
 
+import contextlib
+import io
+import re
 import subprocess
+import sys
 
 import pytest
 
 from conftest import ROOT
+from kernelgen import report
+from kernelgen.workloads import parse_workloads
 
 ME = "bench/measure_sets.sh"
 
@@ -44,24 +50,87 @@ def test_a_list_that_is_no_file_is_refused(tmp_path):
     assert out.returncode == 2 and out.stderr == f"{ME}: LIST '{tmp_path / 'sets.txt'}' is not a file\n"
 
 
-def test_each_set_runs_profile_then_compare_with_its_globs_as_one_argument(tmp_path):
-    """A stand-in for scons records its arguments: a narrowed set is profiled with TOP=all and its
-    globs as one KERNELS= argument, then compared whole; a set without globs runs `profile compare`;
-    the extra arguments reach every run; LIMIT=0 starts the first set only."""
+def fake_scons(tmp_path):
+    """A stand-in for scons that records its arguments, a call a line: (its path, the record)."""
     calls = tmp_path / "calls"
     fake = tmp_path / "fake_scons"
     fake.write_text(f'#!/bin/bash\nprintf "%s|" "$@" >> {calls}\necho >> {calls}\n')
     fake.chmod(0o755)
+    return fake, calls
+
+
+def chosen(set_name: str) -> str:
+    """The set's chosen kernels as `python -m kernelgen.report <set> --kernels` prints them."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert report.main([set_name, "--kernels", "--gpu", "nvidia_h200"]) == 0
+    return out.getvalue().strip()
+
+
+def test_each_set_runs_profile_then_compare_with_its_globs_as_one_argument(tmp_path):
+    """A narrowed set is profiled with TOP=all and its globs as one KERNELS= argument, then compared
+    on its chosen kernels alone; a set without globs runs `profile compare`; the extra arguments
+    reach every run; LIMIT=0 starts the first set only."""
+    fake, calls = fake_scons(tmp_path)
     (tmp_path / "sets.txt").write_text("resnet50_b1 *dwconv*9x9*,*gemm_thin*\nresnet50_b1 # whole\n")
-    env = {"PATH": "/usr/bin:/bin", "SCONS": str(fake), "JOBS": "3", "LOGS": str(tmp_path / "logs")}
+    env = {"PATH": "/usr/bin:/bin", "SCONS": str(fake), "JOBS": "3", "LOGS": str(tmp_path / "logs"),
+           "PYTHON": sys.executable, "GPU_NAME": "NVIDIA H200"}
     out = subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "sets.txt"), "GPU=x"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.stdout.startswith("== resnet50_b1 (KERNELS=*dwconv*9x9*,*gemm_thin*)"), out.stdout + out.stderr
+    kernels = chosen("resnet50_b1")
+    assert kernels.count(",") >= 1 and " " not in kernels
     assert calls.read_text().splitlines() == [
         "profile|WORKLOADS=resnet50_b1|TOP=all|KERNELS=*dwconv*9x9*,*gemm_thin*|-j3|GPU=x|",
-        "compare|WORKLOADS=resnet50_b1|-j3|GPU=x|",
+        f"compare|WORKLOADS=resnet50_b1|KERNELS={kernels}|-j3|GPU=x|",
         "profile|compare|WORKLOADS=resnet50_b1|-j3|GPU=x|"]
     calls.unlink()
     subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "sets.txt")],
-                   cwd=tmp_path, capture_output=True, text=True, timeout=60, env={**env, "LIMIT": "0"})
+                   cwd=ROOT, capture_output=True, text=True, timeout=120, env={**env, "LIMIT": "0"})
     assert len(calls.read_text().splitlines()) == 2, "LIMIT=0: the first set runs, the second is not started"
+
+
+def test_a_set_whose_choices_cannot_be_read_is_compared_whole(tmp_path):
+    fake, calls = fake_scons(tmp_path)
+    (tmp_path / "sets.txt").write_text("resnet50_b1 *gemm_thin*\n")
+    env = {"PATH": "/usr/bin:/bin", "SCONS": str(fake), "JOBS": "3", "LOGS": str(tmp_path / "logs"),
+           "PYTHON": sys.executable, "GPU_NAME": "NVIDIA A100"}  # no results of that GPU
+    out = subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "sets.txt")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert calls.read_text().splitlines()[1] == "compare|WORKLOADS=resnet50_b1|-j3|", out.stdout + out.stderr
+    assert "A100" in (tmp_path / "logs" / "resnet50_b1.log").read_text()
+
+
+def test_lines_of_several_narrowed_sets_are_built_together_first(tmp_path):
+    """Two narrowed lines: one `scons profiler` over both sets' lines (each problem once) with every
+    line's globs, before the first set's profile; a single narrowed line builds nothing first."""
+    fake, calls = fake_scons(tmp_path)
+    (tmp_path / "sets.txt").write_text("resnet50_b1 *gemm_thin*\nresnet50_b256 *conv*\nresnet50_b1 *gemv*\n")
+    env = {"PATH": "/usr/bin:/bin", "SCONS": str(fake), "JOBS": "3", "LOGS": str(tmp_path / "logs"),
+           "PYTHON": sys.executable, "GPU_NAME": "NVIDIA H200"}
+    out = subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "sets.txt")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
+    lines = tmp_path / "logs" / "lines.txt"
+    assert calls.read_text().splitlines()[:2] == [
+        f"profiler|WORKLOADS={lines}|TOP=all|KERNELS=*gemm_thin*,*conv*,*gemv*|-j3|",
+        "profile|WORKLOADS=resnet50_b1|TOP=all|KERNELS=*gemm_thin*|-j3|"], out.stdout + out.stderr
+    written = lines.read_text().splitlines()
+    problems = {str(p.name) for s in ("resnet50_b1", "resnet50_b256")
+                for p in parse_workloads((ROOT / "kernel_specs" / "workloads" / f"{s}.txt").read_text())}
+    assert len(written) == len(set(written)) == len(problems)
+    assert {p.name for p in parse_workloads(lines.read_text())} == problems
+
+    calls.unlink()
+    (tmp_path / "one.txt").write_text("resnet50_b1 *gemm_thin*\nresnet50_b256\n")
+    subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "one.txt")],
+                   cwd=ROOT, capture_output=True, text=True, timeout=120, env={**env, "LOGS": str(tmp_path / "l2")})
+    assert calls.read_text().splitlines()[0].startswith("profile|WORKLOADS=resnet50_b1|")
+
+
+def test_the_reports_kernels_are_its_tables_kernels_each_once_in_the_sets_order():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert report.main(["mobilenet_v3_large_b32", "--gpu", "nvidia_h200"]) == 0
+    table = re.findall(r"^\| \d+ \| [^|]+ \| `([^`]+)`", out.getvalue(), re.MULTILINE)
+    assert len(table) > len(set(table))  # a kernel chosen for several layers
+    assert chosen("mobilenet_v3_large_b32").split(",") == list(dict.fromkeys(table))

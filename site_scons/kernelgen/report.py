@@ -2,6 +2,11 @@
 
     PYTHONPATH=site_scons python -m kernelgen.report resnet50 [--gpu nvidia_h200]
     PYTHONPATH=site_scons python -m kernelgen.report --resolved generated/workloads.json
+    PYTHONPATH=site_scons python -m kernelgen.report resnet50 --kernels   # the chosen kernels, comma-joined
+
+`--kernels` prints the distinct kernels chosen, in the set's order, as one `KERNELS=` value: a
+build narrowed to them serves every layer of the set with what its header holds (what
+bench/measure_sets.sh compares with).
 """
 
 import argparse
@@ -77,6 +82,8 @@ def main(argv=None) -> int:
     parser.add_argument("--resolved", help="the set as SConstruct resolved it (BUILD/workloads.json) instead")
     parser.add_argument("--results", default=str(ROOT / "profile_results"))
     parser.add_argument("--gpu", help="the GPU's results (a name or folder name); default: the only GPU with results")
+    parser.add_argument("--kernels", action="store_true",
+                        help="print the distinct chosen kernels comma-joined (a KERNELS= value) instead of the table")
     args = parser.parse_args(argv)
     if (args.workloads is None) == (args.resolved is None):
         parser.error("give a set name or workload file, or --resolved")
@@ -85,7 +92,7 @@ def main(argv=None) -> int:
     except KernelgenError as e:
         print(e, file=sys.stderr)
         return 1
-    print(choices_table(frame, problems, best))
+    print(",".join(dict.fromkeys(best["kernel"])) if args.kernels else choices_table(frame, problems, best))
     return 0
 
 
