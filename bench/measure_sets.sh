@@ -72,7 +72,7 @@ for i in "${!sets[@]}"; do
   echo "== $set${glob:+ (KERNELS=$glob)}, $(date -u +%H:%M:%S)"
   if [ -n "$glob" ]; then
     if "${scons[@]}" profile "WORKLOADS=$set" TOP=all "KERNELS=$glob" "-j$jobs" "$@" > "$log" 2>&1; then
-      chosen=$(PYTHONPATH=site_scons "$python" -m kernelgen.report "$set" --kernels ${gpu:+--gpu "$gpu"} 2>> "$log") ||
+      chosen=$(PYTHONPATH="site_scons${PYTHONPATH:+:$PYTHONPATH}" "$python" -m kernelgen.report "$set" --kernels ${gpu:+--gpu "$gpu"} 2>> "$log") ||
         chosen=""
       "${scons[@]}" compare "WORKLOADS=$set" ${chosen:+"KERNELS=$chosen"} "-j$jobs" "$@" >> "$log" 2>&1 ||
         echo "   failed: $log says why"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from pathlib import Path
 
 from conftest import ROOT
 from kernelgen import report
@@ -59,6 +60,17 @@ def fake_scons(tmp_path):
     return fake, calls
 
 
+def apart(tmp_path) -> dict:
+    """PYTHON= and PYTHONPATH= of a Python that finds its packages (SCons, pandas) only through
+    PYTHONPATH, as where they are installed apart (`pip --target`): the script must keep that path
+    beside site_scons."""
+    import SCons
+    python = tmp_path / "python_apart"
+    python.write_text(f'#!/bin/bash\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    return {"PYTHON": str(python), "PYTHONPATH": str(Path(SCons.__file__).resolve().parent.parent)}
+
+
 def chosen(set_name: str) -> str:
     """The set's chosen kernels as `python -m kernelgen.report <set> --kernels` prints them."""
     out = io.StringIO()
@@ -74,7 +86,7 @@ def test_each_set_runs_profile_then_compare_with_its_globs_as_one_argument(tmp_p
     fake, calls = fake_scons(tmp_path)
     (tmp_path / "sets.txt").write_text("resnet50_b1 *dwconv*9x9*,*gemm_thin*\nresnet50_b1 # whole\n")
     env = {"PATH": "/usr/bin:/bin", "SCONS": str(fake), "JOBS": "3", "LOGS": str(tmp_path / "logs"),
-           "PYTHON": sys.executable, "GPU_NAME": "NVIDIA H200"}
+           "GPU_NAME": "NVIDIA H200", **apart(tmp_path)}
     out = subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "sets.txt"), "GPU=x"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.stdout.startswith("== resnet50_b1 (KERNELS=*dwconv*9x9*,*gemm_thin*)"), out.stdout + out.stderr
