@@ -56,10 +56,8 @@ def main(argv=None) -> int:
             return 1
         kernels, rows, gone = stale_kernels(frame, hashes)
         plural = "" if len(kernels) == 1 else "s"
-        print(f"# {name}: {len(frame)} rows, {rows} of other code ({len(kernels)} kernel{plural}), "
-              f"{gone} of kernels no longer in the catalog")
-        if kernels:
-            print(f"{name} {','.join(kernels)}")
+        targets.print_list_entry(name, f"{len(frame)} rows, {rows} of other code ({len(kernels)} kernel{plural}), "
+                                       f"{gone} of kernels no longer in the catalog", kernels)
     return 0
 
 

@@ -71,6 +71,14 @@ def line(name: str, s: dict, when: str = "") -> str:
     return text + (f" (compared {when})" if when else "")
 
 
+def print_list_entry(name: str, comment: str, kernels: list) -> None:
+    """A set's entry in a LIST for bench/measure_sets.sh: `# <set>: <comment>`, then, where it names
+    kernels, the line `<set> <kernel>,<kernel>,...`."""
+    print(f"# {name}: {comment}")
+    if kernels:
+        print(f"{name} {','.join(kernels)}")
+
+
 def sets_parser(doc: str, sets_help: str) -> argparse.ArgumentParser:
     """The arguments of the benchmarks that read committed sets' results: SET ..., --gpu, --results."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])

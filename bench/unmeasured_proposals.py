@@ -79,10 +79,8 @@ def main(argv=None) -> int:
                     return 1
         lacking = missing(over, proposals, measured)
         kernels = list(dict.fromkeys(k for ks in lacking.values() for k in ks))
-        print(f"# {name}: {len(over)} layer(s) over the limit, {sum(1 for ks in lacking.values() if ks)} with "
-              f"proposals not measured ({len(kernels)} kernel(s))")
-        if kernels:
-            print(f"{name} {','.join(kernels)}")
+        targets.print_list_entry(name, f"{len(over)} layer(s) over the limit, {sum(1 for ks in lacking.values() if ks)} "
+                                       f"with proposals not measured ({len(kernels)} kernel(s))", kernels)
     return 0
 
 
