@@ -54,13 +54,11 @@ for i in "${!sets[@]}"; do
   [ -z "${globs[i]}" ] || { narrowed+=("${sets[i]}"); kernels+=("${globs[i]}"); }
 done
 if [ ${#narrowed[@]} -ge 2 ]; then
-  # the lines of those sets, each problem once (a line's count aside), in one workload file
-  for set in $(printf '%s\n' "${narrowed[@]}" | sort -u); do
-    sed -e 's/#.*//' -e 's/ count=[0-9]*//' "kernel_specs/workloads/$set.txt"
-  done | awk 'NF && !seen[$0]++' > "$logs/lines.txt"
+  # the lines of those sets, each problem once, in one workload file (bench/merge_sets.py)
   all=$(IFS=,; echo "${kernels[*]}")
   echo "== one build of the kernels of ${#narrowed[@]} lines, $(date -u +%H:%M:%S)"
-  "${scons[@]}" profiler "WORKLOADS=$logs/lines.txt" TOP=all "KERNELS=$all" "-j$jobs" "$@" > "$logs/build.log" 2>&1 ||
+  { PYTHONPATH="site_scons${PYTHONPATH:+:$PYTHONPATH}" "$python" bench/merge_sets.py "$logs/lines.txt" "${narrowed[@]}" &&
+      "${scons[@]}" profiler "WORKLOADS=$logs/lines.txt" TOP=all "KERNELS=$all" "-j$jobs" "$@"; } > "$logs/build.log" 2>&1 ||
     echo "   failed: $logs/build.log says why (each set builds its own)"
 fi
 for i in "${!sets[@]}"; do

@@ -14,6 +14,9 @@ from conftest import ROOT
 from kernelgen import report
 from kernelgen.workloads import parse_workloads
 
+sys.path.insert(0, str(ROOT / "bench"))
+import merge_sets  # noqa: E402
+
 ME = "bench/measure_sets.sh"
 
 
@@ -146,3 +149,17 @@ def test_the_reports_kernels_are_its_tables_kernels_each_once_in_the_sets_order(
     table = re.findall(r"^\| \d+ \| [^|]+ \| `([^`]+)`", out.getvalue(), re.MULTILINE)
     assert len(table) > len(set(table))  # a kernel chosen for several layers
     assert chosen("mobilenet_v3_large_b32").split(",") == list(dict.fromkeys(table))
+
+
+def test_merged_sets_hold_a_problem_written_two_ways_once_without_its_count():
+    first = "# a set\nconv2d_fprop n=1 h=224 w=224 c=3 k=64 r=3 s=3 pad=1 stride=1 count=2  # stem\n"
+    second = ("conv2d_fprop n=1   h=224 w=224 c=3 k=64  r=3  s=3  pad=1 stride=1 dtype=f16 count=5\n"
+              "gemm m=32 n=1000 k=2048 count=1\n")
+    assert merge_sets.merged([first, second]) == (
+        "conv2d_fprop n=1 h=224 w=224 c=3 k=64 r=3 s=3 pad=1 stride=1\ngemm m=32 n=1000 k=2048\n")
+
+
+def test_merging_an_unknown_set_is_one_line_and_writes_nothing(tmp_path, capsys):
+    assert merge_sets.main([str(tmp_path / "out.txt"), "resnet50_b1", "no_such_set"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no_such_set.txt" in err and not (tmp_path / "out.txt").exists()
