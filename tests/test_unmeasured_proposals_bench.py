@@ -27,6 +27,18 @@ def test_only_layers_over_their_limit_ask_and_only_for_proposals_without_rows_in
     assert unmeasured_proposals.missing(compared, proposals, measured) == {"a": ["k3", "k2"], "b": []}
 
 
+def test_layers_of_a_class_ask_whatever_their_time():
+    compared = [{**row("dw", 0.0050, 0.0100), "layer": "32,56,56,72,72,3,3,1,1,g72"},
+                {**row("grouped", 0.0050, 0.0100), "layer": "32,56,56,144,144,3,3,1,2,g9"},
+                {**row("dense", 0.0200, 0.0100), "layer": "32,56,56,72,24,1,1,0,1"}]
+    proposals = {w: ["k1", "k2"] for w in ("dw", "grouped", "dense")}
+    measured = {"dw": {"k2"}}
+    assert unmeasured_proposals.missing(compared, proposals, measured, "depthwise") == {"dw": ["k1"]}
+    assert unmeasured_proposals.missing(compared, proposals, measured, "grouped") == {"grouped": ["k1", "k2"]}
+    assert unmeasured_proposals.missing(compared, proposals, measured) == {"dense": ["k1", "k2"]}
+    assert list(unmeasured_proposals.missing(compared, proposals, measured, "all")) == ["dw", "grouped", "dense"]
+
+
 def copy_with(tmp_path, ratio: float):
     """The set's results under tmp_path, its one layer's compare row at ``ratio`` of the library and
     its rows of the layer all of one kernel no proposal names."""
@@ -56,6 +68,10 @@ def test_a_layer_over_its_limit_lists_the_proposals_scons_candidates_makes_for_i
     workload = copy_with(tmp_path / "within", 1.05)
     assert unmeasured_proposals.main([SET, "--results", str(tmp_path / "within")]) == 0
     assert capsys.readouterr().out == f"# {SET}: 0 layer(s) over the limit, 0 with proposals not measured (0 kernel(s))\n"
+
+    assert unmeasured_proposals.main([SET, "--results", str(tmp_path / "within"), "--layers", "all"]) == 0
+    comment, line = capsys.readouterr().out.splitlines()
+    assert comment.startswith(f"# {SET}: 1 layer(s) in all, 1 with proposals not measured (") and line.startswith(SET)
 
     copy_with(tmp_path / "over", 1.5)
     ours = ROOT / "generated" / "candidates.csv"
