@@ -4,7 +4,8 @@
 #
 #   bench/measure_sets.sh LIST [scons arguments]
 #
-# LIST holds a line a set, `<set> [<KERNELS= globs>]` ('#' starts a comment), e.g.
+# LIST holds a line a set, `<set> [<KERNELS= globs>]` ('#' starts a comment; a set narrowed on
+# several lines is measured once, on all their globs), e.g.
 #   mixnet_m_b32_fused *dwconv*9x9*,*dwconv_pairs_half2*tile8x14*
 #   convnext_tiny_b32
 # A set with globs has the kernels they match measured on the layers those kernels serve (`scons
@@ -38,7 +39,14 @@ while IFS= read -r line || [ -n "$line" ]; do
   case "$set" in *[!A-Za-z0-9_]*) echo "$where: '$set' is not a set's name (letters, digits, '_')" >&2; exit 2 ;; esac
   [ -f "kernel_specs/workloads/$set.txt" ] || {
     echo "$where: no workload set '$set' (kernel_specs/workloads/$set.txt)" >&2; exit 2; }
-  sets+=("$set") globs+=("${glob:-}")
+  # a set narrowed on an earlier line takes this line's globs too: one profile and one compare a set
+  for i in "${!sets[@]}"; do
+    if [ -n "${glob:-}" ] && [ "${sets[i]}" = "$set" ] && [ -n "${globs[i]}" ]; then
+      globs[i]="${globs[i]},$glob" set=""
+      break
+    fi
+  done
+  [ -z "$set" ] || { sets+=("$set") globs+=("${glob:-}"); }
 done < "$list"
 [ ${#sets[@]} -gt 0 ] || { echo "$me: $list names no set" >&2; exit 2; }
 

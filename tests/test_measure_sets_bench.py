@@ -120,15 +120,21 @@ def test_lines_of_several_narrowed_sets_are_built_together_first(tmp_path):
     """Two narrowed lines: one `scons profiler` over both sets' lines (each problem once) with every
     line's globs, before the first set's profile; a single narrowed line builds nothing first."""
     fake, calls = fake_scons(tmp_path)
-    (tmp_path / "sets.txt").write_text("resnet50_b1 *gemm_thin*\nresnet50_b256 *conv*\nresnet50_b1 *gemv*\n")
+    (tmp_path / "sets.txt").write_text("resnet50_b1 *gemm_thin*\nresnet50_b256 *conv*\nresnet50_b1 *gemv*\n"
+                                       "resnet50_b256\n")
     env = {"PATH": "/usr/bin:/bin", "SCONS": str(fake), "JOBS": "3", "LOGS": str(tmp_path / "logs"),
            "PYTHON": sys.executable, "GPU_NAME": "NVIDIA H200"}
     out = subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "sets.txt")],
                          cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
     lines = tmp_path / "logs" / "lines.txt"
-    assert calls.read_text().splitlines()[:2] == [
-        f"profiler|WORKLOADS={lines}|TOP=all|KERNELS=*gemm_thin*,*conv*,*gemv*|-j3|",
-        "profile|WORKLOADS=resnet50_b1|TOP=all|KERNELS=*gemm_thin*|-j3|"], out.stdout + out.stderr
+    made = calls.read_text().splitlines()
+    assert made[:2] == [f"profiler|WORKLOADS={lines}|TOP=all|KERNELS=*gemm_thin*,*gemv*,*conv*|-j3|",
+                        "profile|WORKLOADS=resnet50_b1|TOP=all|KERNELS=*gemm_thin*,*gemv*|-j3|"], out.stdout + out.stderr
+    # resnet50_b1's two lines one profile and one compare; resnet50_b256 narrowed, then whole
+    assert [c.split("|")[:2] for c in made[1:]] == [
+        ["profile", "WORKLOADS=resnet50_b1"], ["compare", "WORKLOADS=resnet50_b1"],
+        ["profile", "WORKLOADS=resnet50_b256"], ["compare", "WORKLOADS=resnet50_b256"],
+        ["profile", "compare"]], out.stdout + out.stderr
     written = lines.read_text().splitlines()
     problems = {str(p.name) for s in ("resnet50_b1", "resnet50_b256")
                 for p in parse_workloads((ROOT / "kernel_specs" / "workloads" / f"{s}.txt").read_text())}
