@@ -65,7 +65,7 @@ if [ ${#narrowed[@]} -ge 2 ]; then
   # the lines of those sets, each problem once, in one workload file (bench/merge_sets.py)
   all=$(IFS=,; echo "${kernels[*]}")
   echo "== one build of the kernels of ${#narrowed[@]} lines, $(date -u +%H:%M:%S)"
-  { PYTHONPATH="site_scons${PYTHONPATH:+:$PYTHONPATH}" "$python" bench/merge_sets.py "$logs/lines.txt" "${narrowed[@]}" &&
+  { "$python" bench/merge_sets.py "$logs/lines.txt" "${narrowed[@]}" &&
       "${scons[@]}" profiler "WORKLOADS=$logs/lines.txt" TOP=all "KERNELS=$all" "-j$jobs" "$@"; } > "$logs/build.log" 2>&1 ||
     echo "   failed: $logs/build.log says why (each set builds its own)"
 fi

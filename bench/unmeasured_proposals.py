@@ -74,14 +74,13 @@ def main(argv=None) -> int:
         print(f"no set has a compare of {args.gpu} in {results}", file=sys.stderr)
         return 1
     for name in sets:
-        path = results / name / args.gpu / "compare.csv"
-        if not path.is_file():
+        folder = results / name / args.gpu
+        if not (folder / "compare.csv").is_file():
             print(f"{name}: no compare of {args.gpu} in {results}", file=sys.stderr)
             return 1
-        compared = read_csv(path)
-        taken = [r for r in compared if r.get("kernel_ms") and r.get("library_ms") and LAYERS[args.layers](r)]
-        measured = {r["workload"]: {row["kernel"] for row in read_csv(results / name / args.gpu / f"{r['workload']}.csv")}
-                    for r in taken if (results / name / args.gpu / f"{r['workload']}.csv").is_file()}
+        taken = [r for r in targets.rows_of(folder / "compare.csv") if LAYERS[args.layers](r)]
+        measured = {r["workload"]: {row["kernel"] for row in read_csv(folder / f"{r['workload']}.csv")}
+                    for r in taken if (folder / f"{r['workload']}.csv").is_file()}
         proposals = {}
         if taken:
             with tempfile.TemporaryDirectory() as build:
