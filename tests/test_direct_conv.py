@@ -310,8 +310,8 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
     """ShuffleNetV2's depthwise layers (58, 116 channels), groups of 12 and 20 channels (neither a
     tensor-core kernel's group nor a multiple of 8): no other kernel serves them; the committed specs'
     direct kernels do (a depthwise layer at stride 1: the narrow ones, the row ones and the grouped
-    one of one output channel a thread; and the staged ones of 4-byte copies, depthwise_pairs and
-    depthwise_pairs_half), and
+    one of one output channel a thread; the staged ones of 4-byte copies, depthwise_pairs and
+    depthwise_pairs_half; and those of a tensor copy an input column, depthwise_columns), and
     the committed model proposes kernels of these families for them (for the depthwise layers the
     staged kernels of fp16 sums, measured fastest on ShuffleNetV2's 58-channel layer on 28x28 at
     stride 1: 0.0056 ms, the fp32-sum ones 0.0062, the row kernels 0.0068, the strip kernels of fp16
@@ -319,7 +319,7 @@ def test_the_layers_no_other_kernel_serves_get_candidates_of_these_families(c, g
     layer = Conv2dProblem(32, 28, 28, c, c, 3, 3, 1, 1, 1, 1, groups=groups)
     catalog = load_catalog(FAMILIES)
     served = [k for k in catalog if serves(k, layer) is None]
-    families = set(SPECS) | ({"depthwise_pairs", "depthwise_pairs_half"} if groups == c else set())
+    families = set(SPECS) | ({"depthwise_pairs", "depthwise_pairs_half", "depthwise_columns"} if groups == c else set())
     assert {k.family for k in served} <= families and any(k.family == kind for k in served)
     if groups == c:
         assert {k.family for k in served} == families - {"grouped_strip"}

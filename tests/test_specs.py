@@ -45,10 +45,10 @@ def test_catalog_holds_each_family():
     pdl = [k for k in kernels if getattr(k, "launch", "stream") == "pdl"]
     own = [k for k in pdl if k.family in ("depthwise_half", "grouped_mma", "depthwise_strip", "grouped_strip",
                                           "conv2d_fprop_packed", "depthwise_strip_half", "depthwise_multiplier",
-                                          "depthwise_band")]  # profiler/dependent_kernel.h
+                                          "depthwise_band", "depthwise_columns")]  # profiler/dependent_kernel.h
     searched = [k for k in kernels if getattr(k, "searched", False)]
     first = [k for k in kernels if getattr(k, "taps", "staged") == "first"]  # beside the same kernel of staged taps
-    assert len(pdl) == 133 + 6 + 16 and len(own) == 119 + 16 and all(
+    assert len(pdl) == 133 + 6 + 16 + 5 and len(own) == 119 + 16 + 5 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
@@ -59,7 +59,8 @@ def test_catalog_holds_each_family():
         by_name[k.name.replace("_tapsfirst", "")] == dataclasses.replace(k, taps="staged")
         and k.includes == ("depthwise_half_first.h",) != by_name[k.name.replace("_tapsfirst", "")].includes
         for k in first)
-    for k in (k for k in pdl if k not in listed and k not in searched and k not in first):  # each beside the same kernel launched plainly
+    dw_columns = [k for k in kernels if k.family == "depthwise_columns"]  # dependent launches only
+    for k in (k for k in pdl if k not in listed and k not in searched and k not in first and k not in dw_columns):  # each beside the same kernel launched plainly
         twin = by_name[k.name.replace("_pdl", "").replace("kernelgen_sm90_tensorop_gconv_", "kernelgen_sm80_tensorop_gconv_")
                        .replace("kernelgen_sm90_simt_dwconv_strip_", "kernelgen_sm80_simt_dwconv_strip_")
                        .replace("kernelgen_sm90_simt_gconv_strip_", "kernelgen_sm80_simt_gconv_strip_")
@@ -128,6 +129,9 @@ def test_catalog_holds_each_family():
     dw_multiplier = [k for k in kernels if k.family == "depthwise_multiplier"]
     assert len(dw_multiplier) == 8 and {(k.op, k.arch, k.accumulator, k.multiplier) for k in dw_multiplier} == {
         ("conv2d_fprop_grouped", 90, "f16", 2)} and all("_dwconv_m2_half2_" in k.name for k in dw_multiplier)
+    assert len(dw_columns) == 5 and {(k.op, k.arch, k.accumulator, k.launch, k.includes) for k in dw_columns} == {
+        ("conv2d_fprop_grouped", 90, "f16", "pdl", ("depthwise_columns.h",))} and all(
+        "_dwconv_cols_half2_" in k.name for k in dw_columns)
     dw_band = [k for k in kernels if k.family in ("depthwise_band", "depthwise_pairs_band")]
     assert len(dw_band) == 16 and {k.filter for k in dw_band} == {(1, 5), (5, 1), (1, 11), (11, 1)}
     dw_half = [k for k in kernels if k.family == "depthwise_half"]
@@ -136,9 +140,9 @@ def test_catalog_holds_each_family():
     dw_strip_half = [k for k in kernels if k.family == "depthwise_strip_half"]
     assert len(dw_strip_half) == 20 and {k.filter for k in dw_strip_half} == {3, 5, 7}
     assert all(k.adapter_header == "strip_conv.h" and "_dwconv_strip_half2_" in k.name for k in dw_strip_half)
-    assert all(k.accumulator == "f32" for k in kernels if k not in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier + dw_band), \
+    assert all(k.accumulator == "f32" for k in kernels if k not in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier + dw_band + dw_columns), \
         "fp16 sums: the half2 kernels alone"
-    assert {k.accumulator for k in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier + dw_band} == {"f16"}
+    assert {k.accumulator for k in dw_half + dw_strip_half + dw_pairs_half + dw_multiplier + dw_band + dw_columns} == {"f16"}
     tensor_grouped = [k for k in kernels if k.family == "grouped_mma"]
     assert len(tensor_grouped) == 254 and {k.op for k in tensor_grouped} == {"conv2d_fprop_grouped"}
     assert [sum(k.max_channels is not None and k.schedule == s for k in tensor_grouped) for s in ("tile", "pipelined")] \
@@ -214,7 +218,7 @@ def test_catalog_holds_each_family():
     assert sum(k.stride == 2 and "_narrow3x3_s2_c" in k.name for k in dense_narrow) == 5
     assert len(kernels) == (len(dense_narrow) + len(sm80) + len(small) + len(squeeze) + len(sm90) + len(narrow) + len(odd_k) + len(odd_split) + len(access) + len(odd_c) + len(gemm) + len(persistent) + len(transposed) + len(nosmem) + len(padded) + len(padded_nosmem)
                             + len(void) + len(stores) + len(halo) + len(pointwise) + len(few) + len(packed) + len(rows_packed) + len(split)
-                            + len(gemv) + len(thin) + len(patch_padded) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(direct) + len(grouped)
+                            + len(gemv) + len(thin) + len(patch_padded) + len(bf16) + len(depthwise) + len(cutlass_depthwise) + len(dw_narrow) + len(dw_rows) + len(dw_flat) + len(dw_pairs) + len(dw_pairs_half) + len(dw_strip) + len(dw_strip_half) + len(g_strip) + len(dw_mma) + len(dw_half) + len(dw_multiplier) + len(dw_band) + len(dw_columns) + len(direct) + len(grouped)
                             + len(tensor_grouped) + len(groupwise) + len(patch) + len(gemm_2x) + len(searched))
     names = [k.name for k in kernels]
     assert names == sorted(set(names)), "sorted, unique"
@@ -257,8 +261,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 1016
-    assert len(select(kernels, "*", parse_arch("90"))) == 817, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 1021
+    assert len(select(kernels, "*", parse_arch("90"))) == 822, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 595
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
@@ -579,7 +583,7 @@ def test_every_family_module_is_found_by_its_kind_and_nothing_else_is():
     assert sorted(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values()) == modules
     assert all(kind == module.KIND for kind, module in families.FAMILIES.items())
     assert {"common", "resident"}.isdisjoint(m.__name__.rsplit(".", 1)[1] for m in families.FAMILIES.values())
-    assert len(families.FAMILIES) == 36
+    assert len(families.FAMILIES) == 37
 
 
 def test_two_modules_declaring_one_kind_are_refused_naming_both(tmp_path, monkeypatch):

@@ -1,0 +1,4 @@
+## The C++ type of one depthwise kernel of a tensor copy an input column (profiler/depthwise_columns.h): groups = C = K, C even and no multiple of 8, R = S = filter.
+## Inputs: name (the procedural name), v (filter, stride, rows, thread_rows, columns, channel_vectors, stages, threads, launch).
+// Depthwise ${v["filter"]}x${v["filter"]} stride ${v["stride"]} in fp16 pairs, a tensor copy an input column, tiles of ${v["rows"]} output rows, ${v["thread_rows"]}x${v["columns"]} outputs a thread, ${8 * v["channel_vectors"]} channels a CTA, ${v["stages"]} stages, CTAs of ${v["threads"]} threads${", a programmatic dependent launch" if v["launch"] == "pdl" else ""}: ${name}
+using ${name} = kernelgen::DepthwiseColumns<${v["filter"]}, ${v["filter"]}, ${v["stride"]}, ${v["rows"]}, ${v["thread_rows"]}, ${v["columns"]}, ${v["channel_vectors"]}, ${v["stages"]}, ${v["threads"]}, ${"true" if v["launch"] == "pdl" else "false"}>;
