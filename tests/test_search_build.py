@@ -79,10 +79,10 @@ def test_search_compiles_the_candidates_and_the_next_round_replaces_what_did_not
 
 
 def test_a_profile_narrowed_by_kernels_measures_the_layers_they_serve_and_leaves_the_others_as_they_were(
-        fake_build, tmp_path):
+        fake_build, tmp_path, monkeypatch):
     """`scons profile KERNELS=<a family's new kernels>` on a set of layers of several kinds: the
     layers those kernels serve are measured with them, the others are named as left out and their
-    CSVs are not rewritten."""
+    CSVs are not rewritten; a comparison of such a build is refused, naming a layer left out."""
     project, tools = fake_build
     depthwise = "conv2d_fprop n=1 h=8 w=8 c=8 k=8 r=3 s=3 pad=1 stride=1 groups=8"
     (project / "kernel_specs" / "workloads" / "pair.txt").write_text("\n".join(LAYERS + [depthwise]) + "\n")
@@ -102,6 +102,17 @@ def test_a_profile_narrowed_by_kernels_measures_the_layers_they_serve_and_leaves
     assert len(frame) and frame["kernel"].str.contains(r"_dwconv_half2_.*_3x3_").all()
     refused = run(project, "profile", *common, "KERNELS=*dwconv_half2*11x11*", check=False)
     assert refused.returncode == 2 and "none of the" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    # a comparison times every layer's chosen kernel: refused before anything is compiled or measured
+    # (a package named torch on the path for scons's check that PyTorch is installed; nothing imports it)
+    (tmp_path / "torch_path" / "torch").mkdir(parents=True)
+    (tmp_path / "torch_path" / "torch" / "__init__.py").write_text("raise ImportError('a stand-in')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "torch_path"),
+                                                                 os.environ.get("PYTHONPATH")])))
+    compared = run(project, "profile", "compare", *common, "KERNELS=*dwconv_half2*3x3*", check=False)
+    assert compared.returncode == 2 and len(compared.stderr.strip().splitlines()) == 1, compared.stdout + compared.stderr
+    assert compared.stderr.startswith("scons: compare: KERNELS='*dwconv_half2*3x3*' serves none of 2 of the 3 layers of "
+                                      "pair (e.g. ") and "leave KERNELS= out" in compared.stderr
+    assert {p.name: p.read_bytes() for p in folder.glob("*.csv")} == after
 
 
 def test_a_profile_of_several_compile_waves_measures_each_pair_once_the_first_waves_early(fake_build, tmp_path):
