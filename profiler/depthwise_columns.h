@@ -24,6 +24,10 @@
 // With PDL, a kernel is launched as a programmatic dependent of the kernel before it
 // (dependent_kernel.h), as depthwise_half.h's.
 //
+// It repeats depthwise_half.h's run of tiles, taps and configuration rather than sharing them: a
+// kernel's hash covers the headers it includes, so those headers unchanged keep their kernels'
+// measured rows current (as depthwise_half_first.h does).
+//
 // kernelgen::DepthwiseColumns<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, PDL> is a kernel type for
 // DepthwiseOperation (depthwise_adapter.h), as kernelgen::DepthwiseHalf is.
 #pragma once
