@@ -3,9 +3,9 @@ DepthwiseColumns): depthwise_half.py's tensor-copy kernels (a CTA's run of tiles
 block, the block's taps in registers, fp16 sums by HFMA2) whose window arrives as one bulk tensor
 copy an input column, from a tensor map of the image rows ({W * C, H, N}; each copy 8 channels
 wider than the block, starting on 16 bytes), where theirs is one copy a tile from a map of the
-pixels, which C no multiple of 8 cannot make (a map's strides are 16-byte multiples). ReXNet's depthwise layers (162 to 1044 channels), ShuffleNetV2's (58, 116) and
-GhostNet's (36 to 360) had only the kernels of 4- and 8-byte copies by each thread
-(depthwise_pairs.py) and narrow ones.
+pixels, which C no multiple of 8 cannot make (a map's strides are 16-byte multiples). ReXNet's
+depthwise layers (162 to 1044 channels), ShuffleNetV2's (58, 116) and GhostNet's (12 to 100) had
+only the kernels of 4- and 8-byte copies by each thread (depthwise_pairs.py) and narrow ones.
 
 An entry takes depthwise_half.py's keys but ``sums`` (always fp16) and ``taps`` (always staged).
 A layer serves where groups = C = K, the filter, stride and dilation are the kernel's, C is even but
