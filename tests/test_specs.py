@@ -48,7 +48,7 @@ def test_catalog_holds_each_family():
                                           "depthwise_band", "depthwise_columns")]  # profiler/dependent_kernel.h
     searched = [k for k in kernels if getattr(k, "searched", False)]
     first = [k for k in kernels if getattr(k, "taps", "staged") == "first"]  # beside the same kernel of staged taps
-    assert len(pdl) == 133 + 6 + 16 + 4 and len(own) == 119 + 16 + 4 and all(
+    assert len(pdl) == 134 + 6 + 16 + 4 and len(own) == 120 + 16 + 4 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
         for k in pdl if k not in own)
     by_name = {k.name: k for k in kernels}
@@ -135,7 +135,7 @@ def test_catalog_holds_each_family():
     dw_band = [k for k in kernels if k.family in ("depthwise_band", "depthwise_pairs_band")]
     assert len(dw_band) == 16 and {k.filter for k in dw_band} == {(1, 5), (5, 1), (1, 11), (11, 1)}
     dw_half = [k for k in kernels if k.family == "depthwise_half"]
-    assert len(dw_half) == 44 + 23 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
+    assert len(dw_half) == 46 + 23 and {(k.op, k.arch, k.accumulator, k.loader) for k in dw_half} == {
         ("conv2d_fprop_grouped", 90, "f16", "tma")}
     dw_strip_half = [k for k in kernels if k.family == "depthwise_strip_half"]
     assert len(dw_strip_half) == 20 and {k.filter for k in dw_strip_half} == {3, 5, 7}
@@ -261,8 +261,8 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 1020
-    assert len(select(kernels, "*", parse_arch("90"))) == 821, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("90a"))) == 1022
+    assert len(select(kernels, "*", parse_arch("90"))) == 823, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 595
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
