@@ -63,13 +63,13 @@ def test_a_grouped_layer_is_served_by_grouped_kernels_only_and_a_dense_one_never
     odd, = parse_workloads("conv2d_fprop n=1 h=8 w=8 c=36 k=36 r=3 s=3 pad=1 groups=36\n")
     assert all(serves(k, odd) == "C must be a multiple of 8" for k in EVERYTHING
                if "_dwconv_" in k.name and "3x3_stride1" in k.name and k.element == "f16"
-               and not any(f"_dwconv_{kind}_" in k.name for kind in ("rows", "flat", "strip", "pairs", "m2")))
+               and not any(f"_dwconv_{kind}_" in k.name for kind in ("rows", "flat", "strip", "pairs", "m2", "cols")))
     # (a kernel of a channel multiplier refuses it for its K = C first)
     assert {serves(k, odd) for k in EVERYTHING if "_dwconv_m2_" in k.name and "3x3_stride1" in k.name} == {
         "a depthwise kernel of channel multiplier 2: needs groups = C, K = 2 * C"}
-    # the row kernels of 4-byte and 2-byte accesses along C, the flat and strip ones (even C) and
-    # the staged ones of 4- and 8-byte copies take it
-    assert {serves(k, odd) for k in EVERYTHING if any(f"_dwconv_{kind}_" in k.name for kind in ("rows", "flat", "strip", "pairs"))
+    # the row kernels of 4-byte and 2-byte accesses along C, the flat and strip ones (even C), the
+    # staged ones of 4- and 8-byte copies and those of a tensor copy an input column take it
+    assert {serves(k, odd) for k in EVERYTHING if any(f"_dwconv_{kind}_" in k.name for kind in ("rows", "flat", "strip", "pairs", "cols"))
             and "3x3_stride1" in k.name} == {None}
 
 
