@@ -144,7 +144,7 @@ def test_a_kernel_of_each_sums_and_launch_compiles_as_the_profiler_builds_it(tmp
     kernels = load_family(SPEC)
     assert_kernels_compile(tmp_path, [next(k for k in kernels if (k.sums, k.launch, k.taps) == (s, launch, taps))
                                       for s, launch, taps in (("f16", "stream", "staged"), ("rows", "pdl", "staged"),
-                                                              ("f16", "pdl", "first"))])
+                                                              ("f16", "pdl", "first"), ("f16", "pdl", "each"))])
 
 
 def test_a_dependent_launch_renders_its_kernel_type_with_pdl_and_the_cost_model_tells_it_apart():
@@ -160,23 +160,29 @@ def test_a_dependent_launch_renders_its_kernel_type_with_pdl_and_the_cost_model_
     assert attributes == {"launch=pdl", "launch=stream", "DepthwiseHalf:launch=pdl", "DepthwiseHalf:launch=stream"}
 
 
-def test_taps_asked_for_first_are_a_kernel_of_their_own_header_name_and_type_that_the_cost_model_tells_apart():
-    """A kernel of ``taps = "first"`` is its staged twin's but for the header it includes
-    (profiler/depthwise_half_first.h: its own code, so the twin's rows stay current), its name and
-    its C++ type; the cost model gives it an attribute of its own, and the twin none it lacked."""
+@pytest.mark.parametrize("taps, header, suffix, type_name, filter", [
+    ("first", "depthwise_half_first.h", "_tapsfirst", "DepthwiseHalfFirst", 7),
+    ("each", "depthwise_half_each.h", "_tapseach", "DepthwiseHalfEach", 3),
+])
+def test_each_order_of_the_taps_is_a_kernel_of_its_own_header_name_and_type_that_the_cost_model_tells_apart(
+        taps, header, suffix, type_name, filter):
+    """A kernel of ``taps = "first"`` or ``"each"`` is its staged twin's but for the header it includes
+    (profiler/depthwise_half_first.h, depthwise_half_each.h: code of their own, so the twin's rows
+    stay current), its name and its C++ type; the cost model gives it an attribute of its own, and
+    the twin none it lacked."""
     from kernelgen import cost_model, render
 
     kernels = load_family(SPEC)
     by_name = {k.name: k for k in kernels}
-    first = next(k for k in kernels if k.taps == "first" and k.launch == "pdl" and k.filter == 7)
-    staged = by_name[first.name.replace("_tapsfirst", "")]
-    assert staged.taps == "staged" and first.name.endswith("_tapsfirst_pdl")
-    assert (first.includes, staged.includes) == (("depthwise_half_first.h",), ("depthwise_half.h",))
+    kernel = next(k for k in kernels if k.taps == taps and k.launch == "pdl" and k.filter == filter)
+    staged = by_name[kernel.name.replace(suffix, "")]
+    assert staged.taps == "staged" and kernel.name.endswith(f"{suffix}_pdl")
+    assert (kernel.includes, staged.includes) == ((header,), ("depthwise_half.h",))
     templates = render.lookup(ROOT / "kernel_specs" / "templates")
-    assert f"using {first.name} = kernelgen::DepthwiseHalfFirst<" in render.type_definition(templates, first)
+    assert f"using {kernel.name} = kernelgen::{type_name}<" in render.type_definition(templates, kernel)
     assert f"using {staged.name} = kernelgen::DepthwiseHalf<" in render.type_definition(templates, staged)
-    attributes = set(cost_model._kernel_attributes_of(first)) ^ set(cost_model._kernel_attributes_of(staged))
-    assert attributes == {"DepthwiseHalf:taps=first"}
+    attributes = set(cost_model._kernel_attributes_of(kernel)) ^ set(cost_model._kernel_attributes_of(staged))
+    assert attributes == {f"DepthwiseHalf:taps={taps}"}
 
 
 @requires_gpu

@@ -653,8 +653,10 @@ def _kernel_attributes_of(kernel) -> list:
     if isinstance(kernel, (GroupedMma, DepthwiseHalf)):
         # what a programmatic dependent launch saves, shared with the CUTLASS kernels of it
         out += [f"launch={kernel.launch}", f"{name}:launch={kernel.launch}"]
-    if isinstance(kernel, DepthwiseHalf) and kernel.taps == "first":
-        out.append(f"{name}:taps=first")  # a run's start, its taps not behind every CTA's windows
+    if isinstance(kernel, DepthwiseHalf) and kernel.taps != "staged":
+        # "first": a run's start, its taps not behind every CTA's windows; "each": a tile's channel
+        # blocks in turn, the lines of a pixel's channels read once
+        out.append(f"{name}:taps={kernel.taps}")
     if getattr(kernel, "fusion", ""):
         # what an epilogue costs, by the kernels weighed alike: a class of no fused rows (RetinaNet's
         # fused transposed kernels, held out) takes what it costs the GEMM kernels of its schedule

@@ -11,10 +11,11 @@ An entry takes depthwise.py's keys but ``loader`` (always ``"tma"``), ``sums``: 
 profiler/dependent_kernel.h: its CTAs set up while the kernel before it finishes, and wait for it
 before they touch global memory), and ``taps``: ``"staged"`` (a run's first block's taps loaded
 after its first windows are asked for, profiler/depthwise_half.h) or ``"first"`` (before them,
-profiler/depthwise_half_first.h).
+profiler/depthwise_half_first.h), or ``"each"`` (every tile's read from global memory into
+registers, the run taking a tile's channel blocks in turn, profiler/depthwise_half_each.h).
 The family's accumulator is f16 either way, and so is its tolerance (vocab.VERIFY_TOLERANCE). Names
 read ``kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_<filter>_..._tma``, ``_rows``
-where the rows are summed in fp32, ``_tapsfirst`` where the taps are asked for first, ``_pdl`` for a programmatic dependent launch. What
+where the rows are summed in fp32, ``_tapsfirst`` where the taps are asked for first, ``_tapseach`` where they are read a tile, ``_pdl`` for a programmatic dependent launch. What
 depthwise.py's kernels cannot serve, these cannot.
 """
 
@@ -30,7 +31,8 @@ TEMPLATE = "depthwise_half.mako"
 TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
 SUMS = ("f16", "rows")
 LAUNCHES = ("stream", "pdl")
-TAPS = {"staged": "depthwise_half.h", "first": "depthwise_half_first.h"}  # each order's header
+TAPS = {"staged": "depthwise_half.h", "first": "depthwise_half_first.h", "each": "depthwise_half_each.h"}  # each order's header
+TAPS_SUFFIX = {"staged": "", "first": "_tapsfirst", "each": "_tapseach"}  # in the name
 BASE_REGISTERS = 44  # pointers, indices, the run's bounds
 
 FAMILY = fixed_type_family(KIND)
@@ -55,7 +57,7 @@ def half_registers(kernel, row_sums: bool = False) -> int:
 class DepthwiseHalf(Depthwise):
     sums: str = "f16"  # "rows": each filter row's products in fp16, the rows in fp32
     launch: str = "stream"  # "pdl": a programmatic dependent launch (profiler/dependent_kernel.h)
-    taps: str = "staged"  # "first": a run's first block's taps asked for before its windows
+    taps: str = "staged"  # "first": a run's first block's taps asked for before its windows; "each": a tile's
     loader: str = "tma"
     accumulator = "f16"
 
@@ -73,7 +75,7 @@ class DepthwiseHalf(Depthwise):
         return (f"kernelgen_sm90_simt_{self.name_stem}_f16nhwc_f16nhwc_f16_f16nhwc_{r}x{s}"
                 f"_stride{self.stride}_tile{self.rows}x{self.tile_columns()}_t{self.thread_rows}x{self.columns}"
                 f"_c{8 * self.channel_vectors}_s{self.stages}_tma" + ("" if self.threads == 256 else f"_cta{self.threads}")
-                + ("_rows" if self.sums == "rows" else "") + ("_tapsfirst" if self.taps == "first" else "")
+                + ("_rows" if self.sums == "rows" else "") + TAPS_SUFFIX[self.taps]
                 + ("_pdl" if self.launch == "pdl" else ""))
 
     def registers(self) -> int:
