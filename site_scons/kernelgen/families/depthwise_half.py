@@ -15,7 +15,8 @@ profiler/depthwise_half_first.h), or ``"each"`` (every tile's read from global m
 registers, the run taking a tile's channel blocks in turn, profiler/depthwise_half_each.h).
 The family's accumulator is f16 either way, and so is its tolerance (vocab.VERIFY_TOLERANCE). Names
 read ``kernelgen_sm90_simt_dwconv_half2_f16nhwc_f16nhwc_f16_f16nhwc_<filter>_..._tma``, ``_rows``
-where the rows are summed in fp32, ``_tapsfirst`` where the taps are asked for first, ``_tapseach`` where they are read a tile, ``_pdl`` for a programmatic dependent launch. What
+where the rows are summed in fp32, ``_tapsfirst`` where the taps are asked for first, ``_tapseach``
+where they are read a tile, ``_pdl`` for a programmatic dependent launch. What
 depthwise.py's kernels cannot serve, these cannot.
 """
 
@@ -31,8 +32,9 @@ TEMPLATE = "depthwise_half.mako"
 TYPES = {"element": "f16", "accumulator": "f16", "output": "f16"}
 SUMS = ("f16", "rows")
 LAUNCHES = ("stream", "pdl")
-TAPS = {"staged": "depthwise_half.h", "first": "depthwise_half_first.h", "each": "depthwise_half_each.h"}  # each order's header
-TAPS_SUFFIX = {"staged": "", "first": "_tapsfirst", "each": "_tapseach"}  # in the name
+# each order's header, and what it adds to the name
+TAPS = {"staged": "depthwise_half.h", "first": "depthwise_half_first.h", "each": "depthwise_half_each.h"}
+TAPS_SUFFIX = {"staged": "", "first": "_tapsfirst", "each": "_tapseach"}
 BASE_REGISTERS = 44  # pointers, indices, the run's bounds
 
 FAMILY = fixed_type_family(KIND)
@@ -57,7 +59,8 @@ def half_registers(kernel, row_sums: bool = False) -> int:
 class DepthwiseHalf(Depthwise):
     sums: str = "f16"  # "rows": each filter row's products in fp16, the rows in fp32
     launch: str = "stream"  # "pdl": a programmatic dependent launch (profiler/dependent_kernel.h)
-    taps: str = "staged"  # "first": a run's first block's taps asked for before its windows; "each": a tile's
+    taps: str = "staged"  # "first": a run's first block's taps asked for before its windows;
+    # "each": a tile's channel blocks in turn, each tile's taps read into registers
     loader: str = "tma"
     accumulator = "f16"
 
