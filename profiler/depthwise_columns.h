@@ -24,15 +24,16 @@
 // With PDL, a kernel is launched as a programmatic dependent of the kernel before it
 // (dependent_kernel.h), as depthwise_half.h's.
 //
-// It repeats depthwise_half.h's run of tiles, taps and configuration rather than sharing them: a
-// kernel's hash covers the headers it includes, so those headers unchanged keep their kernels'
-// measured rows current (as depthwise_half_first.h does).
+// It repeats depthwise_half.h's run of tiles and taps rather than sharing them: a kernel's hash
+// covers the headers it includes, so those headers unchanged keep their kernels' measured rows
+// current (as depthwise_half_first.h does); its configuration and launch are depthwise_run.h's.
 //
 // kernelgen::DepthwiseColumns<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, PDL> is a kernel type for
 // DepthwiseOperation (depthwise_adapter.h), as kernelgen::DepthwiseHalf is.
 #pragma once
 
 #include "dependent_kernel.h"
+#include "depthwise_run.h"
 #include "depthwise_tma.h"
 
 namespace kernelgen {
@@ -233,25 +234,7 @@ struct DepthwiseColumns {
     return {};
   }
 
-  static int configure(std::string& why) {
-    int device = 0, sms = 0, per_sm = 0;
-    if (!depthwise::tensor_map_encoder()) {
-      why = "the driver has no cuTensorMapEncodeTiled";
-      return 0;
-    }
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kBytes) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, Shape::kBytes) != cudaSuccess) {
-      why = std::string("cannot configure the kernel: ") + cudaGetErrorString(cudaGetLastError());
-      return 0;
-    }
-    if (per_sm < 1) {
-      why = "needs " + std::to_string(Shape::kBytes) + " bytes of shared memory, more than a CTA may have here";
-      return 0;
-    }
-    return sms * per_sm;
-  }
+  static int configure(std::string& why) { return depthwise::run_ctas(kernel, THREADS, Shape::kBytes, why); }
 
   static void launch(const Conv2dProblem& p, const Conv2dBinding& b, int ctas, cudaStream_t stream) {
     depthwise::RunTiling tiling;
@@ -270,19 +253,12 @@ struct DepthwiseColumns {
     const cuuint32_t box[3] = {cuuint32_t(Shape::kBoxChannels), cuuint32_t(Shape::kInP), 1};
     const cuuint32_t ones[3] = {1, 1, 1};
     const auto x = static_cast<const __half*>(b.x), w = static_cast<const __half*>(b.w);
-    if (depthwise::tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, const_cast<__half*>(x), dims,
-                                        strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                        CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-      // The launch is not made; the caller's cudaPeekAtLastError sees the error this leaves.
-      kernel<<<0, THREADS, 0, stream>>>(p, tiling, map, w, static_cast<__half*>(b.y));
-      return;
-    }
-    if constexpr (PDL) {
-      pdl::launch(kernel, dim3(grid), dim3(THREADS), Shape::kBytes, stream, p, tiling, map, w, static_cast<__half*>(b.y));
-    } else {
-      kernel<<<grid, THREADS, Shape::kBytes, stream>>>(p, tiling, map, w, static_cast<__half*>(b.y));
-    }
+    const bool encoded =
+        depthwise::tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, const_cast<__half*>(x), dims, strides,
+                                        box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    depthwise::launch_run<PDL>(kernel, encoded, grid, THREADS, Shape::kBytes, stream, p, tiling, map, w,
+                               static_cast<__half*>(b.y));
   }
 };
 
