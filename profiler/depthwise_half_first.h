@@ -21,8 +21,18 @@
 namespace kernelgen {
 namespace depthwise {
 
+// The CTAs a SM the kernel is built for: TmaTile::kMinCtas (as many as 384 threads make), or fewer
+// where the stages leave room for fewer (a CTA's shared memory and the 1 KB the SM reserves it, of
+// 228 KB): two CTAs of 128 threads, as the 14x14 tiles of 64 channels, may keep 255 registers a
+// thread where three keep 168. (DepthwiseHalf.max_registers in depthwise_half.py says the same.)
+template <class Shape>
+constexpr int resident_ctas() {
+  constexpr int by_memory = (228 * 1024) / (Shape::kBytes + 1024);
+  return by_memory < 1 ? 1 : (by_memory < Shape::kMinCtas ? by_memory : Shape::kMinCtas);
+}
+
 template <int R, int S, int Stride, int TP, int TPT, int TQ, int CB, int STAGES, int THREADS, Sums SUMS, bool PDL>
-__global__ void __launch_bounds__(THREADS, (TmaTile<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS>::kMinCtas))
+__global__ void __launch_bounds__(THREADS, (resident_ctas<TmaTile<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS>>()))
     depthwise_half_first_kernel(Conv2dProblem p, RunTiling tiling, const __grid_constant__ CUtensorMap input,
                           const __half* __restrict__ w, __half* __restrict__ y) {
   using Shape = TmaTile<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS>;

@@ -51,6 +51,7 @@ kernels = [
      "rows 16 in thread rows of 1 do not divide the 8 threads"),
     (FIRST.replace("channel_vectors = 4, threads = 128", "channel_vectors = 8, threads = 256, stages = 6"), "stages",
      "6 stages of the tile's input and taps need 242816 bytes of shared memory, more than 232448"),
+    (FIRST.replace("rows = 8", "rows = 12"), "rows", "12 is not one of 1, 2, 4, 7, 8, 14, 16, 32"),
 ])
 def test_bad_entries_are_refused_naming_file_entry_and_key(tmp_path, entry, key, message):
     path = tmp_path / "family.toml"
@@ -66,6 +67,21 @@ def test_a_family_of_other_types_is_refused(tmp_path, key, value, message):
     path = tmp_path / "family.toml"
     path.write_text(FAMILY.replace(f'{key} = "{"f16"}"', f"{key} = {value}", 1))
     assert_family_refused(path, None, key, message)
+
+
+def test_taps_first_kernels_whose_stages_leave_room_for_two_ctas_keep_255_registers(tmp_path):
+    # depthwise_half_first.h builds for the CTAs a SM its shared memory admits (resident_ctas), the
+    # other orders for three of 128 threads
+    tile14 = ("{ filter = 7, stride = 1, rows = 14, thread_rows = 7, columns = 7, channel_vectors = 8, threads = 128, "
+              "stages = 2 }")
+    path = tmp_path / "family.toml"
+    path.write_text(FAMILY.replace(FIRST, ",\n  ".join(
+        [tile14, tile14.replace(" }", ', taps = "first" }'), tile14.replace(" }", ', taps = "each" }'),
+         FIRST.replace(" }", ', taps = "first" }')])))
+    staged, first, each, small = load_family(path)
+    assert staged.shared_bytes() == 108672 and staged.name.endswith("_tile14x14_t7x7_c64_s2_tma_cta128")
+    assert (staged.max_registers(), first.max_registers(), each.max_registers(), small.max_registers()) == (
+        168, 255, 168, 168)
 
 
 def test_the_name_says_fp16_sums_and_the_tolerance_is_fp16_accumulations(tmp_path):

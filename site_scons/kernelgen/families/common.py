@@ -10,6 +10,9 @@ from ..errors import SpecError
 from ..vocab import DATA_TYPES
 
 SHARED_MEMORY = 227 * 1024  # dynamic shared memory a CTA may have on SM90 (the direct kernels' families)
+SM_SHARED_MEMORY, CTA_RESERVED = 228 * 1024, 1024  # a SM's shared memory, and what it keeps back a CTA
+REGISTERS_PER_SM = 65536
+MAX_REGISTERS_PER_THREAD = 255
 ANY_FILTER = "any"  # a direct kernel's ``filter`` where R and S are given at run time (direct_conv_any.h)
 
 

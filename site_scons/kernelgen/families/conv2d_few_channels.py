@@ -26,7 +26,7 @@ from functools import cached_property
 from .. import spec_schema as S
 from ..errors import SpecError
 from ..targets import TARGETS
-from .common import expand_fixed_type_entries, fixed_type_family
+from .common import MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, expand_fixed_type_entries, fixed_type_family
 
 KIND = "conv2d_fprop_few_channels"
 TEMPLATE = "conv2d_fprop_few_channels.mako"
@@ -34,8 +34,6 @@ TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what the ke
 PIECE = 8  # halves per 16-byte chunk: the padding of each shared-memory row
 MAX_THREADS_PER_CTA = 1024
 MAX_THREADS_PER_SM = 2048
-REGISTERS_PER_SM = 65536
-MAX_REGISTERS_PER_THREAD = 255
 # Registers a thread needs besides its accumulators and one k-step's operand fragments
 # (addresses, indices, the im2col copy's 16-byte chunks), as ptxas allots them.
 BASE_REGISTERS = 32

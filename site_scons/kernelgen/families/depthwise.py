@@ -21,7 +21,7 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import SHARED_MEMORY, GroupedKernel, expand_fixed_type_entries, fixed_type_family
+from .common import MAX_REGISTERS_PER_THREAD, SHARED_MEMORY, GroupedKernel, expand_fixed_type_entries, fixed_type_family
 
 KIND = "depthwise"
 TEMPLATE = "depthwise.mako"
@@ -29,7 +29,6 @@ TYPES = ({"element": "f16", "accumulator": "f32", "output": "f16"},
          {"element": "bf16", "accumulator": "f32", "output": "bf16"})
 FILTERS = (3, 5, 7, 9, 11)  # R = S: MixNet's 9x9 and 11x11 layers beside the common sizes; ``filter``
 # takes 1 besides (the per-channel scale branches of networks not re-parameterized: RepViT, FastViT)
-MAX_REGISTERS_PER_THREAD = 255
 BASE_REGISTERS = 40  # pointers, indices
 TMA_BASE_REGISTERS = 12
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .. import spec_schema as S
-from .common import expand_fixed_type_entries, fixed_type_family
+from .common import (CTA_RESERVED, MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, SM_SHARED_MEMORY,
+                     expand_fixed_type_entries, fixed_type_family)
 from .depthwise import ENTRY as DEPTHWISE_ENTRY, Depthwise, check
 
 KIND = "depthwise_half"
@@ -38,7 +39,10 @@ TAPS_SUFFIX = {"staged": "", "first": "_tapsfirst", "each": "_tapseach"}
 BASE_REGISTERS = 44  # pointers, indices, the run's bounds
 
 FAMILY = fixed_type_family(KIND)
-ENTRY = S.Table((*(k for k in DEPTHWISE_ENTRY.keys if k.name != "loader"),
+# depthwise.py's keys, whose rows and thread rows also take 14 and 7 (tiles of 14x14 images whole)
+WIDER = {"rows": S.Key("rows", S.one_of((1, 2, 4, 7, 8, 14, 16, 32))),
+         "thread_rows": S.Key("thread_rows", S.one_of((1, 2, 4, 7, 8)), default=1)}
+ENTRY = S.Table((*(WIDER.get(k.name, k) for k in DEPTHWISE_ENTRY.keys if k.name != "loader"),
                  S.Key("sums", S.choice({s: None for s in SUMS}), default="f16"),
                  S.Key("launch", S.choice({s: None for s in LAUNCHES}), default="stream"),
                  S.Key("taps", S.choice({t: None for t in TAPS}), default="staged")))
@@ -83,6 +87,15 @@ class DepthwiseHalf(Depthwise):
 
     def registers(self) -> int:
         return half_registers(self, row_sums=self.sums == "rows")
+
+    def max_registers(self) -> int:
+        """depthwise.py's, but that a kernel of taps asked for first is built for as many CTAs a SM as its
+        shared memory also admits (profiler/depthwise_half_first.h: resident_ctas): 255 registers a
+        thread for two CTAs of 128 threads."""
+        if self.taps != "first":
+            return super().max_registers()
+        ctas = max(1, min(384 // self.threads, SM_SHARED_MEMORY // (self.shared_bytes() + CTA_RESERVED)))
+        return min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM // (ctas * self.threads) // 8 * 8)
 
     def values(self) -> dict:
         return {**super().values(), "sums": self.sums, "launch": self.launch, "taps": self.taps}

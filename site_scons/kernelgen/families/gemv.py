@@ -25,12 +25,11 @@ from functools import cached_property
 
 from .. import spec_schema as S
 from ..errors import SpecError
-from .common import expand_fixed_type_entries, fixed_type_family
+from .common import MAX_REGISTERS_PER_THREAD, expand_fixed_type_entries, fixed_type_family
 
 KIND = "gemv"
 TEMPLATE = "gemv.mako"
 TYPES = {"element": "f16", "accumulator": "f32", "output": "f16"}  # what the kernel is written for
-MAX_REGISTERS_PER_THREAD = 255
 # Registers besides the accumulators and the B chunks in flight (pointers, indices, an A chunk).
 BASE_REGISTERS = 40
 
