@@ -5,12 +5,12 @@
 // filter) are read from global memory straight into registers as its window is waited for; no
 // shared memory, no barrier.
 //
-// Why: a tensor copy of CB * 8 channels of a wider pixel asks the L2 for whole 128-byte lines, which
-// also hold the neighbouring blocks' channels. In depthwise_half.h's order those blocks' tiles run
-// on CTAs far apart in the run, later, and on large images the lines are gone by then: under
-// Nsight Compute on an H100 its 3x3 kernel of 8x32 tiles read 56 MB from DRAM on EfficientNet-B0's
-// 56x56 layer of 144 channels at batch 32, whose input is 28.9 MB (docs/results.md). Here a CTA
-// asks for every block of the same pixels one after the other.
+// Written for what depthwise_half.h's 3x3 kernel of 8x32 tiles read from DRAM under Nsight Compute
+// on an H100: 56 MB of EfficientNet-B0's 28.9 MB 56x56 input of 144 channels at batch 32, taken for
+// that order's doing (a copy's 128-byte lines also hold the neighbouring blocks' channels, which CTAs
+// far apart in the run read later). Here a CTA asks for every block of the same pixels one after
+// the other; measured since, these read that input 1.68 times and the fp32 kernels of the other
+// order 1.16 times (docs/results.md, 2026-12-07): the order is not the cause.
 //
 // It repeats depthwise_half.h's kernel rather than changing it: a kernel's hash covers the headers
 // it includes, so depthwise_half.h unchanged keeps its kernels' measured rows current (as
