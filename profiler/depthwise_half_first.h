@@ -23,8 +23,8 @@ namespace depthwise {
 
 // The CTAs a SM the kernel is built for: TmaTile::kMinCtas (as many as 384 threads make), or fewer
 // where the stages leave room for fewer (a CTA's shared memory and the 1 KB the SM reserves it, of
-// 228 KB): two CTAs of 128 threads, as the 14x14 tiles of 64 channels, may keep 255 registers a
-// thread where three keep 168. (DepthwiseHalf.max_registers in depthwise_half.py says the same.)
+// 228 KB): two CTAs of 128 threads, as the 5x5 tile of 14x14 of 64 channels and the 9x9 tiles, may
+// keep 255 registers a thread where three keep 168. (DepthwiseHalf.max_registers in depthwise_half.py says the same.)
 template <class Shape>
 constexpr int resident_ctas() {
   constexpr int by_memory = (228 * 1024) / (Shape::kBytes + 1024);

@@ -47,7 +47,7 @@ def test_catalog_holds_each_family():
                                           "conv2d_fprop_packed", "depthwise_strip_half", "depthwise_multiplier",
                                           "depthwise_band", "depthwise_columns")]  # profiler/dependent_kernel.h
     searched = [k for k in kernels if getattr(k, "searched", False)]
-    first = [k for k in kernels if getattr(k, "taps", "staged") == "first"]  # beside the same kernel of staged taps
+    first = [k for k in kernels if getattr(k, "taps", "staged") == "first"]  # beside the same kernel of staged taps, but one
     each = [k for k in kernels if getattr(k, "taps", "staged") == "each"]  # likewise
     assert len(pdl) == 134 + 6 + 16 + 4 + 5 + 1 and len(own) == 120 + 16 + 4 + 5 + 1 and all(
         "_pdl" in k.name and k.defines == ("CUTLASS_ENABLE_GDC_FOR_SM90",) and "dependent_launch.h" in k.includes
