@@ -12,15 +12,16 @@
 // the other; measured since, these read that input 1.68 times and the fp32 kernels of the other
 // order 1.16 times (docs/results.md, 2026-12-07): the order is not the cause.
 //
-// It repeats depthwise_half.h's kernel rather than changing it: a kernel's hash covers the headers
-// it includes, so depthwise_half.h unchanged keeps its kernels' measured rows current (as
-// depthwise_half_first.h does); its configuration and launch are depthwise_run.h's.
+// It repeats depthwise_half.h's run rather than changing it: a kernel's hash covers the headers it
+// includes, so depthwise_half.h unchanged keeps its kernels' measured rows current (as
+// depthwise_half_first.h does). A tile's sums, stores and tensor map are depthwise_half_tile.h's,
+// shared with depthwise_half_first.h; its configuration and launch are depthwise_run.h's.
 //
 // kernelgen::DepthwiseHalfEach<R, S, Stride, TP, TPT, TQ, CB, STAGES, THREADS, SUMS, PDL> is a kernel
 // type for DepthwiseOperation (depthwise_adapter.h), as kernelgen::DepthwiseHalf is.
 #pragma once
 
-#include "depthwise_half.h"
+#include "depthwise_half_tile.h"
 #include "depthwise_run.h"
 
 namespace kernelgen {
@@ -106,61 +107,9 @@ __global__ void __launch_bounds__(THREADS, (TmaTile<R, S, Stride, TP, TPT, TQ, C
 #pragma unroll
     for (int rs = 0; rs < R * S; ++rs) tap[rs] = __halves2half2(half_at(rs), half_at(R * S + rs));
 
-    // kHalf: the sums themselves; kRows: the fp32 sums, each row's added from `part`.
-    __half2 acc[TPT][TQ];
-    float2 rows[SUMS == Sums::kRows ? TPT : 1][SUMS == Sums::kRows ? TQ : 1];
-#pragma unroll
-    for (int a = 0; a < TPT; ++a) {
-#pragma unroll
-      for (int t = 0; t < TQ; ++t) {
-        acc[a][t] = __float2half2_rn(0.0f);
-        if constexpr (SUMS == Sums::kRows) rows[a][t] = make_float2(0.0f, 0.0f);
-      }
-    }
-    const __half2* in = reinterpret_cast<const __half2*>(stages_memory + stage * Shape::kStageBytes) + first;
-#pragma unroll
-    for (int ir = 0; ir < Shape::kThreadRows; ++ir) {
-      __half2 window[Shape::kWindow];
-#pragma unroll
-      for (int j = 0; j < Shape::kWindow; ++j) window[j] = in[(ir * Shape::kInQ + j) * (CB * 4)];
-#pragma unroll
-      for (int a = 0; a < TPT; ++a) {
-        const int r = ir - a * Stride;  // output row a reads input row a * Stride + r
-        if (r >= 0 && r < R) {
-#pragma unroll
-          for (int t = 0; t < TQ; ++t) {
-            if constexpr (SUMS == Sums::kRows) {
-              __half2 part = __hmul2(window[t * Stride], tap[r * S]);
-#pragma unroll
-              for (int s = 1; s < S; ++s) part = __hfma2(window[t * Stride + s], tap[r * S + s], part);
-              const float2 f = __half22float2(part);
-              rows[a][t].x += f.x;
-              rows[a][t].y += f.y;
-            } else {
-#pragma unroll
-              for (int s = 0; s < S; ++s) acc[a][t] = __hfma2(window[t * Stride + s], tap[r * S + s], acc[a][t]);
-            }
-          }
-        }
-      }
-    }
-    if (c < p.c) {
-      const int p_base = at.p0 + thread_row * TPT, q_base = at.q0 + thread_column * TQ;
-      __half* const out = y + ((size_t(at.n) * P + p_base) * Q + q_base) * p.k + c;
-      const size_t out_row = size_t(Q) * p.k;
-#pragma unroll
-      for (int a = 0; a < TPT; ++a) {
-#pragma unroll
-        for (int t = 0; t < TQ; ++t) {
-          if (p_base + a < P && q_base + t < Q) {
-            if constexpr (SUMS == Sums::kRows)
-              *reinterpret_cast<__half2*>(out + a * out_row + t * p.k) = __float22half2_rn(rows[a][t]);
-            else
-              *reinterpret_cast<__half2*>(out + a * out_row + t * p.k) = acc[a][t];
-          }
-        }
-      }
-    }
+    half_tile<R, S, Stride, TPT, TQ, CB, SUMS, Shape>(
+        p, P, Q, reinterpret_cast<const __half2*>(stages_memory + stage * Shape::kStageBytes) + first, tap, y, at.n,
+        at.p0 + thread_row * TPT, at.q0 + thread_column * TQ, c);
   }
 }
 
@@ -190,17 +139,9 @@ struct DepthwiseHalfEach {
     const int grid = tiling.items < ctas ? tiling.items : ctas;
     if (grid == 0) return;
     CUtensorMap map;
-    const cuuint64_t dims[4] = {cuuint64_t(p.c), cuuint64_t(p.w), cuuint64_t(p.h), cuuint64_t(p.n)};
-    const cuuint64_t strides[3] = {cuuint64_t(p.c) * 2, cuuint64_t(p.w) * p.c * 2, cuuint64_t(p.h) * p.w * p.c * 2};
-    const cuuint32_t box[4] = {cuuint32_t(CB * 8), cuuint32_t(Shape::kInQ), cuuint32_t(Shape::kInP), 1};
-    const cuuint32_t ones[4] = {1, 1, 1, 1};
-    const auto x = static_cast<const __half*>(b.x), w = static_cast<const __half*>(b.w);
-    const bool encoded =
-        depthwise::tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<__half*>(x), dims, strides,
-                                        box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-    depthwise::launch_run<PDL>(kernel, encoded, grid, THREADS, Shape::kBytes, stream, p, tiling, map, w,
-                               static_cast<__half*>(b.y));
+    const bool encoded = depthwise::half_input_map<Shape, CB>(&map, p, static_cast<const __half*>(b.x));
+    depthwise::launch_run<PDL>(kernel, encoded, grid, THREADS, Shape::kBytes, stream, p, tiling, map,
+                               static_cast<const __half*>(b.w), static_cast<__half*>(b.y));
   }
 };
 

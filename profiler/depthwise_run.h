@@ -1,8 +1,9 @@
 // The configuration and launch of a depthwise kernel of a run of tiles whose windows tensor copies
-// bring (depthwise_columns.h, depthwise_half_each.h): the CTAs the GPU holds at once, and the launch,
-// plain or as a programmatic dependent of the kernel before it (dependent_kernel.h).
+// bring (depthwise_columns.h, depthwise_half_first.h, depthwise_half_each.h): the CTAs the GPU holds
+// at once, and the launch, plain or as a programmatic dependent of the kernel before it
+// (dependent_kernel.h).
 //
-// depthwise_half.h, depthwise_half_first.h and the others written before keep their own copies: a
+// depthwise_half.h and the others written before keep their own copies: a
 // kernel's hash covers the headers it includes, so those headers unchanged keep their kernels'
 // measured rows current.
 #pragma once
