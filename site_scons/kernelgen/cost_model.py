@@ -655,7 +655,7 @@ def _kernel_attributes_of(kernel) -> list:
         out += [f"launch={kernel.launch}", f"{name}:launch={kernel.launch}"]
     if isinstance(kernel, DepthwiseHalf) and kernel.taps != "staged":
         # "first": a run's start, its taps not behind every CTA's windows; "each": a tile's channel
-        # blocks in turn, the lines of a pixel's channels read once
+        # blocks in turn, its taps read from global memory a tile
         out.append(f"{name}:taps={kernel.taps}")
     if getattr(kernel, "fusion", ""):
         # what an epilogue costs, by the kernels weighed alike: a class of no fused rows (RetinaNet's
