@@ -99,20 +99,27 @@ def test_the_kernels_of_one_copy_a_tile_refuse_what_these_serve():
 
 
 def test_a_build_measures_each_kernel_on_the_layers_it_serves_until_fitted():
-    """A group of its own that the committed model has no rows of: every kernel of the family that
-    serves ReXNet's 366-channel stride-2 layer is proposed (unranked) beside the model's top 3, none
-    on a layer of 368 channels."""
+    """A group of its own: while the model has no rows of it, every kernel of the family that serves
+    ReXNet's 366-channel stride-2 layer is proposed (unranked) beside the model's top 3, none on a
+    layer of 368 channels; once fitted on rows of it (the committed model, since ReXNet-1.0's and
+    ShuffleNetV2's on the H200), only those the model ranks in its top 3 are."""
+    from dataclasses import replace
+
     from kernelgen import candidates
     from kernelgen.cost_model import load_model
     from kernelgen.specs import load_catalog
 
-    model = load_model("nvidia_h200")
-    family = load_family(SPEC)
-    assert theta_group(family[0]) == "DepthwiseColumns" and candidates.unfitted(model, family[0])
-    first, second = candidates.propose([layer(), layer(c=368)], load_catalog(SPEC.parent), model, 3)
+    fitted = load_model("nvidia_h200")
+    unfitted = replace(fitted, theta={g: t for g, t in fitted.theta.items() if g != "DepthwiseColumns"})
+    family, catalog = load_family(SPEC), load_catalog(SPEC.parent)
+    assert theta_group(family[0]) == "DepthwiseColumns"
+    assert candidates.unfitted(unfitted, family[0]) and not candidates.unfitted(fitted, family[0])
+    first, second = candidates.propose([layer(), layer(c=368)], catalog, unfitted, 3)
     served = {k.name for k in family if (k.filter, k.stride) == (3, 2)}
     assert len(served) == 2 and served <= first.unranked
     assert not {k.name for k in family} & ({k.name for _, k in second.ranked} | second.unranked)
+    ranked, = candidates.propose([layer()], catalog, fitted, 3)
+    assert not ranked.unranked & served and len(ranked.ranked) == 3 + len(ranked.unranked)
 
 
 @requires_nvcc
