@@ -6,6 +6,8 @@ alignment divides, and is explored (measured in full) on the layers of its acces
 model has rows of it; the kernels compile as the profiler builds them; on a GPU each verifies on
 the small odd layers it serves and refuses the others."""
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import ROOT, assert_family_refused, assert_served_rows_verify, profile_layers, requires_gpu, requires_nvcc
@@ -86,12 +88,14 @@ def test_the_family_is_explored_on_the_layers_of_its_accesses_width():
     """Until the model has rows of a family, each of its kernels serving a layer whose C and K take
     no wider access than its own is measured there beside the model's top k: the kernels of
     2-element accesses on 162 -> 38, those of 1 on 95 -> 570; none on 64 -> 64; those of 16-byte
-    accesses on layers of at most their tile's output channels (48 -> 16 and 48 -> 32, not 48 -> 40)."""
+    accesses on layers of at most their tile's output channels (48 -> 16 and 48 -> 32, not 48 -> 40).
+    The model without rows of them is the committed one with the families taken out of its list."""
     catalog = load_catalog(FAMILIES)
     gemm = [k for k in catalog if "_gemm_transposed" in k.family]
     assert len(gemm) == 15 and {k.alignment for k in gemm} == {1, 2, 4, 8}
-    model = load_model("nvidia_h200")
-    assert not any(k.family in model.families for k in gemm)
+    fitted = load_model("nvidia_h200")  # rows of two of the families since 2026-12-07 (MixNet-M, ReXNet-1.0)
+    model = replace(fitted, families=[f for f in fitted.families if "_gemm_transposed" not in f])
+    assert {k.family for k in gemm} & set(fitted.families)
     for problem, alignment in ((Conv2dProblem(32, 56, 56, 162, 38, 1, 1, 0, 0), 2),
                                (Conv2dProblem(32, 14, 14, 95, 570, 1, 1, 0, 0), 1)):
         proposal, = candidates.propose([problem], catalog, model, 3)
