@@ -8,7 +8,7 @@ another left would never finish), and refuse the others."""
 import pytest
 
 from conftest import ROOT, build_folder, requires_gpu
-from kernelgen import cost_model, render
+from kernelgen import candidates, cost_model, render
 from kernelgen.ops import serves
 from kernelgen.ops.gemm import GemmProblem
 from kernelgen.specs import load_catalog
@@ -29,6 +29,10 @@ GEMV_LANES_1024 = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows1_threads102
 # A staged in shared memory (profiler/gemv_staged.h): 4-byte and 16-byte chunks
 GEMV_STAGED_NARROW = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows4_threads256_unroll4_vec2_lanesm_ashared"
 GEMV_STAGED = "kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m32_rows8_threads512_unroll1_lanesm_ashared"
+# on tensor cores (profiler/gemv_mma.h): 16-byte loads, 4-byte loads, tiles of 16 rows
+GEMV_MMA = "kernelgen_sm80_tensorop_gemv_f16_f16_f32_f16_m32_rows16_threads128_unroll2_mma"
+GEMV_MMA_NARROW = "kernelgen_sm80_tensorop_gemv_f16_f16_f32_f16_m32_rows8_threads256_unroll4_vec2_mma"
+GEMV_MMA_16 = "kernelgen_sm80_tensorop_gemv_f16_f16_f32_f16_m16_rows8_threads64_unroll4_mma"
 SPLIT_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_splitk2"
               "_warpspecialized_cooperative_epi_tma")
 STREAM_K_GEMM = ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x64x64_1x1x1_0_tnt_align8_stream_k"
@@ -105,6 +109,27 @@ def test_a_staged_matrix_vector_kernel_renders_its_type_and_refuses_an_a_beyond_
     assert cost_model.serves(narrow, GemmProblem(m=8, n=8, k=4000)) is None  # 8 rows of A fit
 
 
+def test_a_tensor_core_matrix_vector_kernel_renders_its_type_and_is_measured_in_full_until_its_rows_are_fitted():
+    """lanes = "mma": gemv_mma.h's warps compute their tiles by mma.sync; a group of the model's own,
+    of no committed row yet, so every layer it serves measures each of its kernels."""
+    narrow, wide, lanes = CATALOG[GEMV_MMA_NARROW], CATALOG[GEMV_MMA], CATALOG[GEMV_LANES_NARROW]
+    text = source(GEMV_MMA_NARROW)
+    assert f"using {GEMV_MMA_NARROW} = kernelgen::GemvMmaNarrow<32, 8, 256, 4>;" in text
+    assert '#include "gemv_mma.h"' in text and f"kernelgen::DirectOperation<::{GEMV_MMA_NARROW}>" in text
+    assert f"kernelgen::GemvMma<32, 16, 128, 2>;" in source(GEMV_MMA)
+    layer = parse_workloads("conv2d_fprop n=32 h=1 w=1 c=222 k=888 r=1 s=1\n")[0]
+    assert cost_model.serves(narrow, layer) is None and cost_model.serves(wide, layer) == "K must be a multiple of 8"
+    assert cost_model.serves(CATALOG[GEMV_MMA_16], GemmProblem(m=17, n=8, k=8)) == \
+        "a matrix-vector kernel for at most 16 rows"
+    assert cost_model.group(narrow) == "Gemv/mma" and cost_model.group(lanes) == "Gemv"
+    assert (narrow.sums_bytes(), lanes.sums_bytes()) == (8 * 32 * 8 * 4, 0)
+    model = cost_model.load_model("nvidia_h200", ROOT / "kernel_specs" / "models")
+    assert candidates.unfitted(model, narrow, layer) and not candidates.unfitted(model, lanes, layer)
+    # its chain: 222 halves in blocks of 8, 8 warps of 4 blocks a group: one group a warp, 2 mma steps a tile
+    features = cost_model._gemv_features(narrow, 32, 888, 222, 0.0, 132)
+    assert features[4] == 1 and features[0] == 1 * 4 * 2 / 4 * 2 * 1 / 1e3
+
+
 SMALL = {
     # (layers it computes, layers it refuses with a word of the reason)
     GEMV: ({"gemm m=1 n=1000 k=2048", "gemm m=3 n=257 k=1032", "gemm m=4 n=64 k=8",
@@ -137,6 +162,16 @@ SMALL = {
     GEMV_STAGED: ({"conv2d_fprop n=32 h=1 w=1 c=1232 k=308 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=3024 k=308 r=1 s=1",
                    "gemm m=17 n=7 k=24", "gemm m=32 n=1001 k=1288"},
                   {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=308 k=1232 r=1 s=1": "multiple of 8"}),
+    # K past the last block (1288, 24, 2050: zeros loaded), rows and columns past a tile's, 1 row
+    GEMV_MMA: ({"conv2d_fprop n=32 h=1 w=1 c=1232 k=308 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=3024 k=308 r=1 s=1",
+                "gemm m=17 n=7 k=24", "gemm m=32 n=1001 k=1288", "gemm m=1 n=5 k=8"},
+               {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=222 k=888 r=1 s=1": "multiple of 8"}),
+    GEMV_MMA_NARROW: ({"conv2d_fprop n=32 h=1 w=1 c=222 k=888 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=30 k=120 r=1 s=1",
+                       "gemm m=31 n=3 k=2", "gemm m=32 n=9 k=2050"},
+                      {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "must be even"}),
+    GEMV_MMA_16: ({"conv2d_fprop n=1 h=1 w=1 c=144 k=6 r=1 s=1", "conv2d_fprop n=1 h=1 w=1 c=480 k=20 r=1 s=1",
+                   "gemm m=16 n=100 k=520", "gemm m=3 n=17 k=8"},
+                  {"gemm m=17 n=8 k=8": "at most 16 rows", "conv2d_fprop n=1 h=1 w=1 c=6 k=144 r=1 s=1": "multiple of 8"}),
     SPLIT_GEMM: ({"conv2d_fprop n=1 h=7 w=7 c=2048 k=512 r=1 s=1", "gemm m=256 n=4096 k=4096", "gemm m=3 n=200 k=136"},
                  {"conv2d_fprop n=1 h=7 w=7 c=512 k=512 r=3 s=3 pad=1": "not a GEMM"}),
     STREAM_K_GEMM: ({"conv2d_fprop n=1 h=14 w=14 c=1024 k=256 r=1 s=1", "gemm m=1 n=1000 k=2048"}, {}),

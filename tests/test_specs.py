@@ -176,9 +176,12 @@ def test_catalog_holds_each_family():
         "grouped_direct_bf16"}
     assert all(k.output == "bf16" and "bf16" in k.name and "f16_" not in k.name.replace("bf16", "") for k in bf16)
     gemv = [k for k in kernels if k.family == "gemv"]
-    assert len(gemv) == 38 and {k.max_m for k in gemv} == {1, 2, 4, 8, 32} and {k.op for k in gemv} == {"gemm"}
-    assert sorted(k.vector for k in gemv) == [2] * 16 + [8] * 22
+    assert len(gemv) == 48 and {k.max_m for k in gemv} == {1, 2, 4, 8, 16, 32} and {k.op for k in gemv} == {"gemm"}
+    assert sorted(k.vector for k in gemv) == [2] * 20 + [8] * 28
     assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 20
+    mma = [k for k in gemv if k.lanes == "mma"]
+    assert len(mma) == 10 and all(k.max_m % 16 == 0 and k.rows % 8 == 0 and k.a == "global" for k in mma)
+    assert all(k.name.startswith("kernelgen_sm80_tensorop_gemv_") and k.name.endswith("_mma") for k in mma)
     assert sum(k.a == "shared" for k in gemv) == 8 and all(k.lanes == "m" for k in gemv if k.a == "shared")
     patch_padded = [k for k in kernels if k.family == "conv2d_fprop_sm90_patch_padded"]
     assert len(patch_padded) == 4 and all(k.name.endswith("_patchpad") and k.op == "conv2d_fprop" and not k.fusible
@@ -269,7 +272,7 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 1028
+    assert len(select(kernels, "*", parse_arch("90a"))) == 1038
     assert len(select(kernels, "*", parse_arch("90"))) == 829, "wgmma kernels need sm_90a"
     assert len(select(kernels, "*", parse_arch("80"))) == 595
     assert len(select(kernels, "*", parse_arch("75"))) == 18
@@ -491,7 +494,16 @@ def test_a_valid_family_expands_tiles_by_alignments_and_clusters(tmp_path):
     (GEMV.replace("unroll = 4 }", "unroll = 4, vector = 4 }"), "kernels[0]", "vector", "4 is not one of"),
     (GEMV.replace("unroll = 4 }", 'unroll = 4, lanes = "m" }'), "kernels[0]", "max_m",
      "a lane a row of A takes 32 rows: max_m must be 32, not 1"),
-    (GEMV.replace("unroll = 4 }", 'unroll = 4, lanes = "n" }'), "kernels[0]", "lanes", "'n' is not one of k, m"),
+    (GEMV.replace("unroll = 4 }", 'unroll = 4, lanes = "n" }'), "kernels[0]", "lanes", "'n' is not one of k, m, mma"),
+    (GEMV.replace("unroll = 4 }", 'unroll = 4, lanes = "mma" }'), "kernels[0]", "max_m",
+     "tensor-core tiles of 16 rows: max_m must be 16, 32, 48 or 64, not 1"),
+    (GEMV.replace("max_m = 1", "max_m = 16").replace("unroll = 4 }", 'unroll = 4, lanes = "mma" }'), "kernels[0]",
+     "rows", "tensor-core tiles of 8 columns: rows must be 8, 16, 24 or 32, not 4"),
+    (GEMV.replace("max_m = 1, rows = 4", "max_m = 16, rows = 8").replace("unroll = 4 }", 'unroll = 1, vector = 2, lanes = "mma" }'),
+     "kernels[0]", "unroll", "unroll 1 blocks of vector 2 make no whole mma step"),
+    (GEMV.replace("max_m = 1, rows = 4, threads = 128", "max_m = 64, rows = 32, threads = 256").replace(
+        "unroll = 4 }", 'unroll = 1, lanes = "mma" }'), "kernels[0]", "threads",
+     "the warps' sums take 65536 bytes of shared memory, more than 49152"),
     (GEMV.replace("unroll = 4 }", 'unroll = 4, a = "shared" }'), "kernels[0]", "a",
      'A in shared memory is read a lane a row: it needs lanes = "m"'),
     (GEMV.replace("unroll = 4 }", 'unroll = 4, a = "local" }'), "kernels[0]", "a", "'local' is not one of global, shared"),

@@ -181,6 +181,8 @@ def group(kernel) -> str:
         return Conv2dFprop2x.__name__
     if isinstance(kernel, Conv2dFpropFewChannels):
         return f"{name}/{kernel.mode}"
+    if isinstance(kernel, Gemv) and kernel.lanes == "mma":
+        return f"{name}/mma"  # tensor-core fragments, not a lane's fp32 multiply-adds
     if isinstance(kernel, Gemv) and kernel.a == "shared":
         # each CTA copies A first, then walks it from shared memory: weighed apart from the kernels
         # whose lanes read A from global memory (fitted together, the staged rows of batch 32 moved
@@ -545,22 +547,28 @@ def _thread_reads(kernel, conv) -> int:
 def _gemv_features(kernel, m: int, n: int, k: int, memory: float, sms: int) -> list:
     """``features`` of a matrix-vector kernel (profiler/gemv*.h) on D (m x n) = A (m x k) B^T: a CTA
     computes ``rows`` columns of D for ``max_m`` rows of A, its threads (lanes "k") or its warps
-    (lanes "m") striding over K in chunks of ``vector`` elements. Its time is B streamed once
+    (lanes "m", "mma") striding over K in chunks of ``vector`` elements (lanes "mma": groups of
+    ``unroll`` blocks of 4 x ``vector``, a tile's mma.sync each 16 K its work). Its time is B streamed once
     (``memory``) where that dominates, else the chain of chunks the busiest thread walks in turn
     (multiply-adds of every row it keeps, then the CTA's reduction): a product of few columns, or
     of 32 rows, cannot fill the GPU with loads in flight. The bytes, outputs and CTAs are the
     busiest SM's: its share of the CTAs, not as many as it could hold (VGG-16's 4096 x 25088
     classifier runs 512 CTAs of 8 columns, 4 an SM, where 16 fit)."""
     tiles = math.ceil(n / kernel.rows) * math.ceil(m / kernel.max_m)
-    per_sm = _resident(kernel.threads, kernel.staged_bytes(min(m, kernel.max_m), k), kernel.registers())
+    shared = kernel.staged_bytes(min(m, kernel.max_m), k) + kernel.sums_bytes()
+    per_sm = _resident(kernel.threads, shared, kernel.registers())
     waves = math.ceil(tiles / (sms * per_sm))
     busiest = math.ceil(tiles / sms)  # the CTAs the busiest SM runs, in all its waves
-    walkers = kernel.threads // 32 if kernel.lanes == "m" else kernel.threads  # what splits K
-    chunks = math.ceil(k / (walkers * kernel.vector))
-    sums = kernel.rows * (1 if kernel.lanes == "m" else min(m, kernel.max_m))  # a thread's, each chunk element
-    chain = waves * chunks
+    walkers = kernel.threads if kernel.lanes == "k" else kernel.threads // 32  # what splits K
+    if kernel.lanes == "mma":  # a warp's groups of unroll blocks of 4 x vector K: one mma a tile each 16 K
+        chain = waves * math.ceil(k / (walkers * kernel.unroll * 4 * kernel.vector))
+        work = chain * kernel.unroll * kernel.vector / 4 * (kernel.max_m // 16) * (kernel.rows // 8)
+    else:
+        chain = waves * math.ceil(k / (walkers * kernel.vector))
+        sums = kernel.rows * (1 if kernel.lanes == "m" else min(m, kernel.max_m))  # a thread's, each chunk element
+        work = chain * kernel.vector * sums
     read = kernel.rows + (min(m, kernel.max_m) if kernel.a == "shared" else 0)  # rows of B, and A where a CTA stages it
-    return [chain * kernel.vector * sums / 1e3, busiest * read * k * 2 / 1e3,
+    return [work / 1e3, busiest * read * k * 2 / 1e3,
             busiest * kernel.rows * min(m, kernel.max_m) * 2 / 1e3, busiest, chain, memory, 1.0]
 
 

@@ -15,7 +15,11 @@ every warp keeps row i's sums, the warps split K, profiler/gemv_lanes.h: the sam
 of A from global memory; the default) or "shared" (lanes "m" only: each CTA first copies A into
 shared memory, rows padded against bank conflicts, profiler/gemv_staged.h: the products of a long
 A, whose rows every CTA reads, measured faster; those of a short one, slower). Other shapes are
-``unsupported``. gemv_narrow.h
+``unsupported``. ``lanes = "mma"`` (profiler/gemv_mma.h): a warp's MaxM x Rows outputs on tensor
+cores (mma.sync m16n8k16), max_m 16 to 64 in tiles of 16, rows 8 to 32 in tiles of 8, each lane
+loading its fragments' words from global memory, ``unroll`` blocks of 4 x ``vector`` K a warp in
+flight (whole mma steps: unroll x vector a multiple of 4); named ``kernelgen_sm80_tensorop_gemv_..._mma``.
+gemv_narrow.h
 repeats gemv.h's scheme rather than generalising it: a kernel's hash covers the headers it
 includes, so gemv.h unchanged keeps its kernels' measured rows current.
 """
@@ -40,15 +44,17 @@ ENTRY = S.Table((
     S.Key("threads", S.one_of((32, 64, 128, 256, 512, 1024))),
     S.Key("unroll", S.integer(1, 16)),
     S.Key("vector", S.one_of((8, 2)), 8),
-    S.Key("lanes", S.choice({"k": None, "m": None}), "k"),
+    S.Key("lanes", S.choice({"k": None, "m": None, "mma": None}), "k"),
     S.Key("a", S.choice({"global": None, "shared": None}), "global"),
 ))
 # (lanes, vector) -> (the kernel type, its header)
 KERNEL_TYPES = {("k", 8): ("Gemv", "gemv.h"), ("k", 2): ("GemvNarrow", "gemv_narrow.h"),
-                ("m", 8): ("GemvLanes", "gemv_lanes.h"), ("m", 2): ("GemvLanesNarrow", "gemv_lanes.h")}
+                ("m", 8): ("GemvLanes", "gemv_lanes.h"), ("m", 2): ("GemvLanesNarrow", "gemv_lanes.h"),
+                ("mma", 8): ("GemvMma", "gemv_mma.h"), ("mma", 2): ("GemvMmaNarrow", "gemv_mma.h")}
 # vector -> (the kernel type, its header) of lanes "m" with A in shared memory
 STAGED_TYPES = {8: ("GemvStaged", "gemv_staged.h"), 2: ("GemvStagedNarrow", "gemv_staged.h")}
 SHARED_MEMORY = 227 * 1024  # a CTA's, opted in (profiler/gemv_staged.h)
+STATIC_SHARED_MEMORY = 48 * 1024  # a CTA's without opting in: the mma kernels' sums (profiler/gemv_mma.h)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class Gemv:
     threads: int
     unroll: int
     vector: int = 8  # halves a load of B reads: K must be a multiple of it
-    lanes: str = "k"  # what a warp's lanes stride over: "k", or "m" (a lane a row of A)
+    lanes: str = "k"  # what a warp's lanes stride over: "k", "m" (a lane a row of A), or "mma" (tensor-core fragments)
     a: str = "global"  # where the lanes read A: "global", or "shared" (staged by each CTA; lanes "m")
 
     element = TYPES["element"]
@@ -83,9 +89,20 @@ class Gemv:
 
     @cached_property
     def name(self) -> str:
-        return (f"kernelgen_sm80_simt_gemv_f16_f16_f32_f16_m{self.max_m}_rows{self.rows}"
+        core = "tensorop" if self.lanes == "mma" else "simt"
+        return (f"kernelgen_sm80_{core}_gemv_f16_f16_f32_f16_m{self.max_m}_rows{self.rows}"
                 f"_threads{self.threads}_unroll{self.unroll}" + ("" if self.vector == 8 else f"_vec{self.vector}")
-                + ("" if self.lanes == "k" else "_lanesm") + ("" if self.a == "global" else "_ashared"))
+                + {"k": "", "m": "_lanesm", "mma": "_mma"}[self.lanes] + ("" if self.a == "global" else "_ashared"))
+
+    @property
+    def measure_unfitted(self) -> bool:
+        """The tensor-core kernels (seconds to compile) are measured in full on the layers they
+        serve while the cost model has no rows of them (``candidates.unfitted``)."""
+        return self.lanes == "mma"
+
+    def sums_bytes(self) -> int:
+        """Shared memory the warps' fp32 sums take in an mma kernel (profiler/gemv_mma.h), 0 otherwise."""
+        return self.threads // 32 * self.max_m * self.rows * 4 if self.lanes == "mma" else 0
 
     def staged_bytes(self, m: int, k: int) -> int:
         """Shared memory a CTA takes for A (a = "shared"): m rows of k halves, each padded to an odd
@@ -98,6 +115,9 @@ class Gemv:
         """A thread's registers, about: its fp32 sums, its B loads in flight (a register a pair of
         halves), the rest. With a lane a row of A (lanes "m"), a thread keeps one row's sums and
         loads a chunk of A besides each step's chunks of B."""
+        if self.lanes == "mma":  # fp32 fragments of the tiles, and the words of A's two rows a tile and B's in flight
+            tiles_m, tiles_n = self.max_m // 16, self.rows // 8
+            return 4 * tiles_m * tiles_n + self.vector // 2 * self.unroll * (2 * tiles_m + tiles_n) + BASE_REGISTERS
         if self.lanes == "m":
             return self.rows + self.vector // 2 * self.unroll * (self.rows + 1) + BASE_REGISTERS
         return self.max_m * self.rows + self.vector // 2 * self.unroll * self.rows + BASE_REGISTERS
@@ -112,6 +132,19 @@ class Gemv:
 def check(path, entry, kernel) -> None:
     """Refuse a kernel whose thread would need more registers than a thread has, or a lane a row
     of A for other than 32 rows, naming the key."""
+    if kernel.lanes == "mma":
+        if kernel.max_m % 16:
+            raise SpecError(path, f"tensor-core tiles of 16 rows: max_m must be 16, 32, 48 or 64, not {kernel.max_m}",
+                            entry, "max_m")
+        if kernel.rows % 8 or kernel.rows > 32:
+            raise SpecError(path, f"tensor-core tiles of 8 columns: rows must be 8, 16, 24 or 32, not {kernel.rows}",
+                            entry, "rows")
+        if kernel.unroll * kernel.vector % 4:
+            raise SpecError(path, f"unroll {kernel.unroll} blocks of vector {kernel.vector} make no whole mma step: "
+                            "unroll x vector must be a multiple of 4", entry, "unroll")
+        if kernel.sums_bytes() > STATIC_SHARED_MEMORY:
+            raise SpecError(path, f"the warps' sums take {kernel.sums_bytes()} bytes of shared memory, more than "
+                            f"{STATIC_SHARED_MEMORY}", entry, "threads")
     if kernel.lanes == "m" and kernel.max_m != 32:
         raise SpecError(path, f"a lane a row of A takes 32 rows: max_m must be 32, not {kernel.max_m}", entry, "max_m")
     if kernel.a == "shared" and kernel.lanes != "m":
