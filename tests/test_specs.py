@@ -176,11 +176,11 @@ def test_catalog_holds_each_family():
         "grouped_direct_bf16"}
     assert all(k.output == "bf16" and "bf16" in k.name and "f16_" not in k.name.replace("bf16", "") for k in bf16)
     gemv = [k for k in kernels if k.family == "gemv"]
-    assert len(gemv) == 48 and {k.max_m for k in gemv} == {1, 2, 4, 8, 16, 32} and {k.op for k in gemv} == {"gemm"}
-    assert sorted(k.vector for k in gemv) == [2] * 20 + [8] * 28
+    assert len(gemv) == 50 and {k.max_m for k in gemv} == {1, 2, 4, 8, 16, 32} and {k.op for k in gemv} == {"gemm"}
+    assert sorted(k.vector for k in gemv) == [2] * 21 + [8] * 29
     assert [k.max_m for k in gemv if k.lanes == "m"] == [32] * 20
     mma = [k for k in gemv if k.lanes == "mma"]
-    assert len(mma) == 10 and all(k.max_m % 16 == 0 and k.rows % 8 == 0 and k.a == "global" for k in mma)
+    assert len(mma) == 12 and all(k.max_m % 16 == 0 and k.rows % 8 == 0 and k.a == "global" for k in mma)
     assert all(k.name.startswith("kernelgen_sm80_tensorop_gemv_") and k.name.endswith("_mma") for k in mma)
     assert sum(k.a == "shared" for k in gemv) == 8 and all(k.lanes == "m" for k in gemv if k.a == "shared")
     patch_padded = [k for k in kernels if k.family == "conv2d_fprop_sm90_patch_padded"]
@@ -272,9 +272,9 @@ def test_a_fused_variant_is_named_as_its_own_fields_name_it():
 
 def test_select_filters_by_glob_and_architecture():
     kernels = load_catalog(FAMILIES)
-    assert len(select(kernels, "*", parse_arch("90a"))) == 1038
-    assert len(select(kernels, "*", parse_arch("90"))) == 839, "wgmma kernels need sm_90a"
-    assert len(select(kernels, "*", parse_arch("80"))) == 605
+    assert len(select(kernels, "*", parse_arch("90a"))) == 1040
+    assert len(select(kernels, "*", parse_arch("90"))) == 841, "wgmma kernels need sm_90a"
+    assert len(select(kernels, "*", parse_arch("80"))) == 607
     assert len(select(kernels, "*", parse_arch("75"))) == 18
     picked = select(kernels, "*_128x128_32x3_*align8, cutlass3x_sm90_tensorop_fprop*_256x64x64_1x1x1_*_warpspecialized_epi_tma",
                     parse_arch("90a"))
