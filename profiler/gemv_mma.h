@@ -15,9 +15,10 @@
 // bounds), and neither is written. The grid is ceil(n / Rows) CTAs.
 //
 // kernelgen::GemvMma<MaxM, Rows, Threads, Unroll> (16-byte loads) and GemvMmaNarrow<...> (4-byte
-// loads) are kernel types for DirectOperation (direct_adapter.h). The GEMM test repeats
-// gemv_lanes.h's rather than sharing it: a kernel's hash covers the headers it includes, so
-// gemv_lanes.h unchanged keeps its kernels' measured rows current.
+// loads) are kernel types for DirectOperation (direct_adapter.h). The GEMM test and the warps'
+// reduction repeat gemv_lanes.h's and gemv_staged.h's rather than sharing them: a kernel's hash
+// covers the headers it includes, so those headers unchanged keep their kernels' measured rows
+// current.
 #pragma once
 
 #include <cuda_fp16.h>
