@@ -44,18 +44,37 @@ struct Load<2> {
 };
 
 // The 32-bit words of a load, in K order.
-__device__ __forceinline__ void words(const uint4& v, uint32_t* w) {
-  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+__host__ __device__ inline void words(const uint4& v, uint32_t* w) { w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w; }
+__host__ __device__ inline void words(const unsigned int& v, uint32_t* w) { w[0] = v; }
+
+// The lanes' index functions (tests/gemv_mma_model.cu runs a kernel's warps on the CPU with them).
+// Row of a tile of rows that lane (g, t)'s load h (0, 1) reads: g and g + 8.
+__host__ __device__ constexpr int a_row(int tile, int g, int h) { return tile * 16 + g + 8 * h; }
+// The first of the Vector consecutive K that lane (g, t) loads in a block: the block's 4 x Vector
+// K, a quarter a lane of the row.
+template <int Vector>
+__host__ __device__ constexpr int first_k(int block, int t) {
+  return block * 4 * Vector + Vector * t;
 }
-__device__ __forceinline__ void words(const unsigned int& v, uint32_t* w) { w[0] = v; }
+// The A fragment of mma step s from a lane's words of rows g (lo) and g + 8 (hi) of a group: slots
+// 2t, 2t + 1 the step's first word, slots 2t + 8, 2t + 9 its second.
+__host__ __device__ inline void a_fragment(const uint32_t* lo, const uint32_t* hi, int s, uint32_t (&a)[4]) {
+  a[0] = lo[2 * s], a[1] = hi[2 * s], a[2] = lo[2 * s + 1], a[3] = hi[2 * s + 1];
+}
+// The B fragment of mma step s from a lane's words of column g: the same slots.
+__host__ __device__ inline void b_fragment(const uint32_t* col, int s, uint32_t (&b)[2]) {
+  b[0] = col[2 * s], b[1] = col[2 * s + 1];
+}
+// Row and column of a tile that sum e (0..3) of lane (g, t) holds.
+__host__ __device__ constexpr int sum_row(int g, int e) { return g + 8 * (e / 2); }
+__host__ __device__ constexpr int sum_column(int t, int e) { return 2 * t + e % 2; }
 
 // c += a b (m16n8k16, A row-major, B column-major, fp16 in, fp32 sums).
-__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 template <int MaxM, int Rows, int Threads, int Unroll, int Vector>
@@ -63,9 +82,8 @@ __global__ void __launch_bounds__(Threads)
     kernel(const __half* __restrict__ a, const __half* __restrict__ b, __half* __restrict__ d, int m, int n, int k) {
   using L = typename Load<Vector>::type;
   constexpr int kWarps = Threads / 32, kMt = MaxM / 16, kNt = Rows / 8;
-  constexpr int kWords = Vector / 2;           // 32-bit words a load brings
-  constexpr int kStream = Unroll * kWords;     // a lane's words of one operand row, each group
-  constexpr int kBlockK = 4 * Vector;          // K a block of loads covers (the 4 lanes of a row)
+  constexpr int kWords = Vector / 2;        // 32-bit words a load brings
+  constexpr int kStream = Unroll * kWords;  // a lane's words of one operand row, each group
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * Rows;
 
@@ -73,11 +91,11 @@ __global__ void __launch_bounds__(Threads)
 #pragma unroll
   for (int mt = 0; mt < kMt; ++mt) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) arow[mt][h] = a + size_t(min(mt * 16 + g + 8 * h, m - 1)) * k + Vector * t;
+    for (int h = 0; h < 2; ++h) arow[mt][h] = a + size_t(min(a_row(mt, g, h), m - 1)) * k;
   }
   const __half* brow[kNt];  // column g of each tile of columns
 #pragma unroll
-  for (int nt = 0; nt < kNt; ++nt) brow[nt] = b + size_t(min(n0 + nt * 8 + g, n - 1)) * k + Vector * t;
+  for (int nt = 0; nt < kNt; ++nt) brow[nt] = b + size_t(min(n0 + nt * 8 + g, n - 1)) * k;
 
   float acc[kMt][kNt][4];
 #pragma unroll
@@ -89,13 +107,13 @@ __global__ void __launch_bounds__(Threads)
     }
   }
 
-  const int blocks = (k + kBlockK - 1) / kBlockK;
+  const int blocks = (k + 4 * Vector - 1) / (4 * Vector);
   for (int b0 = warp * Unroll; b0 < blocks; b0 += kWarps * Unroll) {
     uint32_t aw[kMt][2][kStream], bw[kNt][kStream];  // every load of the group issued before any mma
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) {
-      const int kk = (b0 + u) * kBlockK;
-      const bool in = kk + Vector * t < k;  // K a multiple of Vector: a load is all in or all out
+      const int kk = first_k<Vector>(b0 + u, t);
+      const bool in = kk < k;  // K a multiple of Vector: a load is all in or all out
 #pragma unroll
       for (int mt = 0; mt < kMt; ++mt) {
 #pragma unroll
@@ -110,15 +128,18 @@ __global__ void __launch_bounds__(Threads)
         words(v, &bw[nt][u * kWords]);
       }
     }
-    // an mma step takes two words a row: slots 2t, 2t + 1 and 2t + 8, 2t + 9
 #pragma unroll
     for (int s = 0; s < kStream / 2; ++s) {
 #pragma unroll
       for (int mt = 0; mt < kMt; ++mt) {
+        uint32_t af[4];
+        a_fragment(aw[mt][0], aw[mt][1], s, af);
 #pragma unroll
-        for (int nt = 0; nt < kNt; ++nt)
-          mma(acc[mt][nt], aw[mt][0][2 * s], aw[mt][1][2 * s], aw[mt][0][2 * s + 1], aw[mt][1][2 * s + 1],
-              bw[nt][2 * s], bw[nt][2 * s + 1]);
+        for (int nt = 0; nt < kNt; ++nt) {
+          uint32_t bf[2];
+          b_fragment(bw[nt], s, bf);
+          mma(acc[mt][nt], af, bf);
+        }
       }
     }
   }
@@ -130,7 +151,7 @@ __global__ void __launch_bounds__(Threads)
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp][mt * 16 + g + 8 * (i / 2)][nt * 8 + 2 * t + i % 2] = acc[mt][nt][i];
+      for (int e = 0; e < 4; ++e) partial[warp][mt * 16 + sum_row(g, e)][nt * 8 + sum_column(t, e)] = acc[mt][nt][e];
     }
   }
   __syncthreads();

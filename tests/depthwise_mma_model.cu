@@ -14,46 +14,17 @@
 #include <vector>
 
 #include "depthwise_mma.h"
+#include "mma_sync_model.h"
 #include "shapes.h"
 
 namespace {
 
 namespace dm = kernelgen::depthwise_mma;
 
-float value(unsigned seed, size_t i) { return float(int((i * 2654435761u + seed) % 7u) - 3); }
-uint16_t bits(float f) {
-  const __half h = __float2half(f);
-  return *reinterpret_cast<const uint16_t*>(&h);
-}
-float from_bits(uint32_t b) {
-  const uint16_t u = uint16_t(b);
-  return __half2float(*reinterpret_cast<const __half*>(&u));
-}
-
-// D (16x8) += A (16x16) B (16x8) of one warp, from each lane's registers as the PTX ISA places them.
-void mma(float (&d)[32][4], const uint32_t (&a)[32][4], const uint32_t (&b)[32][2]) {
-  float A[16][16], B[16][8];
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    for (int h = 0; h < 2; ++h) {
-      A[g][2 * t + h] = from_bits(a[lane][0] >> (16 * h));
-      A[g + 8][2 * t + h] = from_bits(a[lane][1] >> (16 * h));
-      A[g][2 * t + 8 + h] = from_bits(a[lane][2] >> (16 * h));
-      A[g + 8][2 * t + 8 + h] = from_bits(a[lane][3] >> (16 * h));
-      B[2 * t + h][g] = from_bits(b[lane][0] >> (16 * h));
-      B[2 * t + 8 + h][g] = from_bits(b[lane][1] >> (16 * h));
-    }
-  }
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    for (int e = 0; e < 4; ++e) {
-      const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
-      float sum = 0;
-      for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
-      d[lane][e] += sum;
-    }
-  }
-}
+using mma_sync_model::bits;
+using mma_sync_model::from_bits;
+using mma_sync_model::mma;
+using mma_sync_model::value;
 
 // The layer by the kernel of this shape; the largest difference from the reference.
 template <int R, int S, int TP, int TQ, int CB, int WARPS>

@@ -5,9 +5,11 @@ verified on the layers they serve, relaunched many times (a split-K launch on th
 another left would never finish), and refuse the others."""
 
 
+import subprocess
+
 import pytest
 
-from conftest import ROOT, build_folder, requires_gpu
+from conftest import ROOT, build_folder, requires_gpu, requires_nvcc
 from kernelgen import candidates, cost_model, render
 from kernelgen.ops import serves
 from kernelgen.ops.gemm import GemmProblem
@@ -128,6 +130,35 @@ def test_a_tensor_core_matrix_vector_kernel_renders_its_type_and_is_measured_in_
     # its chain: 222 halves in blocks of 8, 8 warps of 4 blocks a group: one group a warp, 2 mma steps a tile
     features = cost_model._gemv_features(narrow, 32, 888, 222, 0.0, 132)
     assert features[4] == 1 and features[0] == 1 * 4 * 2 / 4 * 2 * 1 / 1e3
+
+
+# Products of K past the last block of loads (24, 222, 1288, 2050), rows and columns past a tile's
+# (17 of 32, 7 of 8, 1001 of 8 a CTA), one row, a long K split by 16 warps (3024)
+MMA_PRODUCTS = [(32, 888, 222), (17, 7, 24), (32, 1001, 1288), (1, 5, 8), (31, 3, 2), (32, 9, 2050), (32, 308, 3024),
+                (16, 100, 520), (3, 17, 8)]
+
+
+@requires_nvcc
+def test_every_tensor_core_matrix_vector_kernel_computes_odd_products_exactly_on_a_cpu_model_of_its_warps(tmp_path):
+    """tests/gemv_mma_model.cu: each committed kernel's CTAs, warps, groups of loads and mma steps on
+    the CPU, through the kernel's own index functions: every output exact (small integers), every
+    load inside its operand and on its width."""
+    kernels = [k for k in CATALOG.values() if k.family == "gemv" and k.lanes == "mma"]
+    shapes = sorted({(k.max_m, k.rows, k.threads, k.unroll, k.vector) for k in kernels})
+    (tmp_path / "shapes.h").write_text("#define SHAPES(X) " + " ".join(f"X{s}" for s in shapes) + "\n")
+    build = subprocess.run(["nvcc", "-std=c++17", "-O1", f"-I{ROOT / 'profiler'}", f"-I{tmp_path}", "-o",
+                            str(tmp_path / "model"), str(ROOT / "tests" / "gemv_mma_model.cu")],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-5000:]
+    for m, n, k in MMA_PRODUCTS:
+        out = subprocess.run([str(tmp_path / "model"), str(m), str(n), str(k)], capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr
+        lines = [line.split() for line in out.stdout.splitlines()]
+        assert sorted(tuple(map(int, shape)) for *shape, _ in lines) == [
+            s for s in shapes if m <= s[0] and k % s[4] == 0], (m, n, k)
+        for *shape, worst in lines:
+            assert float(worst) == 0, ((m, n, k), shape, worst)
 
 
 SMALL = {
