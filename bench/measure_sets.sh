@@ -19,7 +19,8 @@
 # to profile_results/<set>/<gpu>/ as any profile's; each set's output to $LOGS/<set>.log (LOGS=,
 # else a new folder under ${TMPDIR:-/tmp}, kept). LIMIT=<seconds> starts no set but the first after that long;
 # JOBS= and SCONS= as bench/kept_back.sh, PYTHON= the Python with pandas (python3), GPU_NAME= the
-# GPU whose results name the choices (nvidia-smi's first). Every line is checked before anything runs.
+# GPU whose results name the choices (nvidia-smi's first). A RESULTS=<root> among the scons arguments is
+# where the choices and the targets are read too. Every line is checked before anything runs.
 set -euo pipefail
 me=bench/measure_sets.sh
 [ $# -ge 1 ] || { echo "usage: $me LIST [scons arguments]" >&2; exit 2; }
@@ -50,6 +51,8 @@ while IFS= read -r line || [ -n "$line" ]; do
 done < "$list"
 [ ${#sets[@]} -gt 0 ] || { echo "$me: $list names no set" >&2; exit 2; }
 
+results=profile_results  # the results root the runs write (a RESULTS= scons argument), for the choices and targets
+for arg in "$@"; do case "$arg" in RESULTS=*) results=${arg#RESULTS=} ;; esac; done
 jobs=${JOBS:-$(nproc)}
 read -r -a scons <<< "${SCONS:-scons}"
 logs=${LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/measure-sets-XXXXXX")}
@@ -78,7 +81,7 @@ for i in "${!sets[@]}"; do
   echo "== $set${glob:+ (KERNELS=$glob)}, $(date -u +%H:%M:%S)"
   if [ -n "$glob" ]; then
     if "${scons[@]}" profile "WORKLOADS=$set" TOP=all "KERNELS=$glob" "-j$jobs" "$@" > "$log" 2>&1; then
-      chosen=$(PYTHONPATH="site_scons${PYTHONPATH:+:$PYTHONPATH}" "$python" -m kernelgen.report "$set" --kernels ${gpu:+--gpu "$gpu"} 2>> "$log") ||
+      chosen=$(PYTHONPATH="site_scons${PYTHONPATH:+:$PYTHONPATH}" "$python" -m kernelgen.report "$set" --kernels --results "$results" ${gpu:+--gpu "$gpu"} 2>> "$log") ||
         chosen=""
       "${scons[@]}" compare "WORKLOADS=$set" ${chosen:+"KERNELS=$chosen"} "-j$jobs" "$@" >> "$log" 2>&1 ||
         echo "   failed: $log says why"
@@ -92,4 +95,4 @@ for i in "${!sets[@]}"; do
   measured+=("$set")
 done
 echo "== logs in $logs, $(( $(date +%s) - start )) s"
-[ ${#measured[@]} -eq 0 ] || "$python" bench/targets.py "${measured[@]}"
+[ ${#measured[@]} -eq 0 ] || "$python" bench/targets.py "${measured[@]}" --results "$results"

@@ -116,6 +116,21 @@ def test_a_set_whose_choices_cannot_be_read_is_compared_whole(tmp_path):
     assert "A100" in (tmp_path / "logs" / "resnet50_b1.log").read_text()
 
 
+def test_a_results_root_among_the_arguments_is_where_the_choices_are_read(tmp_path):
+    """RESULTS=<root> (a scratch copy the runs write): the set's choices are read there, not from
+    profile_results (an empty root holds none: the set is compared whole)."""
+    fake, calls = fake_scons(tmp_path)
+    (tmp_path / "sets.txt").write_text("resnet50_b1 *gemm_thin*\n")
+    (tmp_path / "scratch").mkdir()
+    env = {"PATH": "/usr/bin:/bin", "SCONS": str(fake), "JOBS": "3", "LOGS": str(tmp_path / "logs"),
+           "PYTHON": sys.executable, "GPU_NAME": "NVIDIA H200"}
+    out = subprocess.run(["bash", str(ROOT / "bench" / "measure_sets.sh"), str(tmp_path / "sets.txt"),
+                          f"RESULTS={tmp_path / 'scratch'}"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert calls.read_text().splitlines()[1] == f"compare|WORKLOADS=resnet50_b1|-j3|RESULTS={tmp_path / 'scratch'}|", \
+        out.stdout + out.stderr
+    assert str(tmp_path / "scratch") in (tmp_path / "logs" / "resnet50_b1.log").read_text()
+
+
 def test_lines_of_several_narrowed_sets_are_built_together_first(tmp_path):
     """Two narrowed lines: one `scons profiler` over both sets' lines (each problem once) with every
     line's globs, before the first set's profile; a single narrowed line builds nothing first."""
