@@ -1,4 +1,4 @@
-"""The tensor-core kernels of bench/narrow_conv.cu and bench/grouped_direct.cu, checked on the CPU:
+"""The tensor-core kernels of bench/narrow_conv.cu, bench/grouped_direct.cu and bench/depthwise_toeplitz.cu, checked on the CPU:
 each compiled for sm_90a, then `--model` fills every CTA's shared memory and takes every warp's
 fragments as ldmatrix and mma.sync define them, from the kernels' own address functions, against a
 plain convolution; a wrong address or fragment makes the model's largest difference the size of
@@ -29,7 +29,7 @@ def built(tmp_path_factory):
 
 
 @requires_nvcc
-@pytest.mark.parametrize("source", ["narrow_conv.cu", "grouped_direct.cu"])
+@pytest.mark.parametrize("source", ["narrow_conv.cu", "grouped_direct.cu", "depthwise_toeplitz.cu"])
 def test_a_bench_kernels_indexing_passes_its_cpu_model(built, source):
     out = subprocess.run([str(built(source)), "--model"], capture_output=True, text=True, timeout=300)
     lines = out.stdout.splitlines()
@@ -56,6 +56,8 @@ BAD_ARGUMENTS = [
     ("grouped_direct.cu", ["32", "56", "56", "128", "128", "0", "32"], "'0' is not a positive integer"),
     ("grouped_direct.cu", ["32", "56", "56", "128", "128", "1"], "6 numbers are not groups of 7"),
     ("narrow_wgmma.cu", ["32", "147", "147", "32", "0"], "'0' is not a positive integer"),
+    ("depthwise_toeplitz.cu", ["32", "14", "14"], "3 numbers are not groups of 4"),
+    ("depthwise_toeplitz.cu", ["32", "14", "14", "x"], "'x' is not a positive integer"),
 ]
 
 

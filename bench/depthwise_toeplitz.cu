@@ -1,0 +1,291 @@
+// Benchmark: stride-1 depthwise convolutions of large filters (ConvNeXt's 7x7) on tensor cores,
+// each filter row a Toeplitz matrix and the input window staged channel-major, so that the A
+// fragments come by ldmatrix with no byte permutes and a warp keeps its channels' filters as B
+// fragments in registers.
+//
+// Why: the fp16-pair CUDA-core kernels (depthwise_half) run ConvNeXt-T's 7x7 layers at 2.3 to 5.1
+// times their floor (the bytes once at copy bandwidth) on the H200, bound by instruction issue:
+// 49 HFMA2 a pair of outputs and their loads (docs/results.md). Here one mma.sync m16n8k16 makes
+// 16 x 8 outputs of one channel for one filter row (B[k][j] = w[r][k - j], K 16 input columns for
+// 8 outputs, 7 of them non-zero): 7 mma and 7 ldmatrix.x4 for 128 outputs where the pairs take
+// 64 x 49 HFMA2. depthwise_mma (docs/kernels.md) takes A from a channels-last window by byte
+// permutes and keeps 8 channels' filters (112 registers); here the window is transposed once as it
+// is staged, and a warp's CPW channels take 2 R registers each.
+//
+// The kernel: a CTA takes a block of CB channels (C a multiple of CB) and, in turn, tiles of 16 x 16
+// outputs of one image (tile t = blockIdx.y, + gridDim.y, ...). It copies the tile's window
+// (16 + R - 1 rows of 24 columns, zeros outside the image) from NHWC global memory into shared
+// memory channel-major (a channel's window rows of 48 bytes: 8 lanes' ldmatrix rows fall in 8
+// different 16-byte bank groups); each of its WARPS warps computes CB / WARPS channels, for each
+// filter row and each of the tile's two 8-column halves one ldmatrix.x4 (rows i + r, columns
+// 8h .. 8h + 15) and one mma into fp32 sums; the sums go as fp16 pairs to a channel-major output
+// tile in shared memory, which the CTA stores as 16-byte chunks of 8 channels of a pixel.
+//
+// For each layer (default: ConvNeXt-T's four 7x7 layers at batch 32 and its 14x14 one at batch 1),
+// every configuration (CB, WARPS, CTAs a channel block) is checked against a plain fp32 reference
+// on the same operands and timed as the profiler times (bench/conv_bench.h). `--model` runs one
+// configuration's index functions on the CPU (ldmatrix.x4 and mma.sync as the PTX ISA places their
+// registers) against the reference on small odd layers; no GPU needed.
+//
+//   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a bench/depthwise_toeplitz.cu -o toeplitz
+//   ./toeplitz [n h w c ...]        (7x7 filters, padding 3, stride 1)
+//   ./toeplitz --model
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "conv_bench.h"
+
+namespace toeplitz {
+
+constexpr int kTile = 16;     // output rows and columns a tile
+constexpr int kColumns = 24;  // a window row: 16 + 8 columns (16-byte rows for ldmatrix)
+
+template <int R>
+struct Shape {
+  static_assert(R % 2 == 1 && R <= 9, "odd filters up to 9: an 8-output half's 8 + R - 1 inputs within 16");
+  static constexpr int kRows = kTile + R - 1;              // window rows
+  static constexpr int kWindow = kRows * kColumns;         // halves a channel's window
+  static constexpr int kOutput = kTile * kTile + 8;        // halves a channel's output tile (+8: banks)
+};
+
+// Offset in a channel's window of the row that ldmatrix.x4 lane `lane` addresses for filter row r
+// and the tile's column half h: matrices (rows 0-7 | 8-15) x (columns 8h .. +7 | 8h + 8 .. +15).
+__host__ __device__ constexpr int a_row_offset(int lane, int r, int h) {
+  return ((lane % 8) + (lane / 8 % 2) * 8 + r) * kColumns + 8 * h + (lane / 16) * 8;
+}
+// The filter column of a B fragment's half `e` (0, 1) of register `reg` (0, 1) of lane (g, t):
+// B[k][j] = w[r][k - j], k = 2t + e + 8 reg, j = g; outside [0, R) the fragment holds zero.
+__host__ __device__ constexpr int b_tap(int g, int t, int reg, int e) { return 2 * t + e + 8 * reg - g; }
+// Offset in a channel's output tile of sum `e` of lane (g, t) in column half h: row g + 8 (e / 2),
+// column 8h + 2t + e % 2.
+__host__ __device__ constexpr int sum_offset(int g, int t, int h, int e) {
+  return (g + 8 * (e / 2)) * kTile + 8 * h + 2 * t + e % 2;
+}
+
+__device__ __forceinline__ uint32_t pack(__half lo, __half hi) {
+  return uint32_t(__half_as_ushort(lo)) | uint32_t(__half_as_ushort(hi)) << 16;
+}
+
+template <int R, int CB, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    kernel(const __half* __restrict__ x, const __half* __restrict__ w, __half* __restrict__ y, int n_images, int H,
+           int W, int C) {
+  using S = Shape<R>;
+  constexpr int kThreads = WARPS * 32, kPerWarp = CB / WARPS, kChunks = CB / 8;
+  static_assert(CB % 8 == 0 && CB % WARPS == 0, "CB: chunks of 8 channels, the same count a warp");
+  __shared__ __align__(16) __half window[CB * S::kWindow];
+  __shared__ __align__(16) __half tile_out[CB * S::kOutput];
+  const int pad = R / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int c0 = blockIdx.x * CB;
+  const int tiles_p = (H + kTile - 1) / kTile, tiles_q = (W + kTile - 1) / kTile;
+  const int tiles = n_images * tiles_p * tiles_q;
+
+  uint32_t b[kPerWarp][R][2];  // the warp's channels' filter rows as B fragments
+#pragma unroll
+  for (int cc = 0; cc < kPerWarp; ++cc) {
+    const __half* taps = w + size_t(c0 + warp * kPerWarp + cc) * R * R;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int reg = 0; reg < 2; ++reg) {
+        __half e[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int s = b_tap(g, t, reg, i);
+          e[i] = s >= 0 && s < R ? taps[r * R + s] : __float2half(0.0f);
+        }
+        b[cc][r][reg] = pack(e[0], e[1]);
+      }
+    }
+  }
+
+  for (int tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+    const int n = tile / (tiles_p * tiles_q), p0 = tile / tiles_q % tiles_p * kTile, q0 = tile % tiles_q * kTile;
+    // the window, channel-major: chunk (pixel, 8 channels) by a 16-byte load, 8 halves stored
+    for (int i = threadIdx.x; i < S::kRows * kColumns * kChunks; i += kThreads) {
+      const int chunk = i % kChunks, pixel = i / kChunks, row = pixel / kColumns, col = pixel % kColumns;
+      const int h = p0 - pad + row, ww = q0 - pad + col;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (h >= 0 && h < H && ww >= 0 && ww < W && col < kTile + R - 1)
+        v = __ldg(reinterpret_cast<const uint4*>(x + ((size_t(n) * H + h) * W + ww) * C + c0 + chunk * 8));
+      const __half* halves = reinterpret_cast<const __half*>(&v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) window[(chunk * 8 + e) * S::kWindow + row * kColumns + col] = halves[e];
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int cc = 0; cc < kPerWarp; ++cc) {
+      const int channel = warp * kPerWarp + cc;
+      const __half* base = window + channel * S::kWindow;
+      float acc[2][4] = {};
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          uint32_t a[4];
+          const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(base + a_row_offset(lane, r, h)));
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                       : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                       : "r"(address));
+          asm volatile(
+              "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+              "{%0,%1,%2,%3};\n"
+              : "+f"(acc[h][0]), "+f"(acc[h][1]), "+f"(acc[h][2]), "+f"(acc[h][3])
+              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[cc][r][0]), "r"(b[cc][r][1]));
+        }
+      }
+      __half* out = tile_out + channel * S::kOutput;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int e = 0; e < 4; e += 2)
+          *reinterpret_cast<__half2*>(out + sum_offset(g, t, h, e)) = __floats2half2_rn(acc[h][e], acc[h][e + 1]);
+      }
+    }
+    __syncthreads();
+
+    for (int i = threadIdx.x; i < kTile * kTile * kChunks; i += kThreads) {
+      const int chunk = i % kChunks, pixel = i / kChunks, row = pixel / kTile, col = pixel % kTile;
+      if (p0 + row >= H || q0 + col >= W) continue;
+      __align__(16) __half halves[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) halves[e] = tile_out[(chunk * 8 + e) * S::kOutput + row * kTile + col];
+      *reinterpret_cast<uint4*>(y + ((size_t(n) * H + p0 + row) * W + q0 + col) * C + c0 + chunk * 8) =
+          *reinterpret_cast<const uint4*>(halves);
+    }
+    __syncthreads();  // the next tile's window and outputs overwrite these
+  }
+}
+
+// The CPU model of one configuration: the window as the kernel stages it, the lanes' ldmatrix.x4
+// and B registers through the index functions, mma.sync m16n8k16 as the PTX ISA places its
+// operands, the outputs through sum_offset; small integers, so every sum is exact in float.
+template <int R>
+float model(int N, int H, int W, int C) {
+  using S = Shape<R>;
+  const int pad = R / 2;
+  auto value = [](unsigned seed, size_t i) { return float(int((i * 2654435761u + seed) % 7u) - 3); };
+  std::vector<float> x(size_t(N) * H * W * C), w(size_t(C) * R * R), y(size_t(N) * H * W * C, -99.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = value(1, i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = value(2, i);
+  std::vector<float> window(S::kWindow), out(S::kOutput);
+  for (int n = 0; n < N; ++n)
+    for (int p0 = 0; p0 < H; p0 += kTile)
+      for (int q0 = 0; q0 < W; q0 += kTile)
+        for (int c = 0; c < C; ++c) {
+          for (int row = 0; row < S::kRows; ++row)
+            for (int col = 0; col < kColumns; ++col) {
+              const int h = p0 - pad + row, ww = q0 - pad + col;
+              window[row * kColumns + col] = h >= 0 && h < H && ww >= 0 && ww < W && col < kTile + R - 1
+                                                 ? x[((size_t(n) * H + h) * W + ww) * C + c] : 0.0f;
+            }
+          float acc[2][32][4] = {};
+          for (int r = 0; r < R; ++r)
+            for (int h = 0; h < 2; ++h) {
+              // ldmatrix.x4: lane l's register j holds row l / 4, columns 2 (l % 4) + {0, 1} of matrix j,
+              // whose 8 rows lanes 8j .. 8j + 7 address
+              float A[16][16], B[16][8];
+              for (int lane = 0; lane < 32; ++lane) {
+                const int j = lane / 8, row = lane % 8;
+                for (int col = 0; col < 8; ++col) {
+                  const float v = window[a_row_offset(lane, r, h) + col];
+                  A[row + (j % 2) * 8][col + (j / 2) * 8] = v;
+                }
+              }
+              for (int lane = 0; lane < 32; ++lane) {
+                const int g = lane / 4, t = lane % 4;
+                for (int reg = 0; reg < 2; ++reg)
+                  for (int e = 0; e < 2; ++e) {
+                    const int s = b_tap(g, t, reg, e);
+                    B[2 * t + e + 8 * reg][g] = s >= 0 && s < R ? w[(size_t(c) * R + r) * R + s] : 0.0f;
+                  }
+              }
+              for (int lane = 0; lane < 32; ++lane) {
+                const int g = lane / 4, t = lane % 4;
+                for (int e = 0; e < 4; ++e) {
+                  float sum = 0;
+                  for (int k = 0; k < 16; ++k) sum += A[g + 8 * (e / 2)][k] * B[k][2 * t + e % 2];
+                  acc[h][lane][e] += sum;
+                }
+              }
+            }
+          for (int lane = 0; lane < 32; ++lane)
+            for (int h = 0; h < 2; ++h)
+              for (int e = 0; e < 4; ++e) out[sum_offset(lane / 4, lane % 4, h, e)] = acc[h][lane][e];
+          for (int row = 0; row < kTile && p0 + row < H; ++row)
+            for (int col = 0; col < kTile && q0 + col < W; ++col)
+              y[((size_t(n) * H + p0 + row) * W + q0 + col) * C + c] = out[row * kTile + col];
+        }
+  float worst = 0;
+  for (int n = 0; n < N; ++n)
+    for (int p = 0; p < H; ++p)
+      for (int q = 0; q < W; ++q)
+        for (int c = 0; c < C; ++c) {
+          float sum = 0;
+          for (int r = 0; r < R; ++r)
+            for (int s = 0; s < R; ++s) {
+              const int h = p - pad + r, ww = q - pad + s;
+              if (h >= 0 && h < H && ww >= 0 && ww < W) sum += x[((size_t(n) * H + h) * W + ww) * C + c] * w[(size_t(c) * R + r) * R + s];
+            }
+          worst = std::fmax(worst, std::fabs(sum - y[((size_t(n) * H + p) * W + q) * C + c]));
+        }
+  return worst;
+}
+
+template <int R, int CB, int WARPS>
+void measure(const bench::Layer& L, const bench::Buffers& b, int per_cta) {
+  const int tiles = L.n * ((L.h + kTile - 1) / kTile) * ((L.w + kTile - 1) / kTile);
+  const dim3 grid(L.c / CB, (tiles + per_cta - 1) / per_cta);
+  char label[64];
+  std::snprintf(label, sizeof label, "toeplitz R%d CB%d warps%d tiles/CTA %d", R, CB, WARPS, per_cta);
+  bench::run(L, b, label, [&](const __half* x, const __half* w, __half* y, cudaStream_t stream) {
+    kernel<R, CB, WARPS><<<grid, WARPS * 32, 0, stream>>>(x, w, y, L.n, L.h, L.w, L.c);
+  });
+}
+
+}  // namespace toeplitz
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--model") == 0) {
+    const int layers[][4] = {{2, 15, 13, 3}, {1, 7, 7, 2}, {1, 17, 33, 1}, {1, 1, 20, 2}, {1, 16, 16, 1}};
+    bool ok = true;
+    for (const auto& l : layers) {
+      const float worst = toeplitz::model<7>(l[0], l[1], l[2], l[3]);
+      std::printf("model 7x7 n=%d h=%d w=%d c=%d: largest difference %g  %s\n", l[0], l[1], l[2], l[3], worst,
+                  worst == 0 ? "ok" : "WRONG");
+      ok = ok && worst == 0;
+    }
+    return ok ? 0 : 1;
+  }
+  std::vector<bench::Layer> layers;
+  std::vector<std::vector<int>> groups;
+  if (argc > 1) {
+    if (!bench::read_groups(argc, argv, 4, "[n h w c ...]", groups)) return 2;
+  } else {
+    groups = {{32, 56, 56, 96}, {32, 28, 28, 192}, {32, 14, 14, 384}, {32, 7, 7, 768}, {1, 14, 14, 384}};
+  }
+  for (const auto& v : groups) {
+    if (v[3] % 16) {
+      std::fprintf(stderr, "%s: c=%d is not a multiple of 16 (the channel blocks)\n", argv[0], v[3]);
+      return 2;
+    }
+    layers.push_back({v[0], v[1], v[2], v[3], v[3], 7, 7, 3, 1, v[3]});
+  }
+  for (const auto& L : layers) {
+    bench::Buffers b = bench::allocate(L, size_t(L.c) * 7 * 7);
+    for (int per_cta : {1, 2, 4}) {
+      toeplitz::measure<7, 16, 4>(L, b, per_cta);
+      toeplitz::measure<7, 16, 8>(L, b, per_cta);
+      toeplitz::measure<7, 8, 4>(L, b, per_cta);
+      toeplitz::measure<7, 8, 2>(L, b, per_cta);
+    }
+    bench::release(b);
+  }
+  return 0;
+}
