@@ -25,7 +25,7 @@
 // and its loops' trips, CB 16 of 4 warps issues about 840 warp instructions a warp a 16 x 16 tile:
 // 0.8 an output, against 1.4 for the fp16-pair kernel of 8x8 tiles on ConvNeXt-T's 56x56 layer
 // (13.4 M instructions under Nsight Compute, docs/results.md); the copies, the transposes and
-// their index arithmetic are two thirds of it, the 56 mma and 56 ldmatrix a sixth.
+// their index arithmetic are two thirds of it, the 56 mma and 56 ldmatrix an eighth.
 //
 // For each layer (default: ConvNeXt-T's four 7x7 layers at batch 32 and its 14x14 one at batch 1),
 // every configuration (CB, WARPS, CTAs a channel block) is checked against a plain fp32 reference
