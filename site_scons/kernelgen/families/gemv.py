@@ -130,8 +130,9 @@ class Gemv:
 
 
 def check(path, entry, kernel) -> None:
-    """Refuse a kernel whose thread would need more registers than a thread has, or a lane a row
-    of A for other than 32 rows, naming the key."""
+    """Refuse a kernel whose thread would need more registers than a thread has, a lane a row of A
+    for other than 32 rows, or tensor-core tiles (lanes "mma") that max_m, rows or unroll x vector
+    do not make whole or whose warps' sums outgrow a CTA's static shared memory, naming the key."""
     if kernel.lanes == "mma":
         if kernel.max_m % 16:
             raise SpecError(path, f"tensor-core tiles of 16 rows: max_m must be 16, 32, 48 or 64, not {kernel.max_m}",
