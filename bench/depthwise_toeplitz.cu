@@ -27,8 +27,11 @@
 // (13.4 M instructions under Nsight Compute, docs/results.md); the copies, the transposes and
 // their index arithmetic are two thirds of it, the 56 mma and 56 ldmatrix an eighth.
 //
+// Pipelined, a CTA copies its next tile's window into a second buffer while it computes this one
+// (2 x CB's staged windows, the channel-major one and the output tile in dynamic shared memory).
+//
 // For each layer (default: ConvNeXt-T's four 7x7 layers at batch 32 and its 14x14 one at batch 1),
-// every configuration (CB, WARPS, CTAs a channel block) is checked against a plain fp32 reference
+// every configuration (CB, WARPS, tiles a CTA, pipelined or not) is checked against a plain fp32 reference
 // on the same operands and timed as the profiler times (bench/conv_bench.h). `--model` runs both
 // channel blocks' index functions on the CPU (ldmatrix, .trans and mma.sync as the PTX ISA places
 // their registers) against the reference on small odd layers; no GPU needed.
@@ -130,18 +133,127 @@ __device__ __forceinline__ void ldmatrix_trans(const void* row, uint32_t (&a)[2]
                : "=r"(a[0]), "=r"(a[1]) : "r"(address));
 }
 
+// A tile: its image and first output row and column.
+struct Tile {
+  int n, p0, q0;
+};
+__device__ __forceinline__ Tile tile_at(int tile, int tiles_p, int tiles_q) {
+  return {tile / (tiles_p * tiles_q), tile / tiles_q % tiles_p * kTile, tile % tiles_q * kTile};
+}
+
+// The CTA's copies of a tile's window as the tensor holds it (zeros outside the image and past the
+// filter's columns) into `stage`: a warp a window row in turn, a lane a (column, chunk) of it.
 template <int R, int CB, int WARPS>
+__device__ __forceinline__ void copy_window(const __half* __restrict__ x, __half* stage, Tile at, int c0, int H,
+                                            int W, int C) {
+  using S = Shape<R, CB>;
+  const int pad = R / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int row = warp; row < S::kRows; row += WARPS) {
+    const int h = at.p0 - pad + row;
+#pragma unroll
+    for (int pair = lane; pair < kColumns * S::kChunks; pair += 32) {
+      const int col = pair / S::kChunks, chunk = pair % S::kChunks, ww = at.q0 - pad + col;
+      const bool in = h >= 0 && h < H && ww >= 0 && ww < W && col < kTile + R - 1;
+      const __half* from = in ? x + ((size_t(at.n) * H + h) * W + ww) * C + c0 + chunk * 8 : x;
+      const unsigned to =
+          static_cast<unsigned>(__cvta_generic_to_shared(stage + (row * kColumns + col) * S::kPixel + chunk * 8));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(in ? 16 : 0));
+    }
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// `stage` transposed channel-major into `window`: a window row's 8 columns by its CB channels an
+// ldmatrix.trans.
+template <int R, int CB, int WARPS>
+__device__ __forceinline__ void transpose_window(const __half* stage, __half* window) {
+  using S = Shape<R, CB>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int row = warp; row < S::kRows; row += WARPS) {
+#pragma unroll
+    for (int column = 0; column < kColumns; column += 8) {
+      uint32_t v[S::kChunks];
+      ldmatrix_trans(stage + staged_row<R, CB>({row, column, lane / 8 % S::kChunks}, lane % 8), v);
+#pragma unroll
+      for (int chunk = 0; chunk < S::kChunks; ++chunk)
+        *reinterpret_cast<uint32_t*>(window + window_pair<R, CB>({row, column, chunk}, g, t)) = v[chunk];
+    }
+  }
+}
+
+// The warp's channels of the tile from `window` into `tile_out` (channel-major, fp16).
+template <int R, int CB, int WARPS>
+__device__ __forceinline__ void compute_tile(const __half* window, __half* tile_out,
+                                             const uint32_t (&b)[CB / WARPS][R][2]) {
+  using S = Shape<R, CB>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int cc = 0; cc < CB / WARPS; ++cc) {
+    const int channel = warp * (CB / WARPS) + cc;
+    const __half* base = window + channel * S::kWindow;
+    float acc[2][4] = {};
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t a[4];
+        ldmatrix_x4(base + a_row_offset(lane, r, h), a);
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(acc[h][0]), "+f"(acc[h][1]), "+f"(acc[h][2]), "+f"(acc[h][3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[cc][r][0]), "r"(b[cc][r][1]));
+      }
+    }
+    __half* out = tile_out + channel * S::kOutput;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int e = 0; e < 4; e += 2)
+        *reinterpret_cast<__half2*>(out + sum_offset(g, t, h, e)) = __floats2half2_rn(acc[h][e], acc[h][e + 1]);
+    }
+  }
+}
+
+// `tile_out` back to NHWC: 8 pixels by the CB channels an ldmatrix.trans, 4 bytes a lane a chunk.
+template <int R, int CB, int WARPS>
+__device__ __forceinline__ void store_tile(const __half* tile_out, __half* __restrict__ y, Tile at, int c0, int H,
+                                           int W, int C) {
+  using S = Shape<R, CB>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int first = warp * 8; first < kTile * kTile; first += WARPS * 8) {
+    uint32_t v[S::kChunks];
+    ldmatrix_trans(tile_out + output_row<R, CB>({first, lane / 8 % S::kChunks}, lane % 8), v);
+    const int row = first / kTile, col = first % kTile + g;
+    if (at.p0 + row < H && at.q0 + col < W) {
+      __half* to = y + ((size_t(at.n) * H + at.p0 + row) * W + at.q0 + col) * C + c0 + 2 * t;
+#pragma unroll
+      for (int chunk = 0; chunk < S::kChunks; ++chunk) *reinterpret_cast<uint32_t*>(to + chunk * 8) = v[chunk];
+    }
+  }
+}
+
+// Shared memory of a CTA: the staged window (two with Pipelined: the next tile's copied while this
+// one is computed), the channel-major window and the output tile (over the staged window where
+// not Pipelined).
+template <int R, int CB, bool Pipelined>
+constexpr int shared_bytes() {
+  using S = Shape<R, CB>;
+  return Pipelined ? (2 * S::kStage + CB * S::kWindow + CB * S::kOutput) * 2 : S::kBytes;
+}
+
+template <int R, int CB, int WARPS, bool Pipelined>
 __global__ void __launch_bounds__(WARPS * 32)
     kernel(const __half* __restrict__ x, const __half* __restrict__ w, __half* __restrict__ y, int n_images, int H,
            int W, int C) {
   using S = Shape<R, CB>;
-  constexpr int kThreads = WARPS * 32, kPerWarp = CB / WARPS;
+  constexpr int kPerWarp = CB / WARPS;
   static_assert(CB % WARPS == 0, "the same count of channels a warp");
-  __shared__ __align__(16) unsigned char smem[S::kBytes];
+  extern __shared__ __align__(16) unsigned char smem[];
   __half* stage = reinterpret_cast<__half*>(smem);
-  __half* window = stage + S::kStage;
-  __half* tile_out = stage;  // the output tile, once the staged window is transposed
-  const int pad = R / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  __half* window = stage + (Pipelined ? 2 : 1) * S::kStage;
+  __half* tile_out = Pipelined ? window + CB * S::kWindow : stage;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int c0 = blockIdx.x * CB;
   const int tiles_p = (H + kTile - 1) / kTile, tiles_q = (W + kTile - 1) / kTile;
   const int tiles = n_images * tiles_p * tiles_q;
@@ -165,77 +277,27 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
   }
 
+  if (Pipelined && blockIdx.y < tiles) copy_window<R, CB, WARPS>(x, stage, tile_at(blockIdx.y, tiles_p, tiles_q), c0, H, W, C);
+  int buffer = 0;
   for (int tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
-    const int n = tile / (tiles_p * tiles_q), p0 = tile / tiles_q % tiles_p * kTile, q0 = tile % tiles_q * kTile;
-    // the window as the tensor holds it (zeros outside the image and past the filter's columns): a
-    // warp a window row in turn, a lane a (column, chunk) of it
-    for (int row = warp; row < S::kRows; row += WARPS) {
-      const int h = p0 - pad + row;
-#pragma unroll
-      for (int pair = lane; pair < kColumns * S::kChunks; pair += 32) {
-        const int col = pair / S::kChunks, chunk = pair % S::kChunks, ww = q0 - pad + col;
-        const bool in = h >= 0 && h < H && ww >= 0 && ww < W && col < kTile + R - 1;
-        const __half* from = in ? x + ((size_t(n) * H + h) * W + ww) * C + c0 + chunk * 8 : x;
-        const unsigned to = static_cast<unsigned>(
-            __cvta_generic_to_shared(stage + (row * kColumns + col) * S::kPixel + chunk * 8));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(in ? 16 : 0));
-      }
+    const Tile at = tile_at(tile, tiles_p, tiles_q);
+    __half* staged = stage + buffer * S::kStage;
+    if (!Pipelined) {
+      __syncthreads();  // the last tile's outputs stored: they share the staged window's memory
+      copy_window<R, CB, WARPS>(x, staged, at, c0, H, W, C);
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();  // the window copied, every warp past the last tile's stores
+    transpose_window<R, CB, WARPS>(staged, window);
     __syncthreads();
-    // transposed channel-major: a window row's 8 columns by its CB channels an ldmatrix.trans
-    for (int row = warp; row < S::kRows; row += WARPS) {
-#pragma unroll
-      for (int column = 0; column < kColumns; column += 8) {
-        uint32_t v[S::kChunks];
-        ldmatrix_trans(stage + staged_row<R, CB>({row, column, lane / 8 % S::kChunks}, lane % 8), v);
-#pragma unroll
-        for (int chunk = 0; chunk < S::kChunks; ++chunk)
-          *reinterpret_cast<uint32_t*>(window + window_pair<R, CB>({row, column, chunk}, g, t)) = v[chunk];
-      }
+    if (Pipelined && tile + gridDim.y < tiles) {  // the next tile's copies, into the other buffer
+      buffer ^= 1;
+      copy_window<R, CB, WARPS>(x, stage + buffer * S::kStage, tile_at(tile + gridDim.y, tiles_p, tiles_q), c0, H,
+                                W, C);
     }
+    compute_tile<R, CB, WARPS>(window, tile_out, b);
     __syncthreads();
-
-#pragma unroll
-    for (int cc = 0; cc < kPerWarp; ++cc) {
-      const int channel = warp * kPerWarp + cc;
-      const __half* base = window + channel * S::kWindow;
-      float acc[2][4] = {};
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          uint32_t a[4];
-          ldmatrix_x4(base + a_row_offset(lane, r, h), a);
-          asm volatile(
-              "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-              "{%0,%1,%2,%3};\n"
-              : "+f"(acc[h][0]), "+f"(acc[h][1]), "+f"(acc[h][2]), "+f"(acc[h][3])
-              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[cc][r][0]), "r"(b[cc][r][1]));
-        }
-      }
-      __half* out = tile_out + channel * S::kOutput;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int e = 0; e < 4; e += 2)
-          *reinterpret_cast<__half2*>(out + sum_offset(g, t, h, e)) = __floats2half2_rn(acc[h][e], acc[h][e + 1]);
-      }
-    }
-    __syncthreads();
-
-    // back to NHWC: 8 pixels by the CB channels an ldmatrix.trans, 4 bytes a lane a chunk
-    for (int first = warp * 8; first < kTile * kTile; first += WARPS * 8) {
-      uint32_t v[S::kChunks];
-      ldmatrix_trans(tile_out + output_row<R, CB>({first, lane / 8 % S::kChunks}, lane % 8), v);
-      const int row = first / kTile, col = first % kTile + g;
-      if (p0 + row < H && q0 + col < W) {
-        __half* to = y + ((size_t(n) * H + p0 + row) * W + q0 + col) * C + c0 + 2 * t;
-#pragma unroll
-        for (int chunk = 0; chunk < S::kChunks; ++chunk) *reinterpret_cast<uint32_t*>(to + chunk * 8) = v[chunk];
-      }
-    }
-    __syncthreads();  // the next tile's copies overwrite the output tile
+    store_tile<R, CB, WARPS>(tile_out, y, at, c0, H, W, C);
   }
 }
 
@@ -352,14 +414,18 @@ float model(int N, int H, int W, int C) {
   return worst;
 }
 
-template <int R, int CB, int WARPS>
+template <int R, int CB, int WARPS, bool Pipelined>
 void measure(const bench::Layer& L, const bench::Buffers& b, int per_cta) {
   const int tiles = L.n * ((L.h + kTile - 1) / kTile) * ((L.w + kTile - 1) / kTile);
   const dim3 grid(L.c / CB, (tiles + per_cta - 1) / per_cta);
-  char label[64];
-  std::snprintf(label, sizeof label, "toeplitz R%d CB%d warps%d tiles/CTA %d", R, CB, WARPS, per_cta);
+  constexpr int bytes = shared_bytes<R, CB, Pipelined>();
+  bench::check(cudaFuncSetAttribute(kernel<R, CB, WARPS, Pipelined>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    bytes), "cudaFuncSetAttribute");
+  char label[80];
+  std::snprintf(label, sizeof label, "toeplitz R%d CB%d warps%d tiles/CTA %d%s", R, CB, WARPS, per_cta,
+                Pipelined ? " pipelined" : "");
   bench::run(L, b, label, [&](const __half* x, const __half* w, __half* y, cudaStream_t stream) {
-    kernel<R, CB, WARPS><<<grid, WARPS * 32, 0, stream>>>(x, w, y, L.n, L.h, L.w, L.c);
+    kernel<R, CB, WARPS, Pipelined><<<grid, WARPS * 32, bytes, stream>>>(x, w, y, L.n, L.h, L.w, L.c);
   });
 }
 
@@ -396,10 +462,15 @@ int main(int argc, char** argv) {
   for (const auto& L : layers) {
     bench::Buffers b = bench::allocate(L, size_t(L.c) * 7 * 7);
     for (int per_cta : {1, 2, 4}) {
-      toeplitz::measure<7, 16, 4>(L, b, per_cta);
-      toeplitz::measure<7, 16, 8>(L, b, per_cta);
-      toeplitz::measure<7, 8, 4>(L, b, per_cta);
-      toeplitz::measure<7, 8, 2>(L, b, per_cta);
+      toeplitz::measure<7, 16, 4, false>(L, b, per_cta);
+      toeplitz::measure<7, 16, 8, false>(L, b, per_cta);
+      toeplitz::measure<7, 8, 4, false>(L, b, per_cta);
+      toeplitz::measure<7, 8, 2, false>(L, b, per_cta);
+    }
+    for (int per_cta : {2, 4, 8}) {  // pipelined: the next tile's window copied while one is computed
+      toeplitz::measure<7, 16, 4, true>(L, b, per_cta);
+      toeplitz::measure<7, 8, 4, true>(L, b, per_cta);
+      toeplitz::measure<7, 8, 2, true>(L, b, per_cta);
     }
     bench::release(b);
   }
