@@ -30,7 +30,8 @@
 // Pipelined, a CTA copies its next tile's window into a second buffer while it computes this one
 // (2 x CB's staged windows, the channel-major one and the output tile in dynamic shared memory).
 //
-// For each layer (default: ConvNeXt-T's four 7x7 layers at batch 32 and its 14x14 one at batch 1),
+// For each layer (default: ConvNeXt-T's four 7x7 layers at batch 32 and its 14x14 one at batch 1,
+// EfficientNet-B0's four stride-1 5x5 layers at batch 32),
 // every configuration (CB, WARPS, tiles a CTA, pipelined or not) is checked against a plain fp32 reference
 // on the same operands and timed as the profiler times (bench/conv_bench.h). `--model` runs both
 // channel blocks' index functions on the CPU (ldmatrix, .trans and mma.sync as the PTX ISA places
@@ -429,6 +430,22 @@ void measure(const bench::Layer& L, const bench::Buffers& b, int per_cta) {
   });
 }
 
+// Every configuration on a layer of R x R filters.
+template <int R>
+void measure_all(const bench::Layer& L, const bench::Buffers& b) {
+  for (int per_cta : {1, 2, 4}) {
+    measure<R, 16, 4, false>(L, b, per_cta);
+    measure<R, 16, 8, false>(L, b, per_cta);
+    measure<R, 8, 4, false>(L, b, per_cta);
+    measure<R, 8, 2, false>(L, b, per_cta);
+  }
+  for (int per_cta : {2, 4, 8}) {  // pipelined: the next tile's window copied while one is computed
+    measure<R, 16, 4, true>(L, b, per_cta);
+    measure<R, 8, 4, true>(L, b, per_cta);
+    measure<R, 8, 2, true>(L, b, per_cta);
+  }
+}
+
 }  // namespace toeplitz
 
 int main(int argc, char** argv) {
@@ -436,42 +453,41 @@ int main(int argc, char** argv) {
     const int layers[][4] = {{2, 15, 13, 3}, {1, 7, 7, 2}, {1, 17, 33, 1}, {1, 1, 20, 2}, {1, 16, 16, 1}};
     bool ok = true;
     for (const auto& l : layers) {
-      const float worst = std::fmax(toeplitz::model<7, 16>(l[0], l[1], l[2], l[3] * 16),
-                                    toeplitz::model<7, 8>(l[0], l[1], l[2], l[3] * 8));
-      std::printf("model 7x7 n=%d h=%d w=%d c=%d and %d: largest difference %g  %s\n", l[0], l[1], l[2], l[3] * 16,
+      const float worst = std::fmax(std::fmax(toeplitz::model<7, 16>(l[0], l[1], l[2], l[3] * 16),
+                                              toeplitz::model<7, 8>(l[0], l[1], l[2], l[3] * 8)),
+                                    std::fmax(toeplitz::model<5, 16>(l[0], l[1], l[2], l[3] * 16),
+                                              toeplitz::model<5, 8>(l[0], l[1], l[2], l[3] * 8)));
+      std::printf("model 7x7 and 5x5 n=%d h=%d w=%d c=%d and %d: largest difference %g  %s\n", l[0], l[1], l[2], l[3] * 16,
                   l[3] * 8, worst,
                   worst == 0 ? "ok" : "WRONG");
       ok = ok && worst == 0;
     }
     return ok ? 0 : 1;
   }
-  std::vector<bench::Layer> layers;
+  // (n h w c r): the command line's 7x7, else ConvNeXt-T's four at batch 32 and its 14x14 at batch 1,
+  // and EfficientNet-B0's stride-1 5x5 layers at batch 32
   std::vector<std::vector<int>> groups;
   if (argc > 1) {
     if (!bench::read_groups(argc, argv, 4, "[n h w c ...]", groups)) return 2;
+    for (auto& v : groups) v.push_back(7);
   } else {
-    groups = {{32, 56, 56, 96}, {32, 28, 28, 192}, {32, 14, 14, 384}, {32, 7, 7, 768}, {1, 14, 14, 384}};
+    groups = {{32, 56, 56, 96, 7}, {32, 28, 28, 192, 7}, {32, 14, 14, 384, 7}, {32, 7, 7, 768, 7}, {1, 14, 14, 384, 7},
+              {32, 28, 28, 240, 5}, {32, 14, 14, 480, 5}, {32, 14, 14, 672, 5}, {32, 7, 7, 1152, 5}};
   }
   for (const auto& v : groups) {
     if (v[3] % 16) {
       std::fprintf(stderr, "%s: c=%d is not a multiple of 16 (the channel blocks)\n", argv[0], v[3]);
       return 2;
     }
-    layers.push_back({v[0], v[1], v[2], v[3], v[3], 7, 7, 3, 1, v[3]});
   }
-  for (const auto& L : layers) {
-    bench::Buffers b = bench::allocate(L, size_t(L.c) * 7 * 7);
-    for (int per_cta : {1, 2, 4}) {
-      toeplitz::measure<7, 16, 4, false>(L, b, per_cta);
-      toeplitz::measure<7, 16, 8, false>(L, b, per_cta);
-      toeplitz::measure<7, 8, 4, false>(L, b, per_cta);
-      toeplitz::measure<7, 8, 2, false>(L, b, per_cta);
-    }
-    for (int per_cta : {2, 4, 8}) {  // pipelined: the next tile's window copied while one is computed
-      toeplitz::measure<7, 16, 4, true>(L, b, per_cta);
-      toeplitz::measure<7, 8, 4, true>(L, b, per_cta);
-      toeplitz::measure<7, 8, 2, true>(L, b, per_cta);
-    }
+  for (const auto& v : groups) {
+    const int r = v[4];
+    const bench::Layer L{v[0], v[1], v[2], v[3], v[3], r, r, r / 2, 1, v[3]};
+    bench::Buffers b = bench::allocate(L, size_t(L.c) * r * r);
+    if (r == 7)
+      toeplitz::measure_all<7>(L, b);
+    else
+      toeplitz::measure_all<5>(L, b);
     bench::release(b);
   }
   return 0;
