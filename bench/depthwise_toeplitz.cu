@@ -48,6 +48,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../profiler/grouped_mma.h"  // grouped_mma::mma16816, ldmatrix_x4; depthwise::copy16, commit, wait_all_but
 #include "conv_bench.h"
 
 namespace toeplitz {
@@ -118,11 +119,6 @@ __device__ __forceinline__ uint32_t pack(__half lo, __half hi) {
   return uint32_t(__half_as_ushort(lo)) | uint32_t(__half_as_ushort(hi)) << 16;
 }
 
-__device__ __forceinline__ void ldmatrix_x4(const void* row, uint32_t (&a)[4]) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(address));
-}
 // ldmatrix .trans of 1 or 2 matrices (lanes 8j .. 8j + 7 addressing matrix j's rows).
 __device__ __forceinline__ void ldmatrix_trans(const void* row, uint32_t (&a)[1]) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
@@ -156,12 +152,10 @@ __device__ __forceinline__ void copy_window(const __half* __restrict__ x, __half
       const int col = pair / S::kChunks, chunk = pair % S::kChunks, ww = at.q0 - pad + col;
       const bool in = h >= 0 && h < H && ww >= 0 && ww < W && col < kTile + R - 1;
       const __half* from = in ? x + ((size_t(at.n) * H + h) * W + ww) * C + c0 + chunk * 8 : x;
-      const unsigned to =
-          static_cast<unsigned>(__cvta_generic_to_shared(stage + (row * kColumns + col) * S::kPixel + chunk * 8));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(in ? 16 : 0));
+      kernelgen::depthwise::copy16(stage + (row * kColumns + col) * S::kPixel + chunk * 8, from, in);
     }
   }
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  kernelgen::depthwise::commit();
 }
 
 // `stage` transposed channel-major into `window`: a window row's 8 columns by its CB channels an
@@ -198,12 +192,8 @@ __device__ __forceinline__ void compute_tile(const __half* window, __half* tile_
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint32_t a[4];
-        ldmatrix_x4(base + a_row_offset(lane, r, h), a);
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(acc[h][0]), "+f"(acc[h][1]), "+f"(acc[h][2]), "+f"(acc[h][3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[cc][r][0]), "r"(b[cc][r][1]));
+        kernelgen::grouped_mma::ldmatrix_x4(a, base + a_row_offset(lane, r, h));
+        kernelgen::grouped_mma::mma16816<__half>(acc[h], a, b[cc][r]);
       }
     }
     __half* out = tile_out + channel * S::kOutput;
@@ -287,7 +277,7 @@ __global__ void __launch_bounds__(WARPS * 32)
       __syncthreads();  // the last tile's outputs stored: they share the staged window's memory
       copy_window<R, CB, WARPS>(x, staged, at, c0, H, W, C);
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    kernelgen::depthwise::wait_all_but<0>();
     __syncthreads();  // the window copied, every warp past the last tile's stores
     transpose_window<R, CB, WARPS>(staged, window);
     __syncthreads();
