@@ -16,9 +16,9 @@
 //
 // kernelgen::GemvMma<MaxM, Rows, Threads, Unroll> (16-byte loads) and GemvMmaNarrow<...> (4-byte
 // loads) are kernel types for DirectOperation (direct_adapter.h). The GEMM test and the warps'
-// reduction repeat gemv_lanes.h's and gemv_staged.h's rather than sharing them: a kernel's hash
-// covers the headers it includes, so those headers unchanged keep their kernels' measured rows
-// current.
+// reduction repeat gemv_lanes.h's and gemv_staged.h's rather than sharing them: there they are
+// inline in a kernel and a type of 32 rows only, and moving them out would change those headers,
+// whose kernels' measured rows count only while the headers they include stay as measured.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -27,25 +27,15 @@
 #include <cstdint>
 #include <string>
 
+#include "gemv_lanes.h"  // gemv_lanes::Chunk
 #include "operation.h"
 
 namespace kernelgen {
 namespace gemv_mma {
 
-template <int Vector>
-struct Load;
-template <>
-struct Load<8> {
-  using type = uint4;
-};
-template <>
-struct Load<2> {
-  using type = unsigned int;
-};
-
-// The 32-bit words of a load, in K order.
+// The 32-bit words of a load (gemv_lanes::Chunk<Vector>: 16 or 4 bytes), in K order.
 __host__ __device__ inline void words(const uint4& v, uint32_t* w) { w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w; }
-__host__ __device__ inline void words(const unsigned int& v, uint32_t* w) { w[0] = v; }
+__host__ __device__ inline void words(const __half2& v, uint32_t* w) { w[0] = *reinterpret_cast<const uint32_t*>(&v); }
 
 // The lanes' index functions (tests/gemv_mma_model.cu runs a kernel's warps on the CPU with them).
 // Row of a tile of rows that lane (g, t)'s load h (0, 1) reads: g and g + 8.
@@ -80,7 +70,7 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const
 template <int MaxM, int Rows, int Threads, int Unroll, int Vector>
 __global__ void __launch_bounds__(Threads)
     kernel(const __half* __restrict__ a, const __half* __restrict__ b, __half* __restrict__ d, int m, int n, int k) {
-  using L = typename Load<Vector>::type;
+  using L = typename gemv_lanes::Chunk<Vector>::type;
   constexpr int kWarps = Threads / 32, kMt = MaxM / 16, kNt = Rows / 8;
   constexpr int kWords = Vector / 2;        // 32-bit words a load brings
   constexpr int kStream = Unroll * kWords;  // a lane's words of one operand row, each group
