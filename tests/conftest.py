@@ -199,10 +199,10 @@ def build_folder(tmp_path) -> str:
     return os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
 
 
-def profile_layers(tmp_path, layers: list, kernels: str) -> list:
+def profile_layers(tmp_path, layers: list, kernels: str, *arguments: str) -> list:
     """`scons profile` on the GPU of ``layers`` (conv2d_fprop lines, less the op, or whole workload
     lines) with every kernel KERNELS=``kernels`` selects measured on each (TOP=listed), into
-    ``tmp_path``; BUILD ``build_folder``.
+    ``tmp_path``; BUILD ``build_folder``; ``arguments``, more of scons's (PROFILE_TIMEOUT=...).
     [(problem, its CSV's rows)] of the layers a selected kernel serves; a layer none serves the
     narrowed build leaves out (commands.narrowed_problems): asserted here to have no CSV, the build
     having said so."""
@@ -223,7 +223,8 @@ def profile_layers(tmp_path, layers: list, kernels: str) -> list:
     workloads.write_text(text)
     build = build_folder(tmp_path)
     out = subprocess.run([sys.executable, shutil.which("scons"), "-j16", "profile", f"WORKLOADS={workloads}",
-                          "TOP=listed", f"KERNELS={kernels}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}"],
+                          "TOP=listed", f"KERNELS={kernels}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}",
+                          *arguments],
                          cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     folder = results.gpu_dir(tmp_path / "results", "odd", query_gpu()[0])

@@ -11,9 +11,11 @@ import sys
 
 import pytest
 
-from conftest import ROOT, build_folder, requires_gpu, workload_file  # noqa: F401  (fixture)
+from conftest import ROOT, build_folder, profile_layers, requires_gpu, workload_file  # noqa: F401  (fixture)
 from kernelgen import results
+from kernelgen.cost_model import serves
 from kernelgen.profile import query_gpu
+from kernelgen.specs import load_catalog
 from kernelgen.workloads import parse_workloads
 
 KERNELS = ",".join([
@@ -88,7 +90,8 @@ def test_profile_verifies_and_times_each_kernel_then_the_header_picks_the_fastes
 HALO = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_3x3_64x232_w56_rows4_halo"
 POINTWISE = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c64_stages4_pointwise"
 POINTWISE_128 = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_64x256_c128_stages2_pointwise"
-# Per kernel: layers it computes (ok) and layers it refuses (unsupported, with a word of the reason).
+# Per kernel: layers it computes (ok) and layers it refuses, with a word of the reason: the model's
+# (cost_model.serves), where it leaves the layer out of a build of the kernel, else the profiler's.
 # Three images make fewer tiles than SMs; 30 rows leave a last halo tile of 2 rows, and 3 x 7 x 9
 # pixels a last pointwise tile of 189 (TMA zero-fills the loads and clips the stores); 192 output
 # channels take three CTAs' filter slices.
@@ -100,24 +103,37 @@ RESIDENT = {
             "n=2 h=8 w=56 c=64 k=96 r=3 s=3 pad=1 stride=1": "multiple of 64"}),
     POINTWISE: ({"n=3 h=7 w=9 c=64 k=192 r=1 s=1 pad=0 stride=1", "n=4 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1"},
                 {"n=2 h=14 w=14 c=64 k=64 r=1 s=1 pad=0 stride=2": "stride 1",
-                 "n=2 h=14 w=14 c=128 k=64 r=1 s=1 pad=0 stride=1": "input channels",
-                 "n=2 h=14 w=14 c=64 k=96 r=1 s=1 pad=0 stride=1": "multiple of 64"}),
+                 "n=2 h=14 w=14 c=128 k=64 r=1 s=1 pad=0 stride=1": "number of channels",
+                 "n=2 h=14 w=14 c=64 k=96 r=1 s=1 pad=0 stride=1": "number of channels"}),
     POINTWISE_128: ({"n=3 h=7 w=9 c=128 k=128 r=1 s=1 pad=0 stride=1", "n=2 h=28 w=28 c=128 k=512 r=1 s=1 pad=0 stride=1"},
-                    {"n=2 h=14 w=14 c=64 k=64 r=1 s=1 pad=0 stride=1": "input channels"}),
+                    {"n=2 h=14 w=14 c=64 k=64 r=1 s=1 pad=0 stride=1": "number of channels"}),
 }
+
+
+def test_the_resident_kernels_layers_are_served_or_refused_as_the_gpu_test_expects():
+    """Without a GPU: the model serves each layer the GPU test below expects a kernel to compute, and
+    where it refuses one the test expects refused, its reason holds the test's word."""
+    catalog = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
+    for kernel, (computes, refuses) in RESIDENT.items():
+        for layer in computes:
+            assert serves(catalog[kernel], *parse_workloads(f"conv2d_fprop {layer}\n")) is None, (kernel, layer)
+        for layer, word in refuses.items():
+            why = serves(catalog[kernel], *parse_workloads(f"conv2d_fprop {layer}\n"))
+            assert why is None or word in why, (kernel, layer, why)
 
 
 @requires_gpu
 @pytest.mark.parametrize("kernel", sorted(RESIDENT))
 def test_resident_kernels_are_verified_on_full_and_partial_tiles_and_refuse_other_layers(tmp_path, kernel):
     computes, refuses = RESIDENT[kernel]
-    text = "".join(f"conv2d_fprop {layer}\n" for layer in sorted(computes | set(refuses)))
-    workloads = tmp_path / "layers.txt"
-    workloads.write_text(text)
-    build = build_folder(tmp_path)
-    scons("profile", f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}")
-    for layer, problem in zip(sorted(computes | set(refuses)), parse_workloads(text)):
-        frame = results.read_csv(this_gpu(tmp_path / "results", "layers") / f"{problem.name}.csv")
+    descriptor = next(k for k in load_catalog(ROOT / "kernel_specs" / "families") if k.name == kernel)
+    served = {problem.name: frame for problem, frame in profile_layers(tmp_path, sorted(computes | set(refuses)), kernel)}
+    for layer in sorted(computes | set(refuses)):
+        problem, = parse_workloads(f"conv2d_fprop {layer}\n")
+        if problem.name not in served:  # left out of the build: the model refuses it, for the reason given
+            assert layer in refuses and refuses[layer] in serves(descriptor, problem), layer
+            continue
+        frame = served[problem.name]
         assert list(frame["kernel"]) == [kernel]
         row = frame.iloc[0]
         if layer in computes:

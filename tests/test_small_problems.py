@@ -9,14 +9,12 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, build_folder, requires_gpu, requires_nvcc
+from conftest import ROOT, profile_layers, requires_gpu, requires_nvcc
 from kernelgen import candidates, cost_model, render
 from kernelgen.ops import serves
 from kernelgen.ops.gemm import GemmProblem
 from kernelgen.specs import load_catalog
 from kernelgen.workloads import parse_workloads
-from test_gpu_profile import scons, this_gpu
-from kernelgen import results
 
 TEMPLATES = ROOT / "kernel_specs" / "templates"
 CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
@@ -162,7 +160,8 @@ def test_every_tensor_core_matrix_vector_kernel_computes_odd_products_exactly_on
 
 
 SMALL = {
-    # (layers it computes, layers it refuses with a word of the reason)
+    # (layers it computes, layers it refuses with a word of the reason: the model's, where it leaves the
+    # layer out of the build, else the profiler's)
     GEMV: ({"gemm m=1 n=1000 k=2048", "gemm m=3 n=257 k=1032", "gemm m=4 n=64 k=8",
             "conv2d_fprop n=1 h=2 w=2 c=512 k=100 r=1 s=1"},
            {"gemm m=5 n=64 k=64": "at most 4 rows", "gemm m=2 n=64 k=60": "multiple of 8",
@@ -170,7 +169,7 @@ SMALL = {
     GEMV_1: ({"gemm m=1 n=4096 k=25088", "gemm m=1 n=7 k=4104"}, {"gemm m=2 n=64 k=64": "at most 1 rows"}),
     GEMV_NARROW: ({"conv2d_fprop n=1 h=1 w=1 c=222 k=888 r=1 s=1", "conv2d_fprop n=3 h=1 w=1 c=84 k=337 r=1 s=1",
                    "gemm m=8 n=5 k=2", "gemm m=1 n=1000 k=2050"},
-                  {"gemm m=9 n=64 k=64": "at most 8 rows", "gemm m=2 n=64 k=31": "must be even",
+                  {"gemm m=9 n=64 k=64": "at most 8 rows", "gemm m=2 n=64 k=31": "multiple of 2",
                    "conv2d_fprop n=1 h=3 w=3 c=30 k=30 r=3 s=3 pad=1": "not a GEMM"}),
     GEMV_32: ({"conv2d_fprop n=32 h=1 w=1 c=888 k=222 r=1 s=1", "gemm m=17 n=7 k=24", "gemm m=32 n=1000 k=1280"},
               {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=84 k=336 r=1 s=1": "multiple of 8"}),
@@ -181,14 +180,14 @@ SMALL = {
                  {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=84 k=336 r=1 s=1": "multiple of 8"}),
     GEMV_LANES_NARROW: ({"conv2d_fprop n=32 h=1 w=1 c=222 k=888 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=30 k=120 r=1 s=1",
                          "gemm m=31 n=3 k=2", "gemm m=32 n=9 k=2050"},
-                        {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "must be even"}),
+                        {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "multiple of 2"}),
     GEMV_LANES_1024: ({"conv2d_fprop n=32 h=1 w=1 c=3024 k=308 r=1 s=1", "gemm m=17 n=7 k=24", "gemm m=32 n=3 k=8200"},
                       {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=84 k=336 r=1 s=1": "multiple of 8"}),
     # rows of A 308 channels wide (odd 4-byte chunks: the padding is one chunk), 1232 (78 KiB of A at
     # 32 rows: opted-in shared memory), 3024 (193 KiB), an A of fewer rows than the lanes
     GEMV_STAGED_NARROW: ({"conv2d_fprop n=32 h=1 w=1 c=308 k=1232 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=1232 k=308 r=1 s=1",
                           "gemm m=31 n=3 k=2", "gemm m=32 n=9 k=3024", "gemm m=5 n=7 k=84"},
-                         {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "must be even",
+                         {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "multiple of 2",
                           "gemm m=32 n=8 k=4000": "shared memory"}),
     GEMV_STAGED: ({"conv2d_fprop n=32 h=1 w=1 c=1232 k=308 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=3024 k=308 r=1 s=1",
                    "gemm m=17 n=7 k=24", "gemm m=32 n=1001 k=1288"},
@@ -199,7 +198,7 @@ SMALL = {
                {"gemm m=33 n=64 k=64": "at most 32 rows", "conv2d_fprop n=32 h=1 w=1 c=222 k=888 r=1 s=1": "multiple of 8"}),
     GEMV_MMA_NARROW: ({"conv2d_fprop n=32 h=1 w=1 c=222 k=888 r=1 s=1", "conv2d_fprop n=32 h=1 w=1 c=30 k=120 r=1 s=1",
                        "gemm m=31 n=3 k=2", "gemm m=32 n=9 k=2050"},
-                      {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "must be even"}),
+                      {"gemm m=40 n=64 k=64": "at most 32 rows", "gemm m=2 n=64 k=31": "multiple of 2"}),
     GEMV_MMA_16: ({"conv2d_fprop n=1 h=1 w=1 c=144 k=6 r=1 s=1", "conv2d_fprop n=1 h=1 w=1 c=480 k=20 r=1 s=1",
                    "gemm m=16 n=100 k=520", "gemm m=3 n=17 k=8"},
                   {"gemm m=17 n=8 k=8": "at most 16 rows", "conv2d_fprop n=1 h=1 w=1 c=6 k=144 r=1 s=1": "multiple of 8"}),
@@ -212,24 +211,29 @@ SMALL = {
 }
 
 
+def test_the_small_problem_kernels_layers_are_served_or_refused_as_the_gpu_test_expects():
+    """Without a GPU: the model serves each layer the GPU test below expects a kernel to compute, and
+    where it refuses one the test expects refused, its reason holds the test's word."""
+    for kernel, (computes, refuses) in SMALL.items():
+        for layer in computes:
+            assert cost_model.serves(CATALOG[kernel], *parse_workloads(layer + "\n")) is None, (kernel, layer)
+        for layer, word in refuses.items():
+            why = cost_model.serves(CATALOG[kernel], *parse_workloads(layer + "\n"))
+            assert why is None or word in why, (kernel, layer, why)
+
+
 @requires_gpu
 @pytest.mark.parametrize("kernel", sorted(SMALL))
 def test_small_problem_kernels_are_verified_relaunched_and_refuse_other_layers(tmp_path, kernel):
     computes, refuses = SMALL[kernel]
-    layers = sorted(computes | set(refuses))
-    text = "".join(f"{layer}\n" for layer in layers)
-    workloads = tmp_path / "layers.txt"
-    workloads.write_text(text)
-    build = build_folder(tmp_path)
-    scons("profile", f"WORKLOADS={workloads}", "TOP=listed", f"KERNELS={kernel}", f"RESULTS={tmp_path / 'results'}", f"BUILD={build}",
-          "PROFILE_TIMEOUT=20")
-    for layer, problem in zip(layers, parse_workloads(text)):
-        path = this_gpu(tmp_path / "results", "layers") / f"{problem.name}.csv"
-        why = cost_model.serves(CATALOG[kernel], problem)
-        if why is not None:  # the narrowed build leaves out a layer its one kernel does not serve
-            assert layer in refuses and refuses[layer] in why and not path.exists(), (layer, why)
+    served = {problem.name: frame for problem, frame in
+              profile_layers(tmp_path, sorted(computes | set(refuses)), kernel, "PROFILE_TIMEOUT=20")}
+    for layer in sorted(computes | set(refuses)):
+        problem, = parse_workloads(layer + "\n")
+        if problem.name not in served:  # left out of the build: the model refuses it, for the reason given
+            assert layer in refuses and refuses[layer] in cost_model.serves(CATALOG[kernel], problem), layer
             continue
-        row = results.read_csv(path).iloc[0]
+        row = served[problem.name].iloc[0]
         if layer in computes:
             assert row["status"] == "ok", (layer, row["message"])
             assert 0 < row["rel_l2_error"] < 1e-3 and row["rel_max_error"] < 1e-3, layer
