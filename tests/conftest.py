@@ -199,6 +199,48 @@ def build_folder(tmp_path) -> str:
     return os.environ.get("KERNELGEN_TEST_BUILD", str(tmp_path / "build"))
 
 
+def workload_line(layer: str) -> str:
+    """A workload file's line of ``layer``: a whole line, or a conv2d_fprop line less the op."""
+    from kernelgen.ops import OPS
+
+    return layer + "\n" if layer.split()[0] in OPS else f"conv2d_fprop {layer}\n"
+
+
+def assert_table_served(kernels: dict, table: dict) -> None:
+    """Without a GPU, a GPU test's ``table`` (kernel name -> (layers it computes, {layer it refuses:
+    a word of the reason}), layers as ``profile_layers`` takes them) against the model: each layer
+    it computes the kernel (of ``kernels``: name -> descriptor) serves, and where the model refuses
+    one it refuses, its reason holds the word."""
+    from kernelgen.cost_model import serves
+    from kernelgen.workloads import parse_workloads
+
+    for kernel, (computes, refuses) in table.items():
+        for layer in computes:
+            assert serves(kernels[kernel], *parse_workloads(workload_line(layer))) is None, (kernel, layer)
+        for layer, word in refuses.items():
+            why = serves(kernels[kernel], *parse_workloads(workload_line(layer)))
+            assert why is None or word in why, (kernel, layer, why)
+
+
+def profile_table_rows(tmp_path, kernel, computes: set, refuses: dict, *arguments: str) -> dict:
+    """``profile_layers`` of one kernel (a descriptor) on a table's layers (``assert_table_served``):
+    {layer: its CSV's rows} of those the build profiled. A layer the narrowed build left out is
+    asserted to be one the table expects refused, the model's reason holding its word."""
+    from kernelgen.cost_model import serves
+    from kernelgen.workloads import parse_workloads
+
+    profiled = {problem.name: frame for problem, frame in
+                profile_layers(tmp_path, sorted(computes | set(refuses)), kernel.name, *arguments)}
+    rows = {}
+    for layer in sorted(computes | set(refuses)):
+        problem, = parse_workloads(workload_line(layer))
+        if problem.name in profiled:
+            rows[layer] = profiled[problem.name]
+        else:  # left out of the build: the model refuses it, for the reason given
+            assert layer in refuses and refuses[layer] in serves(kernel, problem), layer
+    return rows
+
+
 def profile_layers(tmp_path, layers: list, kernels: str, *arguments: str) -> list:
     """`scons profile` on the GPU of ``layers`` (conv2d_fprop lines, less the op, or whole workload
     lines) with every kernel KERNELS=``kernels`` selects measured on each (TOP=listed), into
@@ -212,13 +254,12 @@ def profile_layers(tmp_path, layers: list, kernels: str, *arguments: str) -> lis
     from kernelgen import results
     from kernelgen.arch import parse_arch
     from kernelgen.cost_model import serves
-    from kernelgen.ops import OPS
     from kernelgen.profile import query_gpu
     from kernelgen.specs import load_catalog, select
     from kernelgen.targets import DEFAULT_ARCH
     from kernelgen.workloads import parse_workloads
 
-    text = "".join(layer + "\n" if layer.split()[0] in OPS else f"conv2d_fprop {layer}\n" for layer in layers)
+    text = "".join(workload_line(layer) for layer in layers)
     workloads = tmp_path / "odd.txt"
     workloads.write_text(text)
     build = build_folder(tmp_path)

@@ -11,9 +11,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, build_folder, profile_layers, requires_gpu, workload_file  # noqa: F401  (fixture)
+from conftest import ROOT, assert_table_served, build_folder, profile_table_rows, requires_gpu, workload_file  # noqa: F401  (fixture)
 from kernelgen import results
-from kernelgen.cost_model import serves
 from kernelgen.profile import query_gpu
 from kernelgen.specs import load_catalog
 from kernelgen.workloads import parse_workloads
@@ -95,6 +94,7 @@ POINTWISE_128 = "kernelgen_sm90_tensorop_fprop_f16nhwc_f16nhwc_f32_f16nhwc_1x1_6
 # Three images make fewer tiles than SMs; 30 rows leave a last halo tile of 2 rows, and 3 x 7 x 9
 # pixels a last pointwise tile of 189 (TMA zero-fills the loads and clips the stores); 192 output
 # channels take three CTAs' filter slices.
+CATALOG = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
 RESIDENT = {
     HALO: ({"n=3 h=56 w=56 c=64 k=64 r=3 s=3 pad=1 stride=1", "n=2 h=30 w=56 c=64 k=192 r=3 s=3 pad=1 stride=1"},
            {"n=2 h=56 w=56 c=64 k=64 r=1 s=1 pad=0 stride=1": "3x3",
@@ -111,29 +111,14 @@ RESIDENT = {
 
 
 def test_the_resident_kernels_layers_are_served_or_refused_as_the_gpu_test_expects():
-    """Without a GPU: the model serves each layer the GPU test below expects a kernel to compute, and
-    where it refuses one the test expects refused, its reason holds the test's word."""
-    catalog = {k.name: k for k in load_catalog(ROOT / "kernel_specs" / "families")}
-    for kernel, (computes, refuses) in RESIDENT.items():
-        for layer in computes:
-            assert serves(catalog[kernel], *parse_workloads(f"conv2d_fprop {layer}\n")) is None, (kernel, layer)
-        for layer, word in refuses.items():
-            why = serves(catalog[kernel], *parse_workloads(f"conv2d_fprop {layer}\n"))
-            assert why is None or word in why, (kernel, layer, why)
+    assert_table_served(CATALOG, RESIDENT)
 
 
 @requires_gpu
 @pytest.mark.parametrize("kernel", sorted(RESIDENT))
 def test_resident_kernels_are_verified_on_full_and_partial_tiles_and_refuse_other_layers(tmp_path, kernel):
     computes, refuses = RESIDENT[kernel]
-    descriptor = next(k for k in load_catalog(ROOT / "kernel_specs" / "families") if k.name == kernel)
-    served = {problem.name: frame for problem, frame in profile_layers(tmp_path, sorted(computes | set(refuses)), kernel)}
-    for layer in sorted(computes | set(refuses)):
-        problem, = parse_workloads(f"conv2d_fprop {layer}\n")
-        if problem.name not in served:  # left out of the build: the model refuses it, for the reason given
-            assert layer in refuses and refuses[layer] in serves(descriptor, problem), layer
-            continue
-        frame = served[problem.name]
+    for layer, frame in profile_table_rows(tmp_path, CATALOG[kernel], computes, refuses).items():
         assert list(frame["kernel"]) == [kernel]
         row = frame.iloc[0]
         if layer in computes:

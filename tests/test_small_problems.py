@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, profile_layers, requires_gpu, requires_nvcc
+from conftest import ROOT, assert_table_served, profile_table_rows, requires_gpu, requires_nvcc
 from kernelgen import candidates, cost_model, render
 from kernelgen.ops import serves
 from kernelgen.ops.gemm import GemmProblem
@@ -212,28 +212,15 @@ SMALL = {
 
 
 def test_the_small_problem_kernels_layers_are_served_or_refused_as_the_gpu_test_expects():
-    """Without a GPU: the model serves each layer the GPU test below expects a kernel to compute, and
-    where it refuses one the test expects refused, its reason holds the test's word."""
-    for kernel, (computes, refuses) in SMALL.items():
-        for layer in computes:
-            assert cost_model.serves(CATALOG[kernel], *parse_workloads(layer + "\n")) is None, (kernel, layer)
-        for layer, word in refuses.items():
-            why = cost_model.serves(CATALOG[kernel], *parse_workloads(layer + "\n"))
-            assert why is None or word in why, (kernel, layer, why)
+    assert_table_served(CATALOG, SMALL)
 
 
 @requires_gpu
 @pytest.mark.parametrize("kernel", sorted(SMALL))
 def test_small_problem_kernels_are_verified_relaunched_and_refuse_other_layers(tmp_path, kernel):
     computes, refuses = SMALL[kernel]
-    served = {problem.name: frame for problem, frame in
-              profile_layers(tmp_path, sorted(computes | set(refuses)), kernel, "PROFILE_TIMEOUT=20")}
-    for layer in sorted(computes | set(refuses)):
-        problem, = parse_workloads(layer + "\n")
-        if problem.name not in served:  # left out of the build: the model refuses it, for the reason given
-            assert layer in refuses and refuses[layer] in cost_model.serves(CATALOG[kernel], problem), layer
-            continue
-        row = served[problem.name].iloc[0]
+    for layer, frame in profile_table_rows(tmp_path, CATALOG[kernel], computes, refuses, "PROFILE_TIMEOUT=20").items():
+        row = frame.iloc[0]
         if layer in computes:
             assert row["status"] == "ok", (layer, row["message"])
             assert 0 < row["rel_l2_error"] < 1e-3 and row["rel_max_error"] < 1e-3, layer
